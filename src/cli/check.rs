@@ -1,0 +1,219 @@
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use serde_json::json;
+
+use super::policy::report_problems;
+use super::{Exit, Format, PolicyArgs, print_json};
+use crate::facts::{Root, ToolFacts, Transport, tool_call_facts};
+use crate::pdp::{ClientRecord, Decision, Engine, Outcome, ProblemKind, ToolAction, ToolQuery};
+use crate::tools::{Registry, ToolId};
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+    /// The client making the call.
+    #[arg(long, default_value = "cli")]
+    pub client: String,
+    /// The client's tier (declared in tiers.json).
+    #[arg(long, default_value = "paired")]
+    pub tier: String,
+    /// The tool, as `server/name` (or a bare name when only one server has it).
+    #[arg(long)]
+    pub tool: String,
+    /// The call's arguments, a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// The workspace root that paths are judged against.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    /// Decide a call, or whether the tool shows in the client's listing.
+    #[arg(long, value_enum, default_value_t = CheckAction::Call)]
+    pub action: CheckAction,
+    /// The channel an approval would come through, for policies that care.
+    #[arg(long, default_value = "client_elicitation")]
+    pub approval_channel: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckAction {
+    Call,
+    Discover,
+}
+
+#[derive(Debug, Serialize)]
+struct ResolvedArgument {
+    argument: String,
+    requested: PathBuf,
+    canonical: PathBuf,
+    inside_root: bool,
+}
+
+pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
+    let bundle = args.policies.bundle()?;
+    let registry = Registry::builtin()?;
+    let client = ClientRecord {
+        name: args.client.clone(),
+        tier: args.tier.clone(),
+    };
+    let engine = match Engine::load(&bundle, &registry, std::slice::from_ref(&client)) {
+        Ok(engine) => engine,
+        Err(err)
+            if err
+                .problems
+                .iter()
+                .all(|p| p.kind == ProblemKind::UnknownTier) =>
+        {
+            let message = err
+                .problems
+                .first()
+                .map(|p| p.message.clone())
+                .unwrap_or_default();
+            anyhow::bail!("--tier: {message}");
+        }
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            return Ok(Exit::ValidationFailure);
+        }
+    };
+
+    let arguments: serde_json::Value = serde_json::from_str(&args.args)
+        .map_err(|err| anyhow::anyhow!("--args is not JSON: {err}"))?;
+    let action = match args.action {
+        CheckAction::Call => ToolAction::Call,
+        CheckAction::Discover => ToolAction::Discover,
+    };
+    let (tool_id, facts, paths) = match registry.lookup(&args.tool) {
+        // An unknown tool is still decided: the decision point denies it,
+        // and that is the answer a client would get.
+        None => {
+            let id = match args.tool.split_once('/') {
+                Some((server, name)) => ToolId::new(server, name),
+                None => ToolId::new("", args.tool.as_str()),
+            };
+            (id, ToolFacts::without_paths(Transport::Cli), Vec::new())
+        }
+        Some(tool) if action == ToolAction::Discover => (
+            tool.spec.id.clone(),
+            ToolFacts::without_paths(Transport::Cli),
+            Vec::new(),
+        ),
+        Some(tool) => {
+            tool.arguments
+                .check(&arguments)
+                .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
+            let root = Root::new(&args.root).map_err(|err| anyhow::anyhow!("--root: {err}"))?;
+            let call = tool_call_facts(
+                &tool.spec,
+                &arguments,
+                &root,
+                engine.path_classes(),
+                Transport::Cli,
+            )
+            .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
+            let paths = call
+                .paths
+                .into_iter()
+                .map(|(argument, resolved)| ResolvedArgument {
+                    argument,
+                    requested: resolved.requested,
+                    canonical: resolved.canonical,
+                    inside_root: resolved.inside_root,
+                })
+                .collect();
+            (tool.spec.id.clone(), call.facts, paths)
+        }
+    };
+
+    let decision = engine.decide(&ToolQuery {
+        client: &client.name,
+        action,
+        tool: &tool_id,
+        facts: &facts,
+        approval_channel: &args.approval_channel,
+    });
+    match format {
+        Format::Json => print_json(&json!({
+            "decision": decision.outcome,
+            "cause": decision.cause,
+            "reason": decision.reason(),
+            "policies": decision.policies,
+            "errors": decision.errors,
+            "policy_set": decision.policy_set,
+            "request": {
+                "client": client.name,
+                "tier": client.tier,
+                "tool": tool_id,
+                "action": args.action,
+                "facts": facts,
+                "paths": paths,
+            },
+        }))?,
+        Format::Human => print_human(&decision, &client, &tool_id, args.action, &facts, &paths),
+    }
+    Ok(match decision.outcome {
+        Outcome::Allow => Exit::Ok,
+        Outcome::Ask => Exit::Ask,
+        Outcome::Deny => Exit::Deny,
+    })
+}
+
+fn print_human(
+    decision: &Decision,
+    client: &ClientRecord,
+    tool: &ToolId,
+    action: CheckAction,
+    facts: &ToolFacts,
+    paths: &[ResolvedArgument],
+) {
+    let verb = match action {
+        CheckAction::Call => "call",
+        CheckAction::Discover => "discover",
+    };
+    println!(
+        "{} ({}): {verb} {tool} by client `{}` (tier {})",
+        decision.outcome.as_str().to_uppercase(),
+        decision.cause.as_str(),
+        client.name,
+        client.tier
+    );
+    if decision.policies.is_empty() {
+        println!("  {}", decision.reason());
+    }
+    for policy in &decision.policies {
+        println!("  {}  [{}]\n    {}", policy.id, policy.file, policy.reason);
+    }
+    for error in &decision.errors {
+        println!("  error: {}", error.message);
+    }
+    for path in paths {
+        println!(
+            "  {}: {} -> {} ({})",
+            path.argument,
+            path.requested.display(),
+            path.canonical.display(),
+            if path.inside_root {
+                "inside the root"
+            } else {
+                "outside the root"
+            }
+        );
+    }
+    let classes: Vec<&str> = facts.path_classes.iter().map(String::as_str).collect();
+    println!(
+        "  facts: reads_inside_root={} writes_inside_root={} touches_vcs_metadata={} writes_vcs_metadata={} path_classes=[{}]",
+        facts.reads_inside_root,
+        facts.writes_inside_root,
+        facts.touches_vcs_metadata,
+        facts.writes_vcs_metadata,
+        classes.join(", ")
+    );
+    let set = &decision.policy_set;
+    println!(
+        "  policy set {} (portcullis {}, cedar {}, language {})",
+        set.hash, set.portcullis_version, set.cedar_sdk_version, set.cedar_lang_version
+    );
+}

@@ -1,0 +1,82 @@
+//! The command-line adapter. Each command translates flags into calls on the
+//! library and the result into text or JSON; none of them decides anything.
+//! Names, file formats and exit codes follow the `cedar` CLI where it has an
+//! equivalent.
+
+mod check;
+mod exit;
+mod init;
+mod policy;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use exit::Exit;
+
+use crate::pdp::{BundleError, PolicyBundle};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "portcullis",
+    version,
+    about = "An approval service between AI agents and the tools they call"
+)]
+pub struct Cli {
+    /// Output for people (human) or for machines (json, on stdout).
+    #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate, test and format policy files.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+    /// Decide one tool call, as the server would, and explain the decision.
+    Check(check::CheckArgs),
+    /// Write the default policies and schema into a folder, for a team to edit.
+    Init(init::InitArgs),
+}
+
+/// Where the policy set comes from: folders, or the built-in defaults.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// Folder of `*.cedar` policies, `tiers.json`, `path_classes.toml` and
+    /// `tests/` [default: the built-in policies].
+    #[arg(long, env = "PORTCULLIS_POLICIES", value_name = "DIR")]
+    pub policies: Option<PathBuf>,
+    /// Folder of `*.cedarschema` files [default: the built-in schema].
+    #[arg(long, env = "PORTCULLIS_SCHEMA", value_name = "DIR")]
+    pub schema: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    pub fn bundle(&self) -> Result<PolicyBundle, BundleError> {
+        PolicyBundle::load(self.policies.as_deref(), self.schema.as_deref())
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+    match cli.command {
+        Command::Policy(command) => policy::run(command, cli.format),
+        Command::Check(args) => check::run(&args, cli.format),
+        Command::Init(args) => init::run(&args, cli.format),
+    }
+}
+
+/// Prints a JSON document on stdout.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

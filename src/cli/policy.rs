@@ -1,0 +1,212 @@
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::{Exit, Format, PolicyArgs, print_json};
+use crate::pdp::{self, Engine, PolicyBundle, Problem};
+use crate::tools::Registry;
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Parse and strictly validate the policy set; warnings are errors.
+    Validate(PolicyArgs),
+    /// Run the fixture tests in `policies/tests/` (`cedar run-tests` format).
+    Test(PolicyArgs),
+    /// Format the `.cedar` files in place, or only check them.
+    Fmt(FmtArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FmtArgs {
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+    /// Change nothing; exit 1 and list the files that are not formatted.
+    #[arg(long, short = 'c')]
+    pub check: bool,
+    #[arg(long, short = 'l', default_value_t = 80)]
+    pub line_width: usize,
+    #[arg(long, short = 'i', default_value_t = 2)]
+    pub indent_width: isize,
+}
+
+pub fn run(command: PolicyCommand, format: Format) -> anyhow::Result<Exit> {
+    match command {
+        PolicyCommand::Validate(args) => validate(&args, format),
+        PolicyCommand::Test(args) => test(&args, format),
+        PolicyCommand::Fmt(args) => fmt(&args, format),
+    }
+}
+
+/// Loads the bundle and the engine, or reports why not.
+pub(super) fn load(
+    args: &PolicyArgs,
+    format: Format,
+) -> anyhow::Result<Result<(PolicyBundle, Engine), Exit>> {
+    let bundle = args.bundle()?;
+    let registry = Registry::builtin()?;
+    match Engine::load(&bundle, &registry, &[]) {
+        Ok(engine) => Ok(Ok((bundle, engine))),
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            Ok(Err(Exit::ValidationFailure))
+        }
+    }
+}
+
+pub(super) fn report_problems(problems: &[Problem], format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Json => print_json(&json!({"valid": false, "problems": problems})),
+        Format::Human => {
+            let mut stderr = std::io::stderr().lock();
+            for problem in problems {
+                writeln!(stderr, "error: {problem}")?;
+            }
+            writeln!(
+                stderr,
+                "the policy set does not validate: {} problem{}",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            )?;
+            Ok(())
+        }
+    }
+}
+
+fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
+    let (bundle, engine) = match load(args, format)? {
+        Ok(loaded) => loaded,
+        Err(exit) => return Ok(exit),
+    };
+    let identity = engine.identity();
+    match format {
+        Format::Json => print_json(&json!({
+            "valid": true,
+            "problems": [],
+            "policies": engine.policy_count(),
+            "files": bundle.policies.len(),
+            "tiers": engine.tiers(),
+            "path_classes": engine.path_classes().names(),
+            "policy_set": identity,
+        }))?,
+        Format::Human => println!(
+            "ok: {} policies in {} files, tiers {}, path classes {}; policy set {}",
+            engine.policy_count(),
+            bundle.policies.len(),
+            engine.tiers().join(", "),
+            engine.path_classes().names().join(", "),
+            identity.hash
+        ),
+    }
+    Ok(Exit::Ok)
+}
+
+fn test(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
+    let (bundle, engine) = match load(args, format)? {
+        Ok(loaded) => loaded,
+        Err(exit) => return Ok(exit),
+    };
+    let results = pdp::run_fixtures(&engine, &bundle);
+    let failed = results.iter().filter(|r| !r.passed()).count();
+    let passed = results.len() - failed;
+    match format {
+        Format::Json => {
+            print_json(&json!({"passed": passed, "failed": failed, "results": results}))?
+        }
+        Format::Human => {
+            for result in results.iter().filter(|r| !r.passed()) {
+                println!(
+                    "FAIL {}: {}\n  {}",
+                    result.file,
+                    result.name,
+                    result.failure.as_deref().unwrap_or_default()
+                );
+            }
+            if results.is_empty() {
+                println!("no fixture tests found (add JSON files to policies/tests/)");
+            }
+            println!("{passed} passed, {failed} failed");
+        }
+    }
+    Ok(if failed == 0 && !results.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Failure
+    })
+}
+
+fn fmt(args: &FmtArgs, format: Format) -> anyhow::Result<Exit> {
+    if args.policies.policies.is_none() && !args.check {
+        anyhow::bail!("the built-in policies cannot be rewritten; pass --policies DIR, or --check");
+    }
+    let bundle = args.policies.bundle()?;
+    let config = cedar_policy_formatter::Config {
+        line_width: args.line_width,
+        indent_width: args.indent_width,
+    };
+    let mut unformatted = Vec::new();
+    let mut problems = Vec::new();
+    for file in &bundle.policies {
+        let pretty = match cedar_policy_formatter::policies_str_to_pretty(&file.text, &config) {
+            Ok(pretty) => pretty,
+            Err(err) => {
+                problems.push(Problem::new(
+                    pdp::ProblemKind::Parse,
+                    &file.display,
+                    format!("{err}"),
+                ));
+                continue;
+            }
+        };
+        if pretty == file.text {
+            continue;
+        }
+        unformatted.push(file.display.clone());
+        if !args.check {
+            write_atomically(Path::new(&file.display), &pretty)?;
+        }
+    }
+    if !problems.is_empty() {
+        report_problems(&problems, format)?;
+        return Ok(Exit::ValidationFailure);
+    }
+    match format {
+        Format::Json => print_json(&json!({
+            "check": args.check,
+            "unformatted": unformatted,
+        }))?,
+        Format::Human => {
+            for file in &unformatted {
+                if args.check {
+                    println!("not formatted: {file}");
+                } else {
+                    println!("formatted: {file}");
+                }
+            }
+        }
+    }
+    Ok(if args.check && !unformatted.is_empty() {
+        Exit::Failure
+    } else {
+        Exit::Ok
+    })
+}
+
+/// Replaces a file so that a crash leaves either the old or the new text.
+pub(super) fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    temp.write_all(text.as_bytes())
+        .and_then(|()| temp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Ok(meta) = fs::metadata(path) {
+        fs::set_permissions(temp.path(), meta.permissions())?;
+    }
+    temp.persist(path)
+        .with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! Trusted facts: what policies test about a call, computed in Rust from the
+//! request and the registry, never taken from what the client claims.
+
+mod path_classes;
+mod paths;
+mod tool_call;
+
+pub use path_classes::{PathClassError, PathClasses};
+pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, resolve};
+pub use tool_call::{CallFactsError, ToolCallFacts, ToolFacts, Transport, tool_call_facts};

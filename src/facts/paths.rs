@@ -1,0 +1,510 @@
+//! Where a path really points, judged against the workspace root.
+//!
+//! A path is resolved the way the kernel would walk it: one component at a
+//! time, following every symlink (file or folder, chains included), so that
+//! `..` after a symlink goes to the parent of the link's target, not of the
+//! link. The part of a path that does not exist yet (the file a write will
+//! create, the folders above it) is resolved lexically below its deepest
+//! existing ancestor. What comes out is the path a tool will operate on, and
+//! the decision is made on that path, never on the text the client sent.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use thiserror::Error;
+
+/// Longest path text accepted, in bytes (Linux PATH_MAX).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// How many symlinks one resolution may follow before it is called a loop
+/// (Linux's MAXSYMLINKS).
+const MAX_SYMLINK_HOPS: usize = 40;
+/// Folder names that hold version-control metadata.
+const VCS_METADATA_NAMES: [&str; 5] = [".git", ".hg", ".svn", ".jj", ".bzr"];
+
+#[derive(Debug, Error)]
+pub enum PathError {
+    #[error("the path is empty")]
+    Empty,
+    #[error("the path contains a NUL byte")]
+    Nul,
+    #[error("the path is longer than {MAX_PATH_BYTES} bytes")]
+    TooLong,
+    #[error("`~user` paths are not supported; write the path out")]
+    OtherUsersHome,
+    #[error("the path starts with `~` but HOME is not set")]
+    NoHome,
+    #[error("too many levels of symbolic links (a loop?) at {0}")]
+    SymlinkLoop(PathBuf),
+    #[error("cannot inspect {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The workspace root, canonicalised once.
+#[derive(Debug, Clone)]
+pub struct Root {
+    canonical: PathBuf,
+}
+
+impl Root {
+    pub fn new(path: &Path) -> Result<Self, PathError> {
+        let canonical = path.canonicalize().map_err(|source| PathError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Self { canonical })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.canonical
+    }
+}
+
+/// A path argument after resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPath {
+    /// What the client sent (after `~` expansion), joined onto the root if
+    /// relative, with `.` removed but `..` and symlinks untouched.
+    pub requested: PathBuf,
+    /// Where the path really leads: symlinks followed, `..` applied.
+    pub canonical: PathBuf,
+    /// Whether `canonical` exists now.
+    pub exists: bool,
+    pub inside_root: bool,
+    /// Some component of `canonical` or `requested` is a VCS metadata folder.
+    pub in_vcs_metadata: bool,
+}
+
+impl ResolvedPath {
+    /// The canonical path relative to the root, when inside it.
+    pub fn relative<'a>(&'a self, root: &Root) -> Option<&'a Path> {
+        self.canonical.strip_prefix(root.path()).ok()
+    }
+}
+
+/// Resolves `raw`, relative to `root` unless absolute; `~` and `~/x` mean
+/// the home folder, as an agent writing them means it.
+pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
+    if raw.is_empty() {
+        return Err(PathError::Empty);
+    }
+    if raw.contains('\0') {
+        return Err(PathError::Nul);
+    }
+    if raw.len() > MAX_PATH_BYTES {
+        return Err(PathError::TooLong);
+    }
+    let expanded = expand_home(raw)?;
+    let joined = root.path().join(expanded);
+    let requested: PathBuf = joined
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    let (canonical, exists) = walk(&requested)?;
+    let inside_root = canonical.starts_with(root.path());
+    let in_vcs_metadata = has_vcs_component(&canonical) || has_vcs_component(&requested);
+    Ok(ResolvedPath {
+        requested,
+        canonical,
+        exists,
+        inside_root,
+        in_vcs_metadata,
+    })
+}
+
+fn expand_home(raw: &str) -> Result<PathBuf, PathError> {
+    let Some(rest) = raw.strip_prefix('~') else {
+        return Ok(PathBuf::from(raw));
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return Err(PathError::OtherUsersHome);
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or(PathError::NoHome)?;
+    Ok(PathBuf::from(home).join(rest.trim_start_matches('/')))
+}
+
+fn has_vcs_component(path: &Path) -> bool {
+    path.components().any(|c| match c {
+        Component::Normal(name) => is_vcs_name(name),
+        _ => false,
+    })
+}
+
+fn is_vcs_name(name: &OsStr) -> bool {
+    name.to_str().is_some_and(|name| {
+        VCS_METADATA_NAMES
+            .iter()
+            .any(|vcs| vcs.eq_ignore_ascii_case(name))
+    })
+}
+
+/// Walks an absolute path component by component. Returns the resolved path
+/// and whether it exists.
+fn walk(absolute: &Path) -> Result<(PathBuf, bool), PathError> {
+    // Components still to walk, last first, so a symlink's target can be
+    // pushed in front of the rest.
+    let mut pending: Vec<PathBuf> = Vec::new();
+    push_components(&mut pending, absolute);
+    let mut resolved = PathBuf::from("/");
+    // How many trailing components of `resolved` do not exist. Below a
+    // missing component nothing can exist, so no symlink can be met there.
+    let mut missing = 0usize;
+    let mut hops = 0usize;
+    while let Some(part) = pending.pop() {
+        if part.as_os_str() == "/" {
+            resolved = PathBuf::from("/");
+            missing = 0;
+            continue;
+        }
+        if part.as_os_str() == ".." {
+            resolved.pop();
+            missing = missing.saturating_sub(1);
+            continue;
+        }
+        let candidate = resolved.join(&part);
+        if missing > 0 {
+            resolved = candidate;
+            missing += 1;
+            continue;
+        }
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(PathError::SymlinkLoop(candidate));
+                }
+                let target = std::fs::read_link(&candidate).map_err(|source| PathError::Io {
+                    path: candidate.clone(),
+                    source,
+                })?;
+                // A relative target is relative to the link's folder, which
+                // `resolved` already is; an absolute one restarts at `/`.
+                push_components(&mut pending, &target);
+            }
+            Ok(_) => resolved = candidate,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                resolved = candidate;
+                missing = 1;
+            }
+            // A file where a folder was expected: the path cannot exist, and
+            // nothing below it can be a symlink.
+            Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
+                resolved = candidate;
+                missing = 1;
+            }
+            Err(source) => {
+                return Err(PathError::Io {
+                    path: candidate,
+                    source,
+                });
+            }
+        }
+    }
+    Ok((resolved, missing == 0))
+}
+
+fn push_components(pending: &mut Vec<PathBuf>, path: &Path) {
+    let parts: Vec<PathBuf> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::RootDir | Component::Prefix(_) => Some(PathBuf::from("/")),
+            Component::CurDir => None,
+            Component::ParentDir => Some(PathBuf::from("..")),
+            Component::Normal(name) => Some(PathBuf::from(name)),
+        })
+        .collect();
+    pending.extend(parts.into_iter().rev());
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        root: Root,
+        outside: PathBuf,
+    }
+
+    /// A root `ws/` with `src/main.rs` and `.git/config`, beside a folder
+    /// `outside/` holding `secret.txt`.
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(ws.join("src")).unwrap();
+        fs::create_dir_all(ws.join(".git")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
+        fs::write(ws.join(".git/config"), "[core]").unwrap();
+        fs::write(outside.join("secret.txt"), "s").unwrap();
+        let root = Root::new(&ws).unwrap();
+        let outside = outside.canonicalize().unwrap();
+        Fixture {
+            _dir: dir,
+            root,
+            outside,
+        }
+    }
+
+    fn ws(f: &Fixture) -> &Path {
+        f.root.path()
+    }
+
+    #[test]
+    fn a_plain_relative_file_is_inside() {
+        let f = fixture();
+        let p = resolve(&f.root, "src/main.rs").unwrap();
+        assert_eq!(p.canonical, ws(&f).join("src/main.rs"));
+        assert!(p.exists && p.inside_root && !p.in_vcs_metadata);
+    }
+
+    #[test]
+    fn a_target_that_does_not_exist_yet_resolves_below_its_deepest_ancestor() {
+        let f = fixture();
+        let p = resolve(&f.root, "src/new/deeper/file.rs").unwrap();
+        assert_eq!(p.canonical, ws(&f).join("src/new/deeper/file.rs"));
+        assert!(!p.exists && p.inside_root);
+    }
+
+    #[test]
+    fn dot_dot_that_escapes_is_outside() {
+        let f = fixture();
+        let p = resolve(&f.root, "src/../../outside/secret.txt").unwrap();
+        assert_eq!(p.canonical, f.outside.join("secret.txt"));
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn dot_dot_through_a_missing_folder_is_applied_lexically() {
+        let f = fixture();
+        let p = resolve(&f.root, "nothere/../../outside/x").unwrap();
+        assert_eq!(p.canonical, f.outside.join("x"));
+        assert!(!p.inside_root);
+        let p = resolve(&f.root, "nothere/../src/main.rs").unwrap();
+        assert!(p.exists && p.inside_root);
+    }
+
+    #[test]
+    fn dot_dot_that_stays_inside_is_inside() {
+        let f = fixture();
+        let p = resolve(&f.root, "src/../src/./main.rs").unwrap();
+        assert_eq!(p.canonical, ws(&f).join("src/main.rs"));
+        assert!(p.inside_root);
+    }
+
+    #[test]
+    fn a_file_symlink_pointing_out_is_outside() {
+        let f = fixture();
+        symlink(f.outside.join("secret.txt"), ws(&f).join("innocent.txt")).unwrap();
+        let p = resolve(&f.root, "innocent.txt").unwrap();
+        assert_eq!(p.canonical, f.outside.join("secret.txt"));
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn a_folder_symlink_pointing_out_is_outside_also_for_new_files() {
+        let f = fixture();
+        symlink(&f.outside, ws(&f).join("docs")).unwrap();
+        let p = resolve(&f.root, "docs/new.txt").unwrap();
+        assert_eq!(p.canonical, f.outside.join("new.txt"));
+        assert!(!p.inside_root && !p.exists);
+    }
+
+    #[test]
+    fn a_relative_symlink_pointing_out_is_outside() {
+        let f = fixture();
+        symlink("../outside", ws(&f).join("rel")).unwrap();
+        let p = resolve(&f.root, "rel/secret.txt").unwrap();
+        assert_eq!(p.canonical, f.outside.join("secret.txt"));
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn dot_dot_after_a_symlink_goes_to_the_targets_parent() {
+        let f = fixture();
+        // ws/link -> outside/sub ; ws/link/.. is outside/, not ws/.
+        fs::create_dir(f.outside.join("sub")).unwrap();
+        symlink(f.outside.join("sub"), ws(&f).join("link")).unwrap();
+        let p = resolve(&f.root, "link/../secret.txt").unwrap();
+        assert_eq!(p.canonical, f.outside.join("secret.txt"));
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn a_chain_of_symlinks_is_followed_to_its_end() {
+        let f = fixture();
+        symlink("b", ws(&f).join("a")).unwrap();
+        symlink("c", ws(&f).join("b")).unwrap();
+        symlink(f.outside.join("secret.txt"), ws(&f).join("c")).unwrap();
+        let p = resolve(&f.root, "a").unwrap();
+        assert_eq!(p.canonical, f.outside.join("secret.txt"));
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn a_chain_that_stays_inside_is_inside() {
+        let f = fixture();
+        symlink("src", ws(&f).join("code")).unwrap();
+        symlink("code/main.rs", ws(&f).join("entry")).unwrap();
+        let p = resolve(&f.root, "entry").unwrap();
+        assert_eq!(p.canonical, ws(&f).join("src/main.rs"));
+        assert!(p.inside_root && p.exists);
+    }
+
+    #[test]
+    fn a_dangling_symlink_resolves_to_where_a_write_would_land() {
+        let f = fixture();
+        symlink(f.outside.join("created-by-write"), ws(&f).join("dangling")).unwrap();
+        let p = resolve(&f.root, "dangling").unwrap();
+        assert_eq!(p.canonical, f.outside.join("created-by-write"));
+        assert!(!p.inside_root && !p.exists);
+    }
+
+    #[test]
+    fn a_symlink_loop_is_an_error() {
+        let f = fixture();
+        symlink("loop2", ws(&f).join("loop1")).unwrap();
+        symlink("loop1", ws(&f).join("loop2")).unwrap();
+        assert!(matches!(
+            resolve(&f.root, "loop1/x"),
+            Err(PathError::SymlinkLoop(_))
+        ));
+        symlink("self", ws(&f).join("self")).unwrap();
+        assert!(matches!(
+            resolve(&f.root, "self"),
+            Err(PathError::SymlinkLoop(_))
+        ));
+    }
+
+    #[test]
+    fn an_absolute_path_inside_the_root_is_inside() {
+        let f = fixture();
+        let abs = ws(&f).join("src/main.rs");
+        let p = resolve(&f.root, abs.to_str().unwrap()).unwrap();
+        assert!(p.inside_root);
+    }
+
+    #[test]
+    fn an_absolute_path_elsewhere_is_outside() {
+        let f = fixture();
+        let p = resolve(&f.root, "/etc/passwd").unwrap();
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn a_sibling_whose_name_extends_the_roots_is_outside() {
+        let f = fixture();
+        let sibling = format!("{}kit/x", ws(&f).display());
+        let p = resolve(&f.root, &sibling).unwrap();
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn the_root_itself_is_inside() {
+        let f = fixture();
+        let p = resolve(&f.root, ".").unwrap();
+        assert_eq!(p.canonical, ws(&f));
+        assert!(p.inside_root);
+    }
+
+    #[test]
+    fn tilde_means_home_and_is_judged_there() {
+        let f = fixture();
+        let home = std::env::var("HOME").unwrap();
+        let p = resolve(&f.root, "~/.ssh/id_rsa").unwrap();
+        assert!(p.requested.starts_with(&home));
+        assert!(!p.inside_root);
+        let p = resolve(&f.root, "~").unwrap();
+        assert!(!p.inside_root);
+    }
+
+    #[test]
+    fn another_users_home_is_refused() {
+        let f = fixture();
+        assert!(matches!(
+            resolve(&f.root, "~root/.ssh"),
+            Err(PathError::OtherUsersHome)
+        ));
+    }
+
+    #[test]
+    fn a_tilde_inside_a_name_is_just_a_character() {
+        let f = fixture();
+        let p = resolve(&f.root, "src/~backup").unwrap();
+        assert_eq!(p.canonical, ws(&f).join("src/~backup"));
+        assert!(p.inside_root);
+    }
+
+    #[test]
+    fn an_empty_path_is_refused() {
+        let f = fixture();
+        assert!(matches!(resolve(&f.root, ""), Err(PathError::Empty)));
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused() {
+        let f = fixture();
+        assert!(matches!(
+            resolve(&f.root, "src/main.rs\0.txt"),
+            Err(PathError::Nul)
+        ));
+    }
+
+    #[test]
+    fn a_very_long_path_is_refused() {
+        let f = fixture();
+        let long = "a/".repeat(MAX_PATH_BYTES);
+        assert!(matches!(resolve(&f.root, &long), Err(PathError::TooLong)));
+        // Just under the limit is fine, even though it does not exist.
+        let fits = "a/".repeat(MAX_PATH_BYTES / 2 - 1);
+        assert!(resolve(&f.root, &fits).unwrap().inside_root);
+    }
+
+    #[test]
+    fn paths_into_git_are_vcs_metadata() {
+        let f = fixture();
+        for raw in [
+            ".git/config",
+            ".git",
+            ".git/hooks/pre-commit",
+            "sub/.git/HEAD",
+            ".GIT/config",
+            ".hg/hgrc",
+        ] {
+            let p = resolve(&f.root, raw).unwrap();
+            assert!(p.in_vcs_metadata, "{raw}");
+            assert!(p.inside_root, "{raw}");
+        }
+        assert!(
+            !resolve(&f.root, ".github/workflows/ci.yml")
+                .unwrap()
+                .in_vcs_metadata
+        );
+        assert!(!resolve(&f.root, ".gitignore").unwrap().in_vcs_metadata);
+    }
+
+    #[test]
+    fn a_symlink_into_git_is_vcs_metadata() {
+        let f = fixture();
+        symlink(".git/config", ws(&f).join("harmless")).unwrap();
+        let p = resolve(&f.root, "harmless").unwrap();
+        assert!(p.in_vcs_metadata);
+    }
+
+    #[test]
+    fn a_file_used_as_a_folder_does_not_exist() {
+        let f = fixture();
+        let p = resolve(&f.root, "src/main.rs/child").unwrap();
+        assert!(!p.exists && p.inside_root);
+    }
+}

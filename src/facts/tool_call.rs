@@ -1,0 +1,247 @@
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use super::path_classes::PathClasses;
+use super::paths::{PathError, ResolvedPath, Root, resolve};
+use crate::tools::ToolSpec;
+
+/// How the request reached portcullis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    Cli,
+    Stdio,
+    Http,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Cli => "cli",
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The facts of one tool call that become `context` (schema type
+/// `Portcullis::ToolFacts`), less the approval fields, which the decision
+/// point sets itself in each of its passes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolFacts {
+    pub transport: Transport,
+    pub reads_inside_root: bool,
+    pub writes_inside_root: bool,
+    pub touches_vcs_metadata: bool,
+    pub writes_vcs_metadata: bool,
+    pub path_classes: BTreeSet<String>,
+}
+
+impl ToolFacts {
+    /// The facts of a call with no paths: what `discover_tool` is decided on,
+    /// since a listing has no arguments yet.
+    pub fn without_paths(transport: Transport) -> Self {
+        Self {
+            transport,
+            reads_inside_root: true,
+            writes_inside_root: true,
+            touches_vcs_metadata: false,
+            writes_vcs_metadata: false,
+            path_classes: BTreeSet::new(),
+        }
+    }
+}
+
+/// The facts of a call, and the resolved paths the tool must then operate
+/// on (so it acts on exactly the paths the decision was made on).
+#[derive(Debug, Clone)]
+pub struct ToolCallFacts {
+    pub facts: ToolFacts,
+    pub paths: Vec<(String, ResolvedPath)>,
+}
+
+#[derive(Debug, Error)]
+#[error("argument `{argument}`: {source}")]
+pub struct CallFactsError {
+    pub argument: String,
+    #[source]
+    pub source: PathError,
+}
+
+/// Computes the facts of a call whose arguments already passed the tool's
+/// input schema.
+pub fn tool_call_facts(
+    spec: &ToolSpec,
+    arguments: &serde_json::Value,
+    root: &Root,
+    classes: &PathClasses,
+    transport: Transport,
+) -> Result<ToolCallFacts, CallFactsError> {
+    let mut facts = ToolFacts::without_paths(transport);
+    let mut paths = Vec::with_capacity(spec.path_arguments.len());
+    for argument in &spec.path_arguments {
+        let raw = match arguments.get(&argument.name) {
+            Some(serde_json::Value::String(raw)) => raw.as_str(),
+            // The schema declares path arguments as strings; anything else
+            // here is absent, and only a declared default stands in for it.
+            _ => match &argument.default {
+                Some(default) => default.as_str(),
+                None => continue,
+            },
+        };
+        let resolved = resolve(root, raw).map_err(|source| CallFactsError {
+            argument: argument.name.clone(),
+            source,
+        })?;
+        if argument.role.reads() {
+            facts.reads_inside_root &= resolved.inside_root;
+        }
+        if argument.role.writes() {
+            facts.writes_inside_root &= resolved.inside_root;
+            facts.writes_vcs_metadata |= resolved.in_vcs_metadata;
+        }
+        facts.touches_vcs_metadata |= resolved.in_vcs_metadata;
+        classes.classify_into(&resolved.canonical, &mut facts.path_classes);
+        classes.classify_into(&resolved.requested, &mut facts.path_classes);
+        if let Some(relative) = resolved.relative(root) {
+            classes.classify_into(relative, &mut facts.path_classes);
+        }
+        paths.push((argument.name.clone(), resolved));
+    }
+    Ok(ToolCallFacts { facts, paths })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::Registry;
+
+    const CLASSES: &str = "[secrets]\nglobs = [\"**/.env\", \"**/*.pem\"]\n";
+
+    fn facts(
+        tool: &str,
+        args: serde_json::Value,
+        setup: impl FnOnce(&std::path::Path),
+    ) -> ToolFacts {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fs::create_dir_all(ws.join(".git")).unwrap();
+        setup(&ws);
+        let root = Root::new(&ws).unwrap();
+        let registry = Registry::builtin().unwrap();
+        let spec = &registry.lookup(tool).unwrap().spec;
+        let classes = PathClasses::parse("c.toml", CLASSES).unwrap();
+        tool_call_facts(spec, &args, &root, &classes, Transport::Cli)
+            .unwrap()
+            .facts
+    }
+
+    #[test]
+    fn a_read_inside_the_root_has_clean_facts() {
+        let f = facts("read_file", json!({"path": "a.txt"}), |_| {});
+        assert_eq!(f, ToolFacts::without_paths(Transport::Cli));
+    }
+
+    #[test]
+    fn a_read_outside_the_root_is_not_a_write_outside_it() {
+        let f = facts("read_file", json!({"path": "/etc/hostname"}), |_| {});
+        assert!(!f.reads_inside_root);
+        assert!(f.writes_inside_root);
+    }
+
+    #[test]
+    fn a_write_through_an_escaping_symlink_is_outside() {
+        let f = facts(
+            "write_file",
+            json!({"path": "out/x", "content": ""}),
+            |ws| {
+                symlink("/tmp", ws.join("out")).unwrap();
+            },
+        );
+        assert!(!f.writes_inside_root);
+        assert!(f.reads_inside_root);
+    }
+
+    #[test]
+    fn a_write_into_git_writes_vcs_metadata() {
+        let f = facts(
+            "write_file",
+            json!({"path": ".git/hooks/post-checkout", "content": ""}),
+            |_| {},
+        );
+        assert!(f.writes_vcs_metadata && f.touches_vcs_metadata);
+    }
+
+    #[test]
+    fn a_read_of_git_touches_but_does_not_write_vcs_metadata() {
+        let f = facts("read_file", json!({"path": ".git/config"}), |_| {});
+        assert!(f.touches_vcs_metadata && !f.writes_vcs_metadata);
+    }
+
+    #[test]
+    fn an_edit_both_reads_and_writes() {
+        let f = facts(
+            "edit_file",
+            json!({"path": "../elsewhere", "old_string": "a", "new_string": "b"}),
+            |_| {},
+        );
+        assert!(!f.reads_inside_root && !f.writes_inside_root);
+    }
+
+    #[test]
+    fn classes_come_from_the_requested_and_the_resolved_path() {
+        let f = facts("read_file", json!({"path": "config/.env"}), |_| {});
+        assert_eq!(f.path_classes, BTreeSet::from(["secrets".to_owned()]));
+        // A harmless name that leads to a secret is a secret.
+        let f = facts("read_file", json!({"path": "notes.txt"}), |ws| {
+            fs::write(ws.join("server.pem"), "k").unwrap();
+            symlink("server.pem", ws.join("notes.txt")).unwrap();
+        });
+        assert_eq!(f.path_classes, BTreeSet::from(["secrets".to_owned()]));
+        // A secret name that leads elsewhere is still a secret.
+        let f = facts("read_file", json!({"path": ".env"}), |ws| {
+            fs::write(ws.join("plain.txt"), "k").unwrap();
+            symlink("plain.txt", ws.join(".env")).unwrap();
+        });
+        assert_eq!(f.path_classes, BTreeSet::from(["secrets".to_owned()]));
+    }
+
+    #[test]
+    fn an_absent_path_with_a_default_is_the_root() {
+        let f = facts("search", json!({"pattern": "x"}), |_| {});
+        assert!(f.reads_inside_root);
+    }
+
+    #[test]
+    fn a_bad_path_names_its_argument() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path()).unwrap();
+        let registry = Registry::builtin().unwrap();
+        let spec = &registry.lookup("read_file").unwrap().spec;
+        let classes = PathClasses::parse("c.toml", CLASSES).unwrap();
+        let err = tool_call_facts(
+            spec,
+            &json!({"path": "a\0b"}),
+            &root,
+            &classes,
+            Transport::Cli,
+        )
+        .unwrap_err();
+        assert_eq!(err.argument, "path");
+        assert!(matches!(err.source, PathError::Nul));
+    }
+}

@@ -1,0 +1,299 @@
+//! The files a policy set is made of, wherever they come from: a team's
+//! folders, or the defaults built into the binary.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use super::defaults;
+
+/// The file of tier entities, inside the policies folder.
+pub const TIERS_FILE: &str = "tiers.json";
+/// The table of path classes, inside the policies folder.
+pub const PATH_CLASSES_FILE: &str = "path_classes.toml";
+/// The folder of fixture tests, inside the policies folder.
+pub const TESTS_DIR: &str = "tests";
+/// The folder of entity files that fixtures refer to, inside the tests folder.
+pub const TEST_ENTITIES_DIR: &str = "entities";
+
+#[derive(Debug, Error)]
+pub enum BundleError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is missing")]
+    Missing { path: PathBuf },
+    #[error("{dir} holds no {what} files")]
+    Empty { dir: PathBuf, what: &'static str },
+}
+
+/// One file of a bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Where the file sits in a portcullis tree (`policies/10_tiers.cedar`,
+    /// `schemas/portcullis.cedarschema`): the same whichever folder it was
+    /// read from, so the set hash depends on content, not location.
+    pub logical: String,
+    /// What errors call the file: its path on disk, or `<builtin>/...`.
+    pub display: String,
+    pub text: String,
+}
+
+/// Every file a policy set is made of.
+#[derive(Debug, Clone)]
+pub struct PolicyBundle {
+    pub policies: Vec<SourceFile>,
+    pub schemas: Vec<SourceFile>,
+    pub tiers: SourceFile,
+    pub path_classes: SourceFile,
+    /// Fixture tests (`policies/tests/*.json`); not part of the set hash.
+    pub tests: Vec<SourceFile>,
+    /// Entity files fixtures refer to (`policies/tests/entities/*.json`).
+    pub test_entities: Vec<SourceFile>,
+}
+
+impl PolicyBundle {
+    /// The defaults built into the binary: what `portcullis init` writes out.
+    pub fn builtin() -> Self {
+        let file = |logical: &str, text: &str| SourceFile {
+            logical: logical.to_owned(),
+            display: format!("<builtin>/{logical}"),
+            text: text.to_owned(),
+        };
+        let many = |files: &[(&str, &str)]| -> Vec<SourceFile> {
+            files.iter().map(|(l, t)| file(l, t)).collect()
+        };
+        Self {
+            policies: many(defaults::POLICIES),
+            schemas: many(defaults::SCHEMAS),
+            tiers: file(defaults::TIERS.0, defaults::TIERS.1),
+            path_classes: file(defaults::PATH_CLASSES.0, defaults::PATH_CLASSES.1),
+            tests: many(defaults::TESTS),
+            test_entities: many(defaults::TEST_ENTITIES),
+        }
+    }
+
+    /// Reads a policies folder and a schema folder. Either may be `None`,
+    /// meaning the built-in defaults for that part.
+    pub fn load(
+        policies_dir: Option<&Path>,
+        schema_dir: Option<&Path>,
+    ) -> Result<Self, BundleError> {
+        let mut bundle = Self::builtin();
+        if let Some(dir) = policies_dir {
+            bundle.policies = read_dir_files(dir, "policies", "cedar")?;
+            if bundle.policies.is_empty() {
+                return Err(BundleError::Empty {
+                    dir: dir.to_owned(),
+                    what: ".cedar",
+                });
+            }
+            bundle.tiers = read_file(dir, "policies", TIERS_FILE)?;
+            bundle.path_classes = read_file(dir, "policies", PATH_CLASSES_FILE)?;
+            let tests = dir.join(TESTS_DIR);
+            bundle.tests = read_dir_files_if_present(&tests, "policies/tests", "json")?;
+            bundle.test_entities = read_dir_files_if_present(
+                &tests.join(TEST_ENTITIES_DIR),
+                "policies/tests/entities",
+                "json",
+            )?;
+        }
+        if let Some(dir) = schema_dir {
+            bundle.schemas = read_dir_files(dir, "schemas", "cedarschema")?;
+            if bundle.schemas.is_empty() {
+                return Err(BundleError::Empty {
+                    dir: dir.to_owned(),
+                    what: ".cedarschema",
+                });
+            }
+        }
+        Ok(bundle)
+    }
+
+    /// Every file that decides: policies, schema, tiers, path classes (not
+    /// the fixture tests), in a fixed order.
+    pub fn deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
+        self.policies
+            .iter()
+            .chain(self.schemas.iter())
+            .chain([&self.tiers, &self.path_classes])
+    }
+
+    /// Every file, tests included: what `portcullis init` writes out.
+    pub fn all_files(&self) -> impl Iterator<Item = &SourceFile> {
+        self.deciding_files()
+            .chain(self.tests.iter())
+            .chain(self.test_entities.iter())
+    }
+
+    /// SHA-256 over every deciding file, sorted by logical name, each framed
+    /// by its name and length so that no two different sets share a preimage.
+    pub fn hash(&self) -> String {
+        let mut files: Vec<&SourceFile> = self.deciding_files().collect();
+        files.sort_by(|a, b| a.logical.cmp(&b.logical));
+        let mut hasher = Sha256::new();
+        hasher.update(b"portcullis policy set v1\n");
+        for file in files {
+            hasher.update(file.logical.as_bytes());
+            hasher.update(b"\n");
+            hasher.update(file.text.len().to_string().as_bytes());
+            hasher.update(b"\n");
+            hasher.update(file.text.as_bytes());
+        }
+        hex(&hasher.finalize())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn read_file(dir: &Path, logical_dir: &str, name: &str) -> Result<SourceFile, BundleError> {
+    let path = dir.join(name);
+    let text = fs::read_to_string(&path).map_err(|source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            BundleError::Missing { path: path.clone() }
+        } else {
+            BundleError::Io {
+                path: path.clone(),
+                source,
+            }
+        }
+    })?;
+    Ok(SourceFile {
+        logical: format!("{logical_dir}/{name}"),
+        display: path.display().to_string(),
+        text,
+    })
+}
+
+/// The files of `dir` ending in `.{extension}`, sorted by name.
+fn read_dir_files(
+    dir: &Path,
+    logical_dir: &str,
+    extension: &str,
+) -> Result<Vec<SourceFile>, BundleError> {
+    let io_error = |source| BundleError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_error)? {
+        let entry = entry.map_err(io_error)?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == extension)
+            && path.is_file()
+            && let Some(name) = path.file_name().and_then(|n| n.to_str())
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    names
+        .iter()
+        .map(|name| read_file(dir, logical_dir, name))
+        .collect()
+}
+
+fn read_dir_files_if_present(
+    dir: &Path,
+    logical_dir: &str,
+    extension: &str,
+) -> Result<Vec<SourceFile>, BundleError> {
+    if dir.is_dir() {
+        read_dir_files(dir, logical_dir, extension)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_tree(dir: &Path, bundle: &PolicyBundle) {
+        for file in bundle.all_files() {
+            let path = dir.join(&file.logical);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, &file.text).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_hash_depends_on_content_not_location() {
+        let builtin = PolicyBundle::builtin();
+        let dir = tempfile::tempdir().unwrap();
+        write_tree(dir.path(), &builtin);
+        let loaded = PolicyBundle::load(
+            Some(&dir.path().join("policies")),
+            Some(&dir.path().join("schemas")),
+        )
+        .unwrap();
+        assert_eq!(loaded.hash(), builtin.hash());
+        assert_eq!(loaded.tests.len(), builtin.tests.len());
+        assert!(
+            loaded.policies[0]
+                .display
+                .starts_with(&dir.path().display().to_string())
+        );
+    }
+
+    #[test]
+    fn any_change_to_a_deciding_file_changes_the_hash() {
+        let builtin = PolicyBundle::builtin();
+        let mut changed = builtin.clone();
+        changed.tiers.text.push(' ');
+        assert_ne!(changed.hash(), builtin.hash());
+        let mut renamed = builtin.clone();
+        renamed.policies[0].logical.push('x');
+        assert_ne!(renamed.hash(), builtin.hash());
+    }
+
+    #[test]
+    fn tests_do_not_change_the_hash() {
+        let builtin = PolicyBundle::builtin();
+        let mut changed = builtin.clone();
+        changed.tests.clear();
+        assert_eq!(changed.hash(), builtin.hash());
+    }
+
+    #[test]
+    fn files_move_between_policies_and_the_hash_sees_it() {
+        // Content moved from one file to another is a different set.
+        let mut a = PolicyBundle::builtin();
+        let mut b = a.clone();
+        a.policies[0].text.push_str("//x");
+        b.policies[1].text.push_str("//x");
+        assert_ne!(a.hash(), b.hash());
+    }
+
+    #[test]
+    fn a_missing_folder_is_an_io_error() {
+        let err = PolicyBundle::load(Some(Path::new("/nonexistent/policies")), None).unwrap_err();
+        assert!(matches!(err, BundleError::Io { .. }));
+    }
+
+    #[test]
+    fn a_folder_without_policies_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = PolicyBundle::load(Some(dir.path()), None).unwrap_err();
+        assert!(matches!(err, BundleError::Empty { .. }));
+    }
+
+    #[test]
+    fn a_missing_tiers_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.cedar"), "").unwrap();
+        let err = PolicyBundle::load(Some(dir.path()), None).unwrap_err();
+        assert!(
+            matches!(&err, BundleError::Missing { path } if path.ends_with(TIERS_FILE)),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! The one decision point: allow, ask or deny for a tool request.
+
+use cedar_policy::{
+    AuthorizationError, Context, Decision as CedarDecision, EntityUid, Request, Response,
+    RestrictedExpression,
+};
+
+use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
+use super::engine::Engine;
+use crate::facts::ToolFacts;
+use crate::tools::ToolId;
+
+/// Which tool action is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolAction {
+    /// May the client see the tool in its listing?
+    Discover,
+    /// May the client run this call?
+    Call,
+}
+
+/// One question for the decision point.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolQuery<'a> {
+    pub client: &'a str,
+    pub action: ToolAction,
+    pub tool: &'a ToolId,
+    pub facts: &'a ToolFacts,
+    /// The channel a human approval would come through if one is needed;
+    /// policies may refuse approvals from some channels.
+    pub approval_channel: &'a str,
+}
+
+/// The `approval_channel` of the first pass, where nobody has approved.
+pub const NO_APPROVAL: &str = "none";
+
+impl Engine {
+    /// Decides a tool request in up to two passes (design.md, "Decisions"):
+    /// as if nobody approved (allow?), then as if a human approved through
+    /// `approval_channel` (ask?), else deny. Any error in any pass is a deny:
+    /// Cedar skips a policy that errors, even a forbid.
+    pub fn decide(&self, query: &ToolQuery<'_>) -> Decision {
+        // Cedar does not check that the principal and resource exist; a
+        // missing one makes attribute-reading forbids error, and Cedar skips
+        // erroring policies. So existence is checked here, first.
+        let Some(principal) = self.clients.get(query.client) else {
+            return self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new());
+        };
+        let Some(resource) = self.tools.get(query.tool) else {
+            return self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new());
+        };
+        let action = match query.action {
+            ToolAction::Discover => &self.actions.discover_tool,
+            ToolAction::Call => &self.actions.call_tool,
+        };
+
+        let unapproved =
+            match self.evaluate(principal, action, resource, query.facts, false, NO_APPROVAL) {
+                Ok(response) => response,
+                Err(error) => {
+                    return self.decision(
+                        Outcome::Deny,
+                        Cause::PolicyError,
+                        Vec::new(),
+                        vec![error],
+                    );
+                }
+            };
+        if let Some(errors) = errors_of(&unapproved) {
+            return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
+        }
+        if unapproved.decision() == CedarDecision::Allow {
+            let policies = self.determining(&unapproved);
+            return self.decision(Outcome::Allow, Cause::Permitted, policies, Vec::new());
+        }
+
+        let approved = match self.evaluate(
+            principal,
+            action,
+            resource,
+            query.facts,
+            true,
+            query.approval_channel,
+        ) {
+            Ok(response) => response,
+            Err(error) => {
+                return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error]);
+            }
+        };
+        if let Some(errors) = errors_of(&approved) {
+            return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
+        }
+        if approved.decision() == CedarDecision::Allow {
+            // What stands between the call and an allow: the forbids that
+            // held without the approval.
+            let policies = self.determining(&unapproved);
+            return self.decision(Outcome::Ask, Cause::ApprovalRequired, policies, Vec::new());
+        }
+        // Even an approval would not help. The forbids that still hold are
+        // the reason; if none do, nothing permits the call.
+        let policies = self.determining(&approved);
+        let cause = if policies.is_empty() {
+            Cause::NotPermitted
+        } else {
+            Cause::Forbidden
+        };
+        self.decision(Outcome::Deny, cause, policies, Vec::new())
+    }
+
+    fn evaluate(
+        &self,
+        principal: &EntityUid,
+        action: &EntityUid,
+        resource: &EntityUid,
+        facts: &ToolFacts,
+        approved: bool,
+        approval_channel: &str,
+    ) -> Result<Response, DecisionError> {
+        let classes = facts
+            .path_classes
+            .iter()
+            .map(|class| RestrictedExpression::new_string(class.clone()));
+        let pairs = [
+            ("approved", RestrictedExpression::new_bool(approved)),
+            (
+                "approval_channel",
+                RestrictedExpression::new_string(approval_channel.to_owned()),
+            ),
+            (
+                "transport",
+                RestrictedExpression::new_string(facts.transport.as_str().to_owned()),
+            ),
+            (
+                "reads_inside_root",
+                RestrictedExpression::new_bool(facts.reads_inside_root),
+            ),
+            (
+                "writes_inside_root",
+                RestrictedExpression::new_bool(facts.writes_inside_root),
+            ),
+            (
+                "touches_vcs_metadata",
+                RestrictedExpression::new_bool(facts.touches_vcs_metadata),
+            ),
+            (
+                "writes_vcs_metadata",
+                RestrictedExpression::new_bool(facts.writes_vcs_metadata),
+            ),
+            ("path_classes", RestrictedExpression::new_set(classes)),
+        ];
+        let context =
+            Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(|err| {
+                DecisionError {
+                    policy: None,
+                    message: format!("the context does not build: {err}"),
+                }
+            })?;
+        let request = Request::new(
+            principal.clone(),
+            action.clone(),
+            resource.clone(),
+            context,
+            Some(&self.schema),
+        )
+        .map_err(|err| DecisionError {
+            policy: None,
+            message: format!("the request does not match the schema: {err}"),
+        })?;
+        Ok(self
+            .authorizer
+            .is_authorized(&request, &self.policies, &self.entities))
+    }
+
+    fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {
+        let mut policies: Vec<DeterminingPolicy> = response
+            .diagnostics()
+            .reason()
+            .map(|id| {
+                let origin = self.origin(id);
+                DeterminingPolicy {
+                    id: id.to_string(),
+                    reason: origin.map_or_else(|| "".into(), |o| o.reason.clone()),
+                    file: origin.map_or_else(|| "".into(), |o| o.file.clone()),
+                }
+            })
+            .collect();
+        policies.sort_by(|a, b| a.id.cmp(&b.id));
+        policies
+    }
+
+    fn decision(
+        &self,
+        outcome: Outcome,
+        cause: Cause,
+        policies: Vec<DeterminingPolicy>,
+        errors: Vec<DecisionError>,
+    ) -> Decision {
+        Decision {
+            outcome,
+            cause,
+            policies,
+            errors,
+            policy_set: self.identity.clone(),
+        }
+    }
+}
+
+/// The evaluation errors of a response, sorted, or `None` when there are none.
+fn errors_of(response: &Response) -> Option<Vec<DecisionError>> {
+    let mut errors: Vec<DecisionError> = response
+        .diagnostics()
+        .errors()
+        .map(|err| match err {
+            AuthorizationError::PolicyEvaluationError(inner) => DecisionError {
+                policy: Some(inner.policy_id().to_string()),
+                message: err.to_string(),
+            },
+        })
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    errors.sort_by(|a, b| (&a.policy, &a.message).cmp(&(&b.policy, &b.message)));
+    Some(errors)
+}

@@ -1,0 +1,143 @@
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// The answer to "may this run?". Ordered by strictness, so combining the
+/// answers for several parts of one request is `max()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A policy permits it and no forbid holds: it runs.
+    Allow,
+    /// Allowed only if a human approves it first; without an approval it
+    /// does not run.
+    Ask,
+    /// It does not run, whoever approves.
+    Deny,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Ask => "ask",
+            Outcome::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the outcome is what it is, as a stable code for machines (MCP
+/// `reason_code`, audit filters, replay reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Allowed by the permits listed.
+    Permitted,
+    /// The forbids listed hold unless a human approves.
+    ApprovalRequired,
+    /// The forbids listed hold whoever approves.
+    Forbidden,
+    /// No policy permits it (the allowlist is empty by default).
+    NotPermitted,
+    /// The client is not one portcullis knows.
+    UnknownClient,
+    /// The tool is not one portcullis knows.
+    UnknownTool,
+    /// A policy failed to evaluate, or the request did not build against the
+    /// schema: denied, because Cedar skips an erroring policy even when it
+    /// is a forbid.
+    PolicyError,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Permitted => "permitted",
+            Cause::ApprovalRequired => "approval_required",
+            Cause::Forbidden => "forbidden",
+            Cause::NotPermitted => "not_permitted",
+            Cause::UnknownClient => "unknown_client",
+            Cause::UnknownTool => "unknown_tool",
+            Cause::PolicyError => "policy_error",
+        }
+    }
+}
+
+/// A policy that determined the outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeterminingPolicy {
+    pub id: String,
+    pub reason: Arc<str>,
+    pub file: Arc<str>,
+}
+
+/// Something that went wrong while deciding; any of these makes the outcome
+/// a deny.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DecisionError {
+    /// The policy that failed, when one did.
+    pub policy: Option<String>,
+    pub message: String,
+}
+
+/// What decided: the exact policy set and the engines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicySetIdentity {
+    pub hash: String,
+    pub portcullis_version: String,
+    pub cedar_sdk_version: String,
+    pub cedar_lang_version: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub cause: Cause,
+    /// Sorted by id.
+    pub policies: Vec<DeterminingPolicy>,
+    pub errors: Vec<DecisionError>,
+    pub policy_set: Arc<PolicySetIdentity>,
+}
+
+impl Decision {
+    /// The text a denied caller reads: the reasons of the determining
+    /// policies, or what stands in for them.
+    pub fn reason(&self) -> String {
+        if !self.policies.is_empty() {
+            let reasons: Vec<&str> = self.policies.iter().map(|p| &*p.reason).collect();
+            return reasons.join("; ");
+        }
+        match self.cause {
+            Cause::NotPermitted => {
+                "no policy permits this (the allowlist is empty by default)".to_owned()
+            }
+            Cause::UnknownClient => "the client is not known".to_owned(),
+            Cause::UnknownTool => "the tool is not known".to_owned(),
+            Cause::PolicyError => "the policy engine failed, so the call is denied".to_owned(),
+            Cause::Permitted | Cause::ApprovalRequired | Cause::Forbidden => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_are_ordered_by_strictness() {
+        assert!(Outcome::Allow < Outcome::Ask && Outcome::Ask < Outcome::Deny);
+        assert_eq!(
+            [Outcome::Ask, Outcome::Deny, Outcome::Allow]
+                .into_iter()
+                .max(),
+            Some(Outcome::Deny)
+        );
+    }
+}

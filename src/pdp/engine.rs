@@ -1,0 +1,208 @@
+//! A loaded policy set: everything a decision needs, built once per load and
+//! shared read-only by every request.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Schema};
+use serde_json::Value;
+use thiserror::Error;
+
+use super::bundle::PolicyBundle;
+use super::decision::PolicySetIdentity;
+use super::entities::{self, ClientRecord};
+use super::load::{self, PolicyOrigin};
+use super::problem::{Problem, ProblemKind};
+use crate::facts::PathClasses;
+use crate::tools::{Registry, ToolId};
+
+/// The policy set did not load; nothing can be decided with it.
+#[derive(Debug, Error)]
+#[error("the policy set does not load ({} problem{})", .problems.len(), if .problems.len() == 1 { "" } else { "s" })]
+pub struct LoadError {
+    pub problems: Vec<Problem>,
+}
+
+/// The action entities of the schema, resolved once.
+#[derive(Debug)]
+pub(super) struct Actions {
+    pub discover_tool: EntityUid,
+    pub call_tool: EntityUid,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    pub(super) schema: Schema,
+    pub(super) policies: PolicySet,
+    pub(super) entities: Entities,
+    pub(super) authorizer: Authorizer,
+    pub(super) origins: HashMap<PolicyId, PolicyOrigin>,
+    pub(super) clients: HashMap<String, EntityUid>,
+    pub(super) tools: HashMap<ToolId, EntityUid>,
+    pub(super) actions: Actions,
+    pub(super) identity: Arc<PolicySetIdentity>,
+    path_classes: PathClasses,
+    tiers: Vec<String>,
+    /// The entities as JSON, kept for fixtures and audit records.
+    entities_json: Vec<Value>,
+}
+
+impl Engine {
+    /// Compiles the bundle, builds the entities of the registry and the
+    /// clients, and validates all of it against the schema.
+    pub fn load(
+        bundle: &PolicyBundle,
+        registry: &Registry,
+        clients: &[ClientRecord],
+    ) -> Result<Self, LoadError> {
+        let mut problems = Vec::new();
+        let compiled = load::compile(bundle);
+        let path_classes =
+            PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
+                .map_err(|err| {
+                    problems.push(Problem::new(
+                        ProblemKind::PathClasses,
+                        &bundle.path_classes.display,
+                        err.to_string(),
+                    ))
+                })
+                .ok();
+        let tiers = entities::tier_entities(&bundle.tiers)
+            .map_err(|problem| problems.push(problem))
+            .ok();
+        let compiled = match compiled {
+            Ok(compiled) => compiled,
+            Err(mut compile_problems) => {
+                compile_problems.append(&mut problems);
+                return Err(LoadError {
+                    problems: compile_problems,
+                });
+            }
+        };
+        let (Some(path_classes), Some((tier_json, tier_names))) = (path_classes, tiers) else {
+            return Err(LoadError { problems });
+        };
+
+        for client in clients {
+            if !tier_names.contains(&client.tier) {
+                problems.push(Problem::new(
+                    ProblemKind::UnknownTier,
+                    &bundle.tiers.display,
+                    format!(
+                        "client `{}` has tier `{}`, which is not declared here (declared: {})",
+                        client.name,
+                        client.tier,
+                        tier_names.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(LoadError { problems });
+        }
+
+        let mut entities_json = tier_json;
+        entities_json.extend(entities::tool_entities(registry));
+        entities_json.extend(clients.iter().map(entities::client_entity));
+        let entities =
+            Entities::from_json_value(Value::Array(entities_json.clone()), Some(&compiled.schema))
+                .map_err(|err| LoadError {
+                    problems: vec![
+                        Problem::new(
+                            ProblemKind::Entities,
+                            &bundle.tiers.display,
+                            err.to_string(),
+                        )
+                        .with_help(miette::Diagnostic::help(&err).map(|h| h.to_string())),
+                    ],
+                })?;
+
+        let uid = |kind: &str, id: &str| -> Result<EntityUid, LoadError> {
+            let text = format!("{kind}::{}", Value::String(id.to_owned()));
+            text.parse::<EntityUid>().map_err(|err| LoadError {
+                problems: vec![Problem::new(
+                    ProblemKind::Entities,
+                    "entities",
+                    format!("bad entity id {text}: {err}"),
+                )],
+            })
+        };
+        let mut client_uids = HashMap::new();
+        for client in clients {
+            client_uids.insert(
+                client.name.clone(),
+                uid(entities::CLIENT_TYPE, &client.name)?,
+            );
+        }
+        let mut tool_uids = HashMap::new();
+        for tool in registry.iter() {
+            tool_uids.insert(
+                tool.spec.id.clone(),
+                uid(entities::TOOL_TYPE, &tool.spec.id.to_string())?,
+            );
+        }
+        let actions = Actions {
+            discover_tool: uid("Portcullis::Action", "discover_tool")?,
+            call_tool: uid("Portcullis::Action", "call_tool")?,
+        };
+
+        let identity = Arc::new(PolicySetIdentity {
+            hash: bundle.hash(),
+            portcullis_version: env!("CARGO_PKG_VERSION").to_owned(),
+            cedar_sdk_version: cedar_policy::get_sdk_version().to_string(),
+            cedar_lang_version: cedar_policy::get_lang_version().to_string(),
+        });
+        Ok(Self {
+            schema: compiled.schema,
+            policies: compiled.policies,
+            entities,
+            authorizer: Authorizer::new(),
+            origins: compiled.origins,
+            clients: client_uids,
+            tools: tool_uids,
+            actions,
+            identity,
+            path_classes,
+            tiers: tier_names.into_iter().collect(),
+            entities_json,
+        })
+    }
+
+    pub fn identity(&self) -> &Arc<PolicySetIdentity> {
+        &self.identity
+    }
+
+    pub fn path_classes(&self) -> &PathClasses {
+        &self.path_classes
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    pub fn policies(&self) -> &PolicySet {
+        &self.policies
+    }
+
+    pub fn entities(&self) -> &Entities {
+        &self.entities
+    }
+
+    /// The tier names `tiers.json` declares, sorted.
+    pub fn tiers(&self) -> &[String] {
+        &self.tiers
+    }
+
+    pub fn entities_json(&self) -> &[Value] {
+        &self.entities_json
+    }
+
+    /// How many policies (and templates) the set holds.
+    pub fn policy_count(&self) -> usize {
+        self.origins.len()
+    }
+
+    pub fn origin(&self, id: &PolicyId) -> Option<&PolicyOrigin> {
+        self.origins.get(id)
+    }
+}

@@ -1,0 +1,112 @@
+//! The entities every decision sees, built once per load: tiers from
+//! `policies/tiers.json`, servers and tools from the registry, clients from
+//! the caller (the token store, or `check`'s flags).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::bundle::SourceFile;
+use super::problem::{Problem, ProblemKind};
+use crate::tools::Registry;
+
+pub const TIER_TYPE: &str = "Portcullis::Tier";
+pub const CLIENT_TYPE: &str = "Portcullis::Client";
+pub const SERVER_TYPE: &str = "Portcullis::Server";
+pub const TOOL_TYPE: &str = "Portcullis::Tool";
+
+/// A client portcullis knows, with the tier its token was issued for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClientRecord {
+    pub name: String,
+    pub tier: String,
+}
+
+/// The tier entities of `tiers.json`, after checking that the file holds
+/// nothing but tiers (clients and tools come from elsewhere, and must not be
+/// smuggled in through a data file).
+pub fn tier_entities(file: &SourceFile) -> Result<(Vec<Value>, BTreeSet<String>), Problem> {
+    let value: Value = serde_json::from_str(&file.text).map_err(|err| {
+        let mut problem = Problem::new(ProblemKind::Entities, &file.display, err.to_string());
+        problem.line = Some(err.line());
+        problem.column = Some(err.column());
+        problem
+    })?;
+    let Value::Array(entities) = value else {
+        return Err(Problem::new(
+            ProblemKind::Entities,
+            &file.display,
+            "expected a JSON array of Cedar entities",
+        ));
+    };
+    let mut names = BTreeSet::new();
+    for entity in &entities {
+        let kind = entity.pointer("/uid/type").and_then(Value::as_str);
+        let id = entity.pointer("/uid/id").and_then(Value::as_str);
+        match (kind, id) {
+            (Some(TIER_TYPE), Some(id)) => {
+                if !names.insert(id.to_owned()) {
+                    return Err(Problem::new(
+                        ProblemKind::Entities,
+                        &file.display,
+                        format!("tier `{id}` is declared twice"),
+                    ));
+                }
+            }
+            _ => {
+                return Err(Problem::new(
+                    ProblemKind::Entities,
+                    &file.display,
+                    format!(
+                        "every entity here must be a {TIER_TYPE} with a string id; found {}",
+                        entity.get("uid").unwrap_or(&Value::Null)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((entities, names))
+}
+
+/// The server and tool entities of the registry.
+pub fn tool_entities(registry: &Registry) -> Vec<Value> {
+    let mut servers = BTreeSet::new();
+    let mut out = Vec::new();
+    for tool in registry.iter() {
+        let spec = &tool.spec;
+        servers.insert(spec.id.server().to_owned());
+        let effects: Vec<&str> = spec.effects.iter().map(|e| e.as_str()).collect();
+        out.push(json!({
+            "uid": {"type": TOOL_TYPE, "id": spec.id.to_string()},
+            "attrs": {
+                "name": spec.id.name(),
+                "server": spec.id.server(),
+                "effects": effects,
+                "required_capabilities": spec.required_capabilities,
+                "read_only": spec.read_only(),
+            },
+            "parents": [{"type": SERVER_TYPE, "id": spec.id.server()}],
+        }));
+    }
+    for server in servers {
+        out.push(json!({
+            "uid": {"type": SERVER_TYPE, "id": server},
+            "attrs": {"name": server},
+            "parents": [],
+        }));
+    }
+    out
+}
+
+/// A client entity: its tier is its parent and its `tier` attribute.
+pub fn client_entity(client: &ClientRecord) -> Value {
+    json!({
+        "uid": {"type": CLIENT_TYPE, "id": client.name},
+        "attrs": {
+            "name": client.name,
+            "tier": {"__entity": {"type": TIER_TYPE, "id": client.tier}},
+        },
+        "parents": [{"type": TIER_TYPE, "id": client.tier}],
+    })
+}

@@ -1,0 +1,290 @@
+//! From files to a validated Cedar policy set: every `.cedar` file parsed as
+//! one string (so Cedar's offsets are file offsets), every policy renamed to
+//! its `@id`, strict validation with warnings counted as errors.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cedar_policy::{PolicyId, PolicySet, Schema, SchemaFragment, ValidationMode, Validator};
+
+use super::bundle::{PolicyBundle, SourceFile};
+use super::problem::{Problem, ProblemKind};
+
+/// The `forbid` policies that must be present in every policy set. Deleting
+/// the file that holds them must not quietly lift them.
+pub const HARD_CONSTRAINTS: [&str; 4] = [
+    "hard.no_process_spawn",
+    "hard.no_worktree",
+    "hard.no_vcs_metadata_write",
+    "hard.no_write_outside_root",
+];
+
+/// Where a policy came from and why it exists.
+#[derive(Debug, Clone)]
+pub struct PolicyOrigin {
+    pub file: Arc<str>,
+    pub reason: Arc<str>,
+}
+
+/// A schema and a policy set that passed strict validation.
+#[derive(Debug)]
+pub struct CompiledSet {
+    pub schema: Schema,
+    pub policies: PolicySet,
+    pub origins: HashMap<PolicyId, PolicyOrigin>,
+}
+
+/// Parses and validates the bundle's schema and policies, collecting every
+/// problem rather than stopping at the first.
+pub fn compile(bundle: &PolicyBundle) -> Result<CompiledSet, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let schema = compile_schema(&bundle.schemas, &mut problems);
+    let (policies, origins) = compile_policies(&bundle.policies, &mut problems);
+    let Some(schema) = schema else {
+        return Err(problems);
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    validate(
+        &schema,
+        &policies,
+        &origins,
+        &bundle.policies,
+        &mut problems,
+    );
+    if problems.is_empty() {
+        Ok(CompiledSet {
+            schema,
+            policies,
+            origins,
+        })
+    } else {
+        Err(problems)
+    }
+}
+
+fn compile_schema(files: &[SourceFile], problems: &mut Vec<Problem>) -> Option<Schema> {
+    let mut fragments = Vec::new();
+    for file in files {
+        match SchemaFragment::from_cedarschema_str(&file.text) {
+            Ok((fragment, warnings)) => {
+                // Schema warnings (a type shadowing a built-in, say) are
+                // refused like validation warnings: they hide a mistake.
+                for warning in warnings {
+                    problems.push(Problem::from_diagnostic(
+                        ProblemKind::Schema,
+                        &file.display,
+                        &file.text,
+                        &warning,
+                    ));
+                }
+                fragments.push(fragment);
+            }
+            Err(err) => problems.push(Problem::from_diagnostic(
+                ProblemKind::Schema,
+                &file.display,
+                &file.text,
+                &err,
+            )),
+        }
+    }
+    if fragments.len() != files.len() {
+        return None;
+    }
+    match Schema::from_schema_fragments(fragments) {
+        Ok(schema) => Some(schema),
+        Err(err) => {
+            let names: Vec<&str> = files.iter().map(|f| f.display.as_str()).collect();
+            problems.push(
+                Problem::new(ProblemKind::Schema, &names.join(", "), err.to_string())
+                    .with_help(miette::Diagnostic::help(&err).map(|h| h.to_string())),
+            );
+            None
+        }
+    }
+}
+
+fn compile_policies(
+    files: &[SourceFile],
+    problems: &mut Vec<Problem>,
+) -> (PolicySet, HashMap<PolicyId, PolicyOrigin>) {
+    let mut set = PolicySet::new();
+    let mut origins: HashMap<PolicyId, PolicyOrigin> = HashMap::new();
+    let problems_before = problems.len();
+    for file in files {
+        let parsed = match file.text.parse::<PolicySet>() {
+            Ok(parsed) => parsed,
+            Err(errors) => {
+                for error in errors.iter() {
+                    problems.push(Problem::from_diagnostic(
+                        ProblemKind::Parse,
+                        &file.display,
+                        &file.text,
+                        error,
+                    ));
+                }
+                continue;
+            }
+        };
+        let display: Arc<str> = Arc::from(file.display.as_str());
+        for template in parsed.templates() {
+            let source = template.to_cedar();
+            let named = name_policy(
+                file,
+                &display,
+                &source,
+                template.annotation("id"),
+                template.annotation("reason"),
+                &origins,
+                problems,
+            );
+            if let Some((id, origin)) = named {
+                if let Err(err) = set.add_template(template.new_id(id.clone())) {
+                    problems.push(Problem::new(
+                        ProblemKind::DuplicateId,
+                        &file.display,
+                        err.to_string(),
+                    ));
+                }
+                origins.insert(id, origin);
+            }
+        }
+        for policy in parsed.policies() {
+            let source = policy.to_cedar().unwrap_or_default();
+            let named = name_policy(
+                file,
+                &display,
+                &source,
+                policy.annotation("id"),
+                policy.annotation("reason"),
+                &origins,
+                problems,
+            );
+            if let Some((id, origin)) = named {
+                if let Err(err) = set.add(policy.new_id(id.clone())) {
+                    problems.push(Problem::new(
+                        ProblemKind::DuplicateId,
+                        &file.display,
+                        err.to_string(),
+                    ));
+                }
+                origins.insert(id, origin);
+            }
+        }
+    }
+    // A file that does not parse would make its hard constraints look
+    // missing; report only what is really wrong.
+    if problems.len() > problems_before {
+        return (set, origins);
+    }
+    for required in HARD_CONSTRAINTS {
+        let id = PolicyId::new(required);
+        let is_forbid = set
+            .policy(&id)
+            .is_some_and(|p| p.effect() == cedar_policy::Effect::Forbid);
+        if !is_forbid {
+            problems.push(
+                Problem::new(
+                    ProblemKind::MissingHardConstraint,
+                    "policies",
+                    format!("the hard constraint `{required}` is missing or is not a forbid"),
+                )
+                .with_help(Some(
+                    "hard constraints apply to every client whatever else is permitted; \
+                     restore it from `portcullis init`"
+                        .to_owned(),
+                )),
+            );
+        }
+    }
+    (set, origins)
+}
+
+/// Checks a policy's `@id` and `@reason`; returns its id and origin when both
+/// are present and the id is new.
+fn name_policy(
+    file: &SourceFile,
+    display: &Arc<str>,
+    source: &str,
+    id: Option<&str>,
+    reason: Option<&str>,
+    origins: &HashMap<PolicyId, PolicyOrigin>,
+    problems: &mut Vec<Problem>,
+) -> Option<(PolicyId, PolicyOrigin)> {
+    let locate = |problem: Problem| match file.text.find(source) {
+        Some(offset) if !source.is_empty() => problem.at_offset(&file.text, offset),
+        _ => problem,
+    };
+    let Some(id) = id else {
+        problems.push(locate(
+            Problem::new(ProblemKind::MissingId, &file.display, "policy has no @id")
+                .with_help(Some("add @id(\"area.what_it_does\") above it".to_owned())),
+        ));
+        return None;
+    };
+    let Some(reason) = reason else {
+        problems.push(locate(
+            Problem::new(
+                ProblemKind::MissingReason,
+                &file.display,
+                format!("policy `{id}` has no @reason"),
+            )
+            .with_help(Some(
+                "add @reason(\"...\"): it is what a denied caller and an auditor read".to_owned(),
+            )),
+        ));
+        return None;
+    };
+    let policy_id = PolicyId::new(id);
+    if let Some(first) = origins.get(&policy_id) {
+        problems.push(locate(Problem::new(
+            ProblemKind::DuplicateId,
+            &file.display,
+            format!("@id(\"{id}\") is already used in {}", first.file),
+        )));
+        return None;
+    }
+    Some((
+        policy_id,
+        PolicyOrigin {
+            file: Arc::clone(display),
+            reason: Arc::from(reason),
+        },
+    ))
+}
+
+fn validate(
+    schema: &Schema,
+    policies: &PolicySet,
+    origins: &HashMap<PolicyId, PolicyOrigin>,
+    files: &[SourceFile],
+    problems: &mut Vec<Problem>,
+) {
+    let validator = Validator::new(schema.clone());
+    let result = validator.validate(policies, ValidationMode::Strict);
+    let file_of = |id: &PolicyId| -> (&str, &str) {
+        origins
+            .get(id)
+            .and_then(|origin| files.iter().find(|f| *f.display == *origin.file))
+            .map_or(("policies", ""), |f| (f.display.as_str(), f.text.as_str()))
+    };
+    for error in result.validation_errors() {
+        let (file, text) = file_of(error.policy_id());
+        problems.push(Problem::from_diagnostic(
+            ProblemKind::Validation,
+            file,
+            text,
+            error,
+        ));
+    }
+    for warning in result.validation_warnings() {
+        let (file, text) = file_of(warning.policy_id());
+        problems.push(Problem::from_diagnostic(
+            ProblemKind::ValidationWarning,
+            file,
+            text,
+            warning,
+        ));
+    }
+}

@@ -1,0 +1,26 @@
+//! The policy decision point: loads the policy set (schema, policies, tier
+//! data, path classes), validates it strictly, and answers allow / ask /
+//! deny for every tool request. Every path that can run a tool asks here
+//! first; nothing else decides.
+
+mod bundle;
+mod decide;
+mod decision;
+mod defaults;
+mod engine;
+mod entities;
+mod fixtures;
+mod load;
+mod problem;
+
+pub use bundle::{BundleError, PolicyBundle, SourceFile};
+pub use decide::{NO_APPROVAL, ToolAction, ToolQuery};
+pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
+pub use engine::{Engine, LoadError};
+pub use entities::ClientRecord;
+pub use fixtures::{CaseResult, run as run_fixtures};
+pub use load::HARD_CONSTRAINTS;
+pub use problem::{Problem, ProblemKind};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,675 @@
+//! Tests of the decision point as a whole: loading (and refusing) policy
+//! sets, and the allow / ask / deny passes with every fail-closed case.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::facts::{ToolFacts, Transport};
+use crate::tools::{Registry, ToolId};
+
+const ALLOW_BUILTIN_TO_PAIRED: &str = r#"
+@id("allow.paired.builtin")
+@reason("paired clients may use the built-in workspace tools")
+permit (
+  principal in Portcullis::Tier::"paired",
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"builtin"
+);
+"#;
+
+fn clients() -> Vec<ClientRecord> {
+    vec![
+        ClientRecord {
+            name: "alice".into(),
+            tier: "paired".into(),
+        },
+        ClientRecord {
+            name: "rita".into(),
+            tier: "readonly".into(),
+        },
+    ]
+}
+
+fn with_policy(name: &str, text: &str) -> PolicyBundle {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.policies.push(SourceFile {
+        logical: format!("policies/{name}"),
+        display: format!("policies/{name}"),
+        text: text.to_owned(),
+    });
+    bundle
+}
+
+fn engine(bundle: &PolicyBundle) -> Engine {
+    Engine::load(bundle, &Registry::builtin().unwrap(), &clients()).unwrap()
+}
+
+fn problems(bundle: &PolicyBundle) -> Vec<Problem> {
+    Engine::load(bundle, &Registry::builtin().unwrap(), &clients())
+        .unwrap_err()
+        .problems
+}
+
+fn clean() -> ToolFacts {
+    ToolFacts::without_paths(Transport::Cli)
+}
+
+fn decide(
+    engine: &Engine,
+    client: &str,
+    action: ToolAction,
+    tool: &str,
+    facts: &ToolFacts,
+) -> Decision {
+    let (server, name) = tool.split_once('/').unwrap();
+    engine.decide(&ToolQuery {
+        client,
+        action,
+        tool: &ToolId::new(server, name),
+        facts,
+        approval_channel: "client_elicitation",
+    })
+}
+
+fn ids(decision: &Decision) -> Vec<&str> {
+    decision.policies.iter().map(|p| p.id.as_str()).collect()
+}
+
+// ---- loading ----
+
+#[test]
+fn the_builtin_set_loads_and_names_every_policy_by_its_id() {
+    let engine = engine(&PolicyBundle::builtin());
+    let ids: BTreeSet<String> = engine
+        .policies()
+        .policies()
+        .map(|p| p.id().to_string())
+        .collect();
+    assert!(ids.contains("hard.no_process_spawn"));
+    assert!(ids.contains("approval.writes"));
+    assert_eq!(ids.len(), engine.policy_count());
+    assert_eq!(engine.tiers(), ["owner", "paired", "readonly"]);
+}
+
+#[test]
+fn a_typo_is_refused_with_file_line_and_column() {
+    let bundle = with_policy(
+        "50_typo.cedar",
+        "\n\n@id(\"x\") @reason(\"r\")\npermit (principal, action, resource) when { context.approvd };\n",
+    );
+    let problems = problems(&bundle);
+    // One problem for each action the policy applies to, all at the typo.
+    assert!(!problems.is_empty());
+    for p in &problems {
+        assert_eq!(p.kind, ProblemKind::Validation);
+        assert_eq!(p.file, "policies/50_typo.cedar");
+        assert_eq!((p.line, p.column), (Some(4), Some(45)), "{p}");
+        assert!(p.message.contains("approvd"), "{p}");
+        assert_eq!(p.help.as_deref(), Some("did you mean `approved`?"));
+    }
+}
+
+#[test]
+fn a_parse_error_is_refused_with_file_line_and_column() {
+    let bundle = with_policy(
+        "50_parse.cedar",
+        "@id(\"x\") @reason(\"r\")\npermit (principal, action, resource) when { context.a =~ 1 };\n",
+    );
+    let problems = problems(&bundle);
+    assert_eq!(problems[0].kind, ProblemKind::Parse);
+    assert_eq!(problems[0].file, "policies/50_parse.cedar");
+    assert_eq!(problems[0].line, Some(2));
+}
+
+#[test]
+fn a_duplicate_id_names_both_files() {
+    let bundle = with_policy(
+        "50_dup.cedar",
+        "@id(\"hard.no_worktree\") @reason(\"r\")\npermit (principal, action, resource);\n",
+    );
+    let problems = problems(&bundle);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::DuplicateId);
+    assert_eq!(problems[0].file, "policies/50_dup.cedar");
+    assert!(
+        problems[0].message.contains("00_hard_constraints.cedar"),
+        "{}",
+        problems[0]
+    );
+    assert_eq!(problems[0].line, Some(1));
+}
+
+#[test]
+fn a_policy_without_id_or_reason_is_refused_where_it_stands() {
+    let bundle = with_policy(
+        "50_anon.cedar",
+        "// first\n\npermit (principal, action, resource);\n@id(\"y\")\nforbid (principal, action, resource);\n",
+    );
+    let problems = problems(&bundle);
+    let kinds: Vec<ProblemKind> = problems.iter().map(|p| p.kind).collect();
+    assert_eq!(kinds, [ProblemKind::MissingId, ProblemKind::MissingReason]);
+    assert_eq!(problems[0].line, Some(3));
+    assert_eq!(problems[1].line, Some(4));
+}
+
+#[test]
+fn an_impossible_policy_is_refused() {
+    let bundle = with_policy(
+        "50_impossible.cedar",
+        "@id(\"never\") @reason(\"r\")\npermit (principal, action in Portcullis::Action::\"call_tool\", resource) when { 1 == 2 };\n",
+    );
+    let problems = problems(&bundle);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::ValidationWarning);
+    assert_eq!(problems[0].file, "policies/50_impossible.cedar");
+    // Where the policy starts (its annotations).
+    assert_eq!(problems[0].line, Some(1));
+}
+
+#[test]
+fn a_missing_hard_constraint_is_refused() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle
+        .policies
+        .retain(|f| !f.logical.ends_with("00_hard_constraints.cedar"));
+    let problems = problems(&bundle);
+    assert_eq!(problems.len(), HARD_CONSTRAINTS.len(), "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .all(|p| p.kind == ProblemKind::MissingHardConstraint)
+    );
+}
+
+#[test]
+fn a_hard_constraint_turned_into_a_permit_is_refused() {
+    let mut bundle = PolicyBundle::builtin();
+    let hard = bundle
+        .policies
+        .iter_mut()
+        .find(|f| f.logical.ends_with("00_hard_constraints.cedar"))
+        .unwrap();
+    hard.text = hard.text.replacen("\nforbid (", "\npermit (", 1);
+    let problems = problems(&bundle);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::MissingHardConstraint);
+    assert!(problems[0].message.contains("hard.no_process_spawn"));
+}
+
+#[test]
+fn a_schema_error_names_the_schema_file() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.schemas[0]
+        .text
+        .push_str("\nentity Broken = { x: NoSuchType };\n");
+    let problems = problems(&bundle);
+    assert!(
+        problems.iter().any(|p| p.kind == ProblemKind::Schema),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_tiers_file_with_something_other_than_tiers_is_refused() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.tiers.text =
+        r#"[{"uid": {"type": "Portcullis::Client", "id": "sneaky"}, "attrs": {}, "parents": []}]"#
+            .into();
+    let problems = problems(&bundle);
+    assert_eq!(problems[0].kind, ProblemKind::Entities);
+}
+
+#[test]
+fn a_tiers_file_that_is_not_json_is_refused_with_its_line() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.tiers.text = "[\n  {,\n]".into();
+    let problems = problems(&bundle);
+    assert_eq!(problems[0].kind, ProblemKind::Entities);
+    assert_eq!(problems[0].line, Some(2));
+}
+
+#[test]
+fn a_tier_with_a_mistyped_attribute_is_refused() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.tiers.text = r#"[{"uid": {"type": "Portcullis::Tier", "id": "paired"}, "attrs": {"capabilities": "read"}, "parents": []},
+                            {"uid": {"type": "Portcullis::Tier", "id": "readonly"}, "attrs": {"capabilities": []}, "parents": []}]"#.into();
+    let problems = problems(&bundle);
+    assert_eq!(problems[0].kind, ProblemKind::Entities, "{problems:?}");
+}
+
+#[test]
+fn a_client_of_an_undeclared_tier_is_refused() {
+    let err = Engine::load(
+        &PolicyBundle::builtin(),
+        &Registry::builtin().unwrap(),
+        &[ClientRecord {
+            name: "x".into(),
+            tier: "admin".into(),
+        }],
+    )
+    .unwrap_err();
+    assert!(err.problems[0].message.contains("admin"));
+}
+
+#[test]
+fn a_bad_path_class_table_is_refused() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.path_classes.text = "[secrets]\nglobs = [\"[\"]".into();
+    let problems = problems(&bundle);
+    assert_eq!(problems[0].kind, ProblemKind::PathClasses);
+}
+
+#[test]
+fn every_problem_is_reported_not_just_the_first() {
+    let mut bundle = with_policy("50_a.cedar", "permit (principal, action, resource);");
+    bundle.policies.push(SourceFile {
+        logical: "policies/51_b.cedar".into(),
+        display: "policies/51_b.cedar".into(),
+        text: "permit (".into(),
+    });
+    bundle.path_classes.text = "nonsense".into();
+    let kinds: BTreeSet<String> = problems(&bundle)
+        .iter()
+        .map(|p| format!("{:?}", p.kind))
+        .collect();
+    assert!(
+        kinds.contains("MissingId") && kinds.contains("Parse") && kinds.contains("PathClasses"),
+        "{kinds:?}"
+    );
+}
+
+// ---- deciding ----
+
+#[test]
+fn the_empty_allowlist_denies_everything() {
+    let engine = engine(&PolicyBundle::builtin());
+    for tool in [
+        "builtin/read_file",
+        "builtin/list_dir",
+        "builtin/search",
+        "builtin/write_file",
+        "builtin/edit_file",
+    ] {
+        for action in [ToolAction::Discover, ToolAction::Call] {
+            let d = decide(&engine, "alice", action, tool, &clean());
+            assert_eq!(d.outcome, Outcome::Deny, "{tool} {action:?}");
+            assert_eq!(d.cause, Cause::NotPermitted, "{tool} {action:?}");
+        }
+    }
+}
+
+#[test]
+fn an_allowlisted_read_is_allowed_with_its_permit() {
+    let engine = engine(&with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED));
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Allow, Cause::Permitted));
+    assert_eq!(ids(&d), ["allow.paired.builtin"]);
+    assert_eq!(
+        &*d.policies[0].reason,
+        "paired clients may use the built-in workspace tools"
+    );
+    assert_eq!(&*d.policies[0].file, "policies/20_allow.cedar");
+    assert!(d.errors.is_empty());
+    assert_eq!(d.policy_set.cedar_sdk_version, "4.14.1");
+    assert_eq!(d.policy_set.hash.len(), 64);
+}
+
+#[test]
+fn an_allowlisted_write_asks_and_names_the_approval_policy() {
+    let engine = engine(&with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED));
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/write_file",
+        &clean(),
+    );
+    assert_eq!(
+        (d.outcome, d.cause),
+        (Outcome::Ask, Cause::ApprovalRequired)
+    );
+    assert_eq!(ids(&d), ["approval.writes"]);
+    // Listing the write tool needs no approval.
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Discover,
+        "builtin/write_file",
+        &clean(),
+    );
+    assert_eq!(d.outcome, Outcome::Allow);
+}
+
+#[test]
+fn a_hard_constraint_beats_the_allowlist_and_an_approval() {
+    let engine = engine(&with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED));
+    let escaping = ToolFacts {
+        writes_inside_root: false,
+        ..clean()
+    };
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/write_file",
+        &escaping,
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::Forbidden));
+    assert_eq!(ids(&d), ["hard.no_write_outside_root"]);
+    assert_eq!(
+        d.reason(),
+        "writes outside the workspace root are never allowed"
+    );
+    let into_git = ToolFacts {
+        writes_vcs_metadata: true,
+        touches_vcs_metadata: true,
+        ..clean()
+    };
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/edit_file",
+        &into_git,
+    );
+    assert_eq!(ids(&d), ["hard.no_vcs_metadata_write"]);
+}
+
+#[test]
+fn the_capability_gate_denies_a_tier_without_the_capability() {
+    let engine = engine(&with_policy(
+        "20_allow.cedar",
+        "@id(\"allow.all\") @reason(\"everyone\")\npermit (principal, action in Portcullis::Action::\"use_tool\", resource);",
+    ));
+    let d = decide(
+        &engine,
+        "rita",
+        ToolAction::Call,
+        "builtin/write_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::Forbidden));
+    assert_eq!(ids(&d), ["tier.capability_gate"]);
+    let d = decide(
+        &engine,
+        "rita",
+        ToolAction::Discover,
+        "builtin/write_file",
+        &clean(),
+    );
+    assert_eq!(d.outcome, Outcome::Deny);
+    let d = decide(
+        &engine,
+        "rita",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!(d.outcome, Outcome::Allow);
+}
+
+#[test]
+fn reads_outside_the_root_and_secrets_are_denied() {
+    let engine = engine(&with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED));
+    let outside = ToolFacts {
+        reads_inside_root: false,
+        ..clean()
+    };
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &outside,
+    );
+    assert_eq!(ids(&d), ["paths.no_read_outside_root"]);
+    let secret = ToolFacts {
+        path_classes: BTreeSet::from(["secrets".to_owned()]),
+        ..clean()
+    };
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &secret,
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::Forbidden));
+    assert_eq!(ids(&d), ["paths.no_secrets"]);
+}
+
+#[test]
+fn a_policy_may_refuse_an_approval_channel() {
+    let engine = engine(&with_policy(
+        "20_allow.cedar",
+        &format!(
+            "{ALLOW_BUILTIN_TO_PAIRED}\n@id(\"approval.not_from_client\") @reason(\"writes are approved only at the console\")\n\
+             forbid (principal, action in Portcullis::Action::\"call_tool\", resource) when {{ context.approval_channel == \"client_elicitation\" }};"
+        ),
+    ));
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/write_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::Forbidden));
+    assert_eq!(ids(&d), ["approval.not_from_client"]);
+}
+
+// ---- failing closed ----
+
+#[test]
+fn an_unknown_client_is_denied_before_cedar() {
+    // A permit for every principal: without the existence check, Cedar
+    // would skip the erroring capability gate and allow.
+    let engine = engine(&with_policy(
+        "20_allow.cedar",
+        "@id(\"allow.all\") @reason(\"everyone\")\npermit (principal, action, resource);",
+    ));
+    let d = decide(
+        &engine,
+        "ghost",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::UnknownClient));
+}
+
+#[test]
+fn an_unknown_tool_is_denied_before_cedar() {
+    let engine = engine(&with_policy(
+        "20_allow.cedar",
+        "@id(\"allow.all\") @reason(\"everyone\")\npermit (principal, action, resource);",
+    ));
+    let d = decide(&engine, "alice", ToolAction::Call, "shell/exec", &clean());
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::UnknownTool));
+}
+
+#[test]
+fn a_policy_that_errors_denies_instead_of_being_skipped() {
+    // `forbid ... when { 9223372036854775807 + (if context.approved then 1 else 0) > 0 }`
+    // overflows on the approved pass; the permit alone would allow, and so
+    // would Cedar, which skips the erroring forbid.
+    let engine = engine(&with_policy(
+        "20_allow.cedar",
+        &format!(
+            "{ALLOW_BUILTIN_TO_PAIRED}\n@id(\"overflow\") @reason(\"errors at evaluation\")\n\
+             forbid (principal, action in Portcullis::Action::\"call_tool\", resource)\n\
+             when {{ 9223372036854775807 + (if context.reads_inside_root then 1 else 0) > 0 }};"
+        ),
+    ));
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::PolicyError));
+    assert_eq!(d.errors.len(), 1);
+    assert_eq!(d.errors[0].policy.as_deref(), Some("overflow"));
+    // Cedar itself allowed it: the deny is portcullis's doing.
+    let request = cedar_request(&engine, "alice", "builtin/read_file");
+    let response = engine
+        .authorizer
+        .is_authorized(&request, &engine.policies, &engine.entities);
+    assert_eq!(response.decision(), cedar_policy::Decision::Allow);
+}
+
+#[test]
+fn an_error_only_in_the_approval_pass_denies_too() {
+    let engine = engine(&with_policy(
+        "20_allow.cedar",
+        &format!(
+            "{ALLOW_BUILTIN_TO_PAIRED}\n@id(\"overflow.approved\") @reason(\"errors when approved\")\n\
+             forbid (principal, action in Portcullis::Action::\"call_tool\", resource)\n\
+             when {{ 9223372036854775807 + (if context.approved then 1 else 0) > 0 }};"
+        ),
+    ));
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/write_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::PolicyError));
+    assert_eq!(d.errors[0].policy.as_deref(), Some("overflow.approved"));
+}
+
+#[test]
+fn a_context_that_does_not_build_against_the_schema_denies() {
+    // The team's schema requires a context attribute portcullis does not
+    // compute: every request fails to build, and every call is denied.
+    let mut bundle = with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED);
+    bundle.schemas[0].text = bundle.schemas[0].text.replace(
+        "    path_classes: Set<String>,\n  };",
+        "    path_classes: Set<String>,\n    session: String,\n  };",
+    );
+    assert!(bundle.schemas[0].text.contains("session: String"));
+    let engine = engine(&bundle);
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::PolicyError));
+    assert!(
+        d.errors[0].message.contains("does not match the schema"),
+        "{:?}",
+        d.errors
+    );
+}
+
+fn cedar_request(engine: &Engine, client: &str, tool: &str) -> cedar_policy::Request {
+    use cedar_policy::{Context, RestrictedExpression as R};
+    let facts = clean();
+    let context = Context::from_pairs([
+        ("approved".to_owned(), R::new_bool(false)),
+        ("approval_channel".to_owned(), R::new_string("none".into())),
+        (
+            "transport".to_owned(),
+            R::new_string(facts.transport.as_str().into()),
+        ),
+        ("reads_inside_root".to_owned(), R::new_bool(true)),
+        ("writes_inside_root".to_owned(), R::new_bool(true)),
+        ("touches_vcs_metadata".to_owned(), R::new_bool(false)),
+        ("writes_vcs_metadata".to_owned(), R::new_bool(false)),
+        ("path_classes".to_owned(), R::new_set([])),
+    ])
+    .unwrap();
+    let (server, name) = tool.split_once('/').unwrap();
+    cedar_policy::Request::new(
+        engine.clients[client].clone(),
+        engine.actions.call_tool.clone(),
+        engine.tools[&ToolId::new(server, name)].clone(),
+        context,
+        Some(&engine.schema),
+    )
+    .unwrap()
+}
+
+// ---- fixtures ----
+
+#[test]
+fn the_shipped_fixtures_pass() {
+    let bundle = PolicyBundle::builtin();
+    let engine = engine(&bundle);
+    let results = run_fixtures(&engine, &bundle);
+    assert!(results.len() >= 25, "{}", results.len());
+    let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+fn the_shipped_fixtures_pin_every_default_policy() {
+    let bundle = PolicyBundle::builtin();
+    let engine = engine(&bundle);
+    let pinned: BTreeSet<String> = bundle
+        .tests
+        .iter()
+        .flat_map(|f| serde_json::from_str::<Vec<serde_json::Value>>(&f.text).unwrap())
+        .flat_map(|case| case["reason"].as_array().unwrap().clone())
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect();
+    let all: BTreeSet<String> = engine
+        .policies()
+        .policies()
+        .map(|p| p.id().to_string())
+        .collect();
+    assert_eq!(pinned, all);
+}
+
+#[test]
+fn a_fixture_that_expects_the_wrong_thing_fails_and_says_why() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.tests = vec![SourceFile {
+        logical: "policies/tests/wrong.json".into(),
+        display: "policies/tests/wrong.json".into(),
+        text: r#"[{"name": "wrong", "request": {"principal": "Portcullis::Client::\"alice\"",
+            "action": "Portcullis::Action::\"call_tool\"", "resource": "Portcullis::Tool::\"builtin/read_file\"",
+            "context": {"approved": false, "approval_channel": "none", "transport": "cli", "reads_inside_root": false,
+                        "writes_inside_root": true, "touches_vcs_metadata": false, "writes_vcs_metadata": false, "path_classes": []}},
+            "entities": "entities/fixtures.json", "decision": "allow", "reason": [], "num_errors": 0}]"#.into(),
+    }];
+    let engine = engine(&bundle);
+    let results = run_fixtures(&engine, &bundle);
+    let failure = results[0].failure.as_deref().unwrap();
+    assert!(failure.contains("expected allow, got deny"), "{failure}");
+    assert!(failure.contains("paths.no_read_outside_root"), "{failure}");
+}
+
+#[test]
+fn a_fixture_file_that_is_not_json_fails() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.tests[0].text = "{".into();
+    let engine = engine(&bundle);
+    let results = run_fixtures(&engine, &bundle);
+    assert!(!results[0].passed());
+}
+
+#[test]
+fn a_fixture_with_a_context_off_the_schema_fails() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.tests[0].text = bundle.tests[0]
+        .text
+        .replacen("\"approved\"", "\"aproved\"", 1);
+    let engine = engine(&bundle);
+    let results = run_fixtures(&engine, &bundle);
+    assert!(
+        results[0].failure.as_deref().unwrap().contains("context"),
+        "{:?}",
+        results[0]
+    );
+}

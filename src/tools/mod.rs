@@ -1,0 +1,16 @@
+//! The registry of tools portcullis can gate: their ids, declared effects,
+//! required capabilities, which arguments are paths, and their JSON input
+//! schemas.
+//!
+//! The registry is the only source of the tool facts that policies test
+//! (`resource.effects`, `resource.required_capabilities`, `resource.read_only`):
+//! they come from here, never from a client or a downstream server's claims.
+
+mod arguments;
+mod builtin;
+mod registry;
+mod spec;
+
+pub use arguments::{ArgumentError, ArgumentValidator};
+pub use registry::{Registry, RegistryError};
+pub use spec::{Effect, PathArgument, PathRole, ToolId, ToolSpec};

@@ -1,0 +1,179 @@
+use std::collections::BTreeMap;
+
+use serde_json::json;
+use thiserror::Error;
+
+use super::arguments::ArgumentValidator;
+use super::builtin;
+use super::spec::{ToolId, ToolSpec};
+
+#[derive(Debug, Error)]
+pub enum RegistryError {
+    #[error("tool {0} is declared twice")]
+    Duplicate(ToolId),
+    #[error("tool {tool}: its input schema is not a valid JSON Schema: {message}")]
+    InvalidSchema { tool: ToolId, message: String },
+    #[error("tool {tool}: path argument `{argument}` is not a string property of its input schema")]
+    PathArgumentNotInSchema { tool: ToolId, argument: String },
+}
+
+/// A tool known to portcullis, with its compiled argument validator.
+#[derive(Debug)]
+pub struct RegisteredTool {
+    pub spec: ToolSpec,
+    pub arguments: ArgumentValidator,
+}
+
+/// Every tool portcullis can gate, by id. Built once at start; the policy
+/// decision point turns it into `Portcullis::Server` and `Portcullis::Tool`
+/// entities once per policy load.
+#[derive(Debug)]
+pub struct Registry {
+    tools: BTreeMap<ToolId, RegisteredTool>,
+}
+
+impl Registry {
+    /// The built-in workspace tools.
+    pub fn builtin() -> Result<Self, RegistryError> {
+        Self::from_specs(builtin::specs())
+    }
+
+    pub fn from_specs(specs: Vec<ToolSpec>) -> Result<Self, RegistryError> {
+        let mut tools = BTreeMap::new();
+        for spec in specs {
+            for path in &spec.path_arguments {
+                let declared = spec
+                    .input_schema
+                    .pointer(&format!("/properties/{}/type", path.name));
+                if declared != Some(&json!("string")) {
+                    return Err(RegistryError::PathArgumentNotInSchema {
+                        tool: spec.id.clone(),
+                        argument: path.name.clone(),
+                    });
+                }
+            }
+            let arguments = ArgumentValidator::compile(&spec.input_schema).map_err(|message| {
+                RegistryError::InvalidSchema {
+                    tool: spec.id.clone(),
+                    message,
+                }
+            })?;
+            let id = spec.id.clone();
+            if tools
+                .insert(id.clone(), RegisteredTool { spec, arguments })
+                .is_some()
+            {
+                return Err(RegistryError::Duplicate(id));
+            }
+        }
+        Ok(Self { tools })
+    }
+
+    pub fn get(&self, id: &ToolId) -> Option<&RegisteredTool> {
+        self.tools.get(id)
+    }
+
+    /// Finds a tool by its id (`server/name`), or by its bare name when
+    /// exactly one server has a tool of that name.
+    pub fn lookup(&self, name_or_id: &str) -> Option<&RegisteredTool> {
+        if let Some((server, name)) = name_or_id.split_once('/') {
+            return self.get(&ToolId::new(server, name));
+        }
+        let mut found = self
+            .tools
+            .values()
+            .filter(|tool| tool.spec.id.name() == name_or_id);
+        match (found.next(), found.next()) {
+            (Some(tool), None) => Some(tool),
+            _ => None,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{Effect, PathArgument, PathRole};
+
+    fn spec(name: &str, schema: serde_json::Value, paths: Vec<PathArgument>) -> ToolSpec {
+        ToolSpec {
+            id: ToolId::new("test", name),
+            description: String::new(),
+            effects: vec![Effect::Read],
+            required_capabilities: vec![],
+            path_arguments: paths,
+            input_schema: schema,
+        }
+    }
+
+    #[test]
+    fn builtin_registry_has_the_five_workspace_tools() {
+        let registry = Registry::builtin().unwrap();
+        let ids: Vec<String> = registry.iter().map(|t| t.spec.id.to_string()).collect();
+        assert_eq!(
+            ids,
+            [
+                "builtin/edit_file",
+                "builtin/list_dir",
+                "builtin/read_file",
+                "builtin/search",
+                "builtin/write_file"
+            ]
+        );
+    }
+
+    #[test]
+    fn lookup_by_bare_name_only_when_unambiguous() {
+        let object = json!({"type": "object"});
+        let registry = Registry::from_specs(vec![
+            spec("same", object.clone(), vec![]),
+            ToolSpec {
+                id: ToolId::new("other", "same"),
+                ..spec("same", object.clone(), vec![])
+            },
+            spec("unique", object, vec![]),
+        ])
+        .unwrap();
+        assert!(registry.lookup("same").is_none());
+        assert!(registry.lookup("unique").is_some());
+        assert!(registry.lookup("other/same").is_some());
+        assert!(registry.lookup("nope/unique").is_none());
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused() {
+        let object = json!({"type": "object"});
+        let err = Registry::from_specs(vec![
+            spec("a", object.clone(), vec![]),
+            spec("a", object, vec![]),
+        ])
+        .unwrap_err();
+        assert!(matches!(err, RegistryError::Duplicate(id) if id.to_string() == "test/a"));
+    }
+
+    #[test]
+    fn a_path_argument_must_be_a_string_property() {
+        let err = Registry::from_specs(vec![spec(
+            "a",
+            json!({"type": "object", "properties": {"path": {"type": "integer"}}}),
+            vec![PathArgument {
+                name: "path".into(),
+                role: PathRole::Read,
+                default: None,
+            }],
+        )])
+        .unwrap_err();
+        assert!(matches!(err, RegistryError::PathArgumentNotInSchema { .. }));
+    }
+
+    #[test]
+    fn an_invalid_schema_is_refused() {
+        let err = Registry::from_specs(vec![spec("a", json!({"type": "no-such-type"}), vec![])])
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::InvalidSchema { .. }));
+    }
+}

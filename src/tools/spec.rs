@@ -1,0 +1,131 @@
+use std::fmt;
+
+use serde::Serialize;
+
+/// What a tool can do to the world. A closed vocabulary: policies match on
+/// these names, so an unknown effect would be a fact no policy can see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    Read,
+    Write,
+    Process,
+    Worktree,
+    Network,
+    Destructive,
+}
+
+impl Effect {
+    pub const ALL: [Effect; 6] = [
+        Effect::Read,
+        Effect::Write,
+        Effect::Process,
+        Effect::Worktree,
+        Effect::Network,
+        Effect::Destructive,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Write => "write",
+            Effect::Process => "process",
+            Effect::Worktree => "worktree",
+            Effect::Network => "network",
+            Effect::Destructive => "destructive",
+        }
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tool's id, `server/name`: the Cedar entity id of `Portcullis::Tool`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct ToolId {
+    server: String,
+    name: String,
+}
+
+impl ToolId {
+    pub fn new(server: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            server: server.into(),
+            name: name.into(),
+        }
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for ToolId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.server, self.name)
+    }
+}
+
+impl From<ToolId> for String {
+    fn from(id: ToolId) -> Self {
+        id.to_string()
+    }
+}
+
+/// How a tool uses a path argument. Reads and writes are judged separately:
+/// the root and VCS-metadata rules for writes are hard constraints, for reads
+/// they are defaults a team may widen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathRole {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl PathRole {
+    pub fn reads(self) -> bool {
+        matches!(self, PathRole::Read | PathRole::ReadWrite)
+    }
+
+    pub fn writes(self) -> bool {
+        matches!(self, PathRole::Write | PathRole::ReadWrite)
+    }
+}
+
+/// An argument of a tool that names a file or folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathArgument {
+    /// The property of the arguments object that holds the path.
+    pub name: String,
+    pub role: PathRole,
+    /// Used when the argument is absent (e.g. `search` defaults to the root).
+    pub default: Option<String>,
+}
+
+/// Everything portcullis knows about a tool before any call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolSpec {
+    pub id: ToolId,
+    /// What an agent reads to pick the tool: when to use it, and when not.
+    pub description: String,
+    pub effects: Vec<Effect>,
+    pub required_capabilities: Vec<String>,
+    pub path_arguments: Vec<PathArgument>,
+    pub input_schema: serde_json::Value,
+}
+
+impl ToolSpec {
+    /// A tool is read-only when nothing it declares can change the world.
+    pub fn read_only(&self) -> bool {
+        self.effects.iter().all(|effect| *effect == Effect::Read)
+    }
+}

@@ -1,0 +1,302 @@
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use crate::util::{Tree, portcullis, portcullis_in};
+
+const ALLOW_BUILTIN_TO_PAIRED: &str = r#"
+@id("allow.paired.builtin")
+@reason("paired clients may use the built-in workspace tools")
+permit (
+  principal in Portcullis::Tier::"paired",
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"builtin"
+);
+"#;
+
+/// A tree whose allowlist lets paired clients use the built-in tools, and a
+/// workspace root beside it.
+fn allowing_tree() -> (Tree, tempfile::TempDir) {
+    let tree = Tree::new();
+    tree.write_policy("20_allowlist.cedar", ALLOW_BUILTIN_TO_PAIRED);
+    let root = tempfile::tempdir().unwrap();
+    fs::write(root.path().join("notes.txt"), "hello").unwrap();
+    (tree, root)
+}
+
+fn check(tree: &Tree, root: &tempfile::TempDir, extra: &[&str]) -> crate::util::Run {
+    let mut args = vec!["check", "--root", root.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    tree.run(&args)
+}
+
+#[test]
+fn the_empty_allowlist_denies_with_exit_2() {
+    let root = tempfile::tempdir().unwrap();
+    let run = portcullis_in(
+        root.path(),
+        &[
+            "check",
+            "--tool",
+            "builtin/read_file",
+            "--args",
+            r#"{"path":"a.txt"}"#,
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stdout.starts_with("DENY (not_permitted)"), "{run:?}");
+    assert!(
+        run.stdout.contains("the allowlist is empty by default"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn an_allowed_read_exits_0_and_names_its_permit() {
+    let (tree, root) = allowing_tree();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "read_file",
+            "--args",
+            r#"{"path":"notes.txt"}"#,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["decision"], "allow");
+    assert_eq!(json["cause"], "permitted");
+    assert_eq!(json["policies"][0]["id"], "allow.paired.builtin");
+    assert!(
+        json["policies"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("20_allowlist.cedar")
+    );
+    assert_eq!(json["request"]["tool"], "builtin/read_file");
+    assert_eq!(json["request"]["paths"][0]["inside_root"], true);
+}
+
+#[test]
+fn a_write_asks_with_exit_4() {
+    let (tree, root) = allowing_tree();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "builtin/write_file",
+            "--args",
+            r#"{"path":"new.txt","content":"x"}"#,
+        ],
+    );
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(run.stdout.starts_with("ASK (approval_required)"), "{run:?}");
+    assert!(run.stdout.contains("approval.writes"), "{run:?}");
+}
+
+#[test]
+fn a_write_escaping_through_a_symlink_is_denied_by_the_hard_constraint() {
+    let (tree, root) = allowing_tree();
+    let outside = tempfile::tempdir().unwrap();
+    symlink(outside.path(), root.path().join("docs")).unwrap();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "builtin/write_file",
+            "--args",
+            r#"{"path":"docs/x.md","content":"x"}"#,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["cause"], "forbidden");
+    assert_eq!(json["policies"][0]["id"], "hard.no_write_outside_root");
+    assert_eq!(json["request"]["facts"]["writes_inside_root"], false);
+    assert_eq!(
+        json["request"]["paths"][0]["canonical"].as_str().unwrap(),
+        outside
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join("x.md")
+            .to_str()
+            .unwrap()
+    );
+}
+
+#[test]
+fn a_write_into_git_is_denied_even_with_the_allowlist() {
+    let (tree, root) = allowing_tree();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "edit_file",
+            "--args",
+            r#"{"path":".git/config","old_string":"a","new_string":"b"}"#,
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stdout.contains("hard.no_vcs_metadata_write"), "{run:?}");
+}
+
+#[test]
+fn reading_a_secret_is_denied() {
+    let (tree, root) = allowing_tree();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "read_file",
+            "--args",
+            r#"{"path":"deploy/server.pem"}"#,
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stdout.contains("paths.no_secrets"), "{run:?}");
+    assert!(run.stdout.contains("path_classes=[secrets]"), "{run:?}");
+}
+
+#[test]
+fn a_readonly_tier_cannot_write() {
+    let (tree, root) = allowing_tree();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tier",
+            "readonly",
+            "--tool",
+            "write_file",
+            "--args",
+            r#"{"path":"a","content":""}"#,
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stdout.contains("tier.capability_gate"), "{run:?}");
+}
+
+#[test]
+fn discover_ignores_arguments_and_paths() {
+    let (tree, root) = allowing_tree();
+    let run = check(
+        &tree,
+        &root,
+        &["--action", "discover", "--tool", "write_file"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn an_unknown_tool_is_denied_not_an_error() {
+    let (tree, root) = allowing_tree();
+    let run = check(&tree, &root, &["--tool", "shell/exec", "--format", "json"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.json()["cause"], "unknown_tool");
+}
+
+#[test]
+fn arguments_that_are_not_json_fail_with_exit_1() {
+    let run = portcullis(&["check", "--tool", "read_file", "--args", "{path:"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("--args is not JSON"), "{run:?}");
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn arguments_off_the_input_schema_fail_with_exit_1() {
+    let run = portcullis(&[
+        "check",
+        "--tool",
+        "read_file",
+        "--args",
+        r#"{"path":"a","bogus":1}"#,
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("invalid arguments"), "{run:?}");
+    let run = portcullis(&["check", "--tool", "read_file", "--args", r#"{"offset":1}"#]);
+    assert_eq!(run.code, 1, "{run:?}");
+}
+
+#[test]
+fn a_path_with_a_nul_byte_fails_with_exit_1() {
+    let run = portcullis(&[
+        "check",
+        "--tool",
+        "read_file",
+        "--args",
+        r#"{"path":"a\u0000b"}"#,
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("NUL"), "{run:?}");
+}
+
+#[test]
+fn a_symlink_loop_fails_with_exit_1() {
+    let root = tempfile::tempdir().unwrap();
+    symlink("loop", root.path().join("loop")).unwrap();
+    let run = portcullis_in(
+        root.path(),
+        &[
+            "check",
+            "--tool",
+            "read_file",
+            "--args",
+            r#"{"path":"loop"}"#,
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("symbolic links"), "{run:?}");
+}
+
+#[test]
+fn an_unknown_tier_fails_with_exit_1_and_lists_the_tiers() {
+    let run = portcullis(&[
+        "check",
+        "--tier",
+        "admin",
+        "--tool",
+        "read_file",
+        "--args",
+        r#"{"path":"a"}"#,
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("owner, paired, readonly"), "{run:?}");
+}
+
+#[test]
+fn a_missing_root_fails_with_exit_1() {
+    let run = portcullis(&[
+        "check",
+        "--root",
+        "/nonexistent/root",
+        "--tool",
+        "read_file",
+        "--args",
+        r#"{"path":"a"}"#,
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("--root"), "{run:?}");
+}
+
+#[test]
+fn an_invalid_policy_set_fails_with_exit_3() {
+    let (tree, root) = allowing_tree();
+    tree.write_policy("25_bad.cedar", "permit (principal, action, resource);");
+    let run = check(
+        &tree,
+        &root,
+        &["--tool", "read_file", "--args", r#"{"path":"a"}"#],
+    );
+    assert_eq!(run.code, 3, "{run:?}");
+}

@@ -1,0 +1,229 @@
+use std::fs;
+
+use crate::util::{Tree, portcullis};
+
+#[test]
+fn validate_accepts_the_builtin_set() {
+    let run = portcullis(&["policy", "validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.starts_with("ok: 8 policies in 5 files"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn validate_reports_json_for_machines() {
+    let run = portcullis(&["policy", "validate", "--format", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["valid"], true);
+    assert_eq!(json["policy_set"]["hash"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        json["tiers"],
+        serde_json::json!(["owner", "paired", "readonly"])
+    );
+}
+
+#[test]
+fn validate_gives_the_same_hash_for_written_out_defaults() {
+    let tree = Tree::new();
+    let builtin = portcullis(&["policy", "validate", "--format", "json"]).json();
+    let written = tree.run(&["policy", "validate", "--format", "json"]).json();
+    assert_eq!(builtin["policy_set"]["hash"], written["policy_set"]["hash"]);
+}
+
+#[test]
+fn validate_refuses_a_typo_with_file_line_column_and_help() {
+    let tree = Tree::new();
+    tree.write_policy(
+        "25_team.cedar",
+        "@id(\"team.read\")\n@reason(\"r\")\npermit (principal, action in Portcullis::Action::\"call_tool\", resource)\nwhen { resource.efects.contains(\"read\") };\n",
+    );
+    let run = tree.run(&["policy", "validate"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let file = tree.policies().join("25_team.cedar");
+    assert!(
+        run.stderr.contains(&format!("{}:4:8: ", file.display())),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("help: did you mean `effects`?"),
+        "{run:?}"
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+}
+
+#[test]
+fn validate_refuses_a_duplicate_id_naming_both_files() {
+    let tree = Tree::new();
+    tree.write_policy(
+        "25_team.cedar",
+        "@id(\"paths.no_secrets\")\n@reason(\"r\")\npermit (principal, action, resource);\n",
+    );
+    let run = tree.run(&["policy", "validate", "--format", "json"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let problem = &run.json()["problems"][0];
+    assert_eq!(problem["kind"], "duplicate_id");
+    // Files load in name order: the second use, in 30_paths.cedar, is the
+    // duplicate, and the message names where the id was first used.
+    assert!(
+        problem["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("30_paths.cedar"),
+        "{problem}"
+    );
+    assert!(problem["line"].as_u64().is_some(), "{problem}");
+    assert!(
+        problem["message"]
+            .as_str()
+            .unwrap()
+            .contains("25_team.cedar"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn validate_refuses_an_impossible_policy() {
+    let tree = Tree::new();
+    tree.write_policy(
+        "25_team.cedar",
+        "@id(\"team.never\")\n@reason(\"r\")\npermit (principal, action in Portcullis::Action::\"call_tool\", resource)\nwhen { false };\n",
+    );
+    let run = tree.run(&["policy", "validate", "--format", "json"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.json()["problems"][0]["kind"], "validation_warning");
+}
+
+#[test]
+fn validate_refuses_a_set_without_the_hard_constraints() {
+    let tree = Tree::new();
+    fs::remove_file(tree.policies().join("00_hard_constraints.cedar")).unwrap();
+    let run = tree.run(&["policy", "validate"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("hard.no_write_outside_root"), "{run:?}");
+}
+
+#[test]
+fn validate_fails_on_a_missing_folder_with_exit_1() {
+    let run = portcullis(&["policy", "validate", "--policies", "/nonexistent/policies"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("/nonexistent/policies"), "{run:?}");
+}
+
+#[test]
+fn validate_fails_on_a_missing_tiers_file() {
+    let tree = Tree::new();
+    fs::remove_file(tree.policies().join("tiers.json")).unwrap();
+    let run = tree.run(&["policy", "validate"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("tiers.json is missing"), "{run:?}");
+}
+
+#[test]
+fn test_runs_the_shipped_fixtures() {
+    let run = portcullis(&["policy", "test"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.trim_end().ends_with("29 passed, 0 failed"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn test_reports_a_failing_fixture_with_why_and_exits_1() {
+    let tree = Tree::new();
+    // A team widens reads outside the root without updating the fixture.
+    let paths = tree.policies().join("30_paths.cedar");
+    let text = fs::read_to_string(&paths).unwrap();
+    let widened = text.replace(
+        "unless { context.reads_inside_root }",
+        "unless { context.reads_inside_root || principal.tier == Portcullis::Tier::\"paired\" }",
+    );
+    assert_ne!(text, widened);
+    fs::write(&paths, widened).unwrap();
+    let run = tree.run(&["policy", "test"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("FAIL "), "{run:?}");
+    assert!(
+        run.stdout.contains("a read outside the root is denied"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("expected determining policies [\"paths.no_read_outside_root\"], got []"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.trim_end().ends_with("28 passed, 1 failed"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn test_without_fixtures_fails() {
+    let tree = Tree::new();
+    fs::remove_dir_all(tree.policies().join("tests")).unwrap();
+    let run = tree.run(&["policy", "test"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("no fixture tests found"), "{run:?}");
+}
+
+#[test]
+fn test_refuses_an_invalid_set_with_exit_3() {
+    let tree = Tree::new();
+    tree.write_policy("25_team.cedar", "permit (principal, action, resource);");
+    let run = tree.run(&["policy", "test"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("policy has no @id"), "{run:?}");
+}
+
+#[test]
+fn fmt_check_passes_on_the_shipped_policies() {
+    let run = portcullis(&["policy", "fmt", "--check"]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn fmt_rewrites_an_unformatted_file_and_check_then_passes() {
+    let tree = Tree::new();
+    let policy = "@id(\"team.a\") @reason(\"r\") permit(principal,action in Portcullis::Action::\"call_tool\",resource) when {resource.read_only};\n";
+    tree.write_policy("25_team.cedar", policy);
+    let run = tree.run(&["policy", "fmt", "--check"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("not formatted:") && run.stdout.contains("25_team.cedar"),
+        "{run:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.policies().join("25_team.cedar")).unwrap(),
+        policy
+    );
+
+    let run = tree.run(&["policy", "fmt"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let formatted = fs::read_to_string(tree.policies().join("25_team.cedar")).unwrap();
+    assert!(formatted.contains("permit (\n"), "{formatted}");
+    assert_eq!(tree.run(&["policy", "fmt", "--check"]).code, 0);
+    assert_eq!(tree.run(&["policy", "validate"]).code, 0);
+}
+
+#[test]
+fn fmt_refuses_a_file_that_does_not_parse_and_leaves_it() {
+    let tree = Tree::new();
+    tree.write_policy("25_team.cedar", "permit (");
+    let run = tree.run(&["policy", "fmt"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(
+        fs::read_to_string(tree.policies().join("25_team.cedar")).unwrap(),
+        "permit ("
+    );
+}
+
+#[test]
+fn fmt_will_not_rewrite_the_builtin_policies() {
+    let run = portcullis(&["policy", "fmt"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("--policies"), "{run:?}");
+}

@@ -1,0 +1,12 @@
+//! Integration tests: they drive the real `portcullis` binary.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails by panicking, helpers included"
+)]
+
+mod cli_check;
+mod cli_init;
+mod cli_policy;
+mod util;
