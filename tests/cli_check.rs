@@ -300,3 +300,32 @@ fn an_invalid_policy_set_fails_with_exit_3() {
     );
     assert_eq!(run.code, 3, "{run:?}");
 }
+
+#[test]
+fn a_schema_the_facts_do_not_fit_refuses_every_check_with_exit_3() {
+    let (tree, root) = allowing_tree();
+    let schema = tree.schemas().join("portcullis.cedarschema");
+    let text = fs::read_to_string(&schema).unwrap();
+    fs::write(
+        &schema,
+        text.replace(
+            "    path_classes: Set<String>,\n  };",
+            "    path_classes: Set<String>,\n    session: String,\n  };",
+        ),
+    )
+    .unwrap();
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "read_file",
+            "--args",
+            r#"{"path":"notes.txt"}"#,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.json()["problems"][0]["kind"], "context");
+}

@@ -1,8 +1,8 @@
 //! The one decision point: allow, ask or deny for a tool request.
 
 use cedar_policy::{
-    AuthorizationError, Context, Decision as CedarDecision, EntityUid, Request, Response,
-    RestrictedExpression,
+    AuthorizationError, Context, ContextCreationError, Decision as CedarDecision, EntityUid,
+    Request, Response, RestrictedExpression,
 };
 
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
@@ -116,55 +116,25 @@ impl Engine {
         approved: bool,
         approval_channel: &str,
     ) -> Result<Response, DecisionError> {
-        let classes = facts
-            .path_classes
-            .iter()
-            .map(|class| RestrictedExpression::new_string(class.clone()));
-        let pairs = [
-            ("approved", RestrictedExpression::new_bool(approved)),
-            (
-                "approval_channel",
-                RestrictedExpression::new_string(approval_channel.to_owned()),
-            ),
-            (
-                "transport",
-                RestrictedExpression::new_string(facts.transport.as_str().to_owned()),
-            ),
-            (
-                "reads_inside_root",
-                RestrictedExpression::new_bool(facts.reads_inside_root),
-            ),
-            (
-                "writes_inside_root",
-                RestrictedExpression::new_bool(facts.writes_inside_root),
-            ),
-            (
-                "touches_vcs_metadata",
-                RestrictedExpression::new_bool(facts.touches_vcs_metadata),
-            ),
-            (
-                "writes_vcs_metadata",
-                RestrictedExpression::new_bool(facts.writes_vcs_metadata),
-            ),
-            ("path_classes", RestrictedExpression::new_set(classes)),
-        ];
         let context =
-            Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(|err| {
-                DecisionError {
-                    policy: None,
-                    message: format!("the context does not build: {err}"),
-                }
+            tool_context(facts, approved, approval_channel).map_err(|err| DecisionError {
+                policy: None,
+                message: format!("the context does not build: {err}"),
             })?;
+        // No schema here: the load checked that this context shape and these
+        // entity types build against the schema (`Engine::load`), and the
+        // shape is fixed by `tool_context`. Checking again per request
+        // would cost a third of a decision and prove nothing new.
         let request = Request::new(
             principal.clone(),
             action.clone(),
             resource.clone(),
             context,
-            Some(&self.schema),
+            None,
         )
         .map_err(|err| DecisionError {
             policy: None,
-            message: format!("the request does not match the schema: {err}"),
+            message: format!("the request does not build: {err}"),
         })?;
         Ok(self
             .authorizer
@@ -203,6 +173,49 @@ impl Engine {
             policy_set: self.identity.clone(),
         }
     }
+}
+
+/// The context record of a tool request (schema type `Portcullis::ToolFacts`).
+/// Its shape is fixed here, whatever the values: `Engine::load` checks this
+/// shape against the schema once, with a probe built by this same function.
+pub(super) fn tool_context(
+    facts: &ToolFacts,
+    approved: bool,
+    approval_channel: &str,
+) -> Result<Context, Box<ContextCreationError>> {
+    let classes = facts
+        .path_classes
+        .iter()
+        .map(|class| RestrictedExpression::new_string(class.clone()));
+    let pairs = [
+        ("approved", RestrictedExpression::new_bool(approved)),
+        (
+            "approval_channel",
+            RestrictedExpression::new_string(approval_channel.to_owned()),
+        ),
+        (
+            "transport",
+            RestrictedExpression::new_string(facts.transport.as_str().to_owned()),
+        ),
+        (
+            "reads_inside_root",
+            RestrictedExpression::new_bool(facts.reads_inside_root),
+        ),
+        (
+            "writes_inside_root",
+            RestrictedExpression::new_bool(facts.writes_inside_root),
+        ),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
+        ),
+        (
+            "writes_vcs_metadata",
+            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
+        ),
+        ("path_classes", RestrictedExpression::new_set(classes)),
+    ];
+    Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
 }
 
 /// The evaluation errors of a response, sorted, or `None` when there are none.

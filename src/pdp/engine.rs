@@ -4,16 +4,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Schema};
+use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema};
 use serde_json::Value;
 use thiserror::Error;
 
 use super::bundle::PolicyBundle;
+use super::decide::tool_context;
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin};
 use super::problem::{Problem, ProblemKind};
-use crate::facts::PathClasses;
+use crate::facts::{PathClasses, ToolFacts, Transport};
 use crate::tools::{Registry, ToolId};
 
 /// The policy set did not load; nothing can be decided with it.
@@ -118,13 +119,8 @@ impl Engine {
                 })?;
 
         let uid = |kind: &str, id: &str| -> Result<EntityUid, LoadError> {
-            let text = format!("{kind}::{}", Value::String(id.to_owned()));
-            text.parse::<EntityUid>().map_err(|err| LoadError {
-                problems: vec![Problem::new(
-                    ProblemKind::Entities,
-                    "entities",
-                    format!("bad entity id {text}: {err}"),
-                )],
+            entities::entity_uid(kind, id).map_err(|message| LoadError {
+                problems: vec![Problem::new(ProblemKind::Entities, "entities", message)],
             })
         };
         let mut client_uids = HashMap::new();
@@ -145,6 +141,8 @@ impl Engine {
             discover_tool: uid("Portcullis::Action", "discover_tool")?,
             call_tool: uid("Portcullis::Action", "call_tool")?,
         };
+
+        check_request_shape(&compiled.schema, &actions, &tool_uids)?;
 
         let identity = Arc::new(PolicySetIdentity {
             hash: bundle.hash(),
@@ -205,4 +203,46 @@ impl Engine {
     pub fn origin(&self, id: &PolicyId) -> Option<&PolicyOrigin> {
         self.origins.get(id)
     }
+}
+
+/// Checks, once per load, that the requests `decide` builds (a client, a
+/// tool action, a tool, and the context of `tool_context`) are valid for the
+/// schema. A team's schema that portcullis's facts do not fit refuses to
+/// load, rather than deny at every call.
+fn check_request_shape(
+    schema: &Schema,
+    actions: &Actions,
+    tools: &HashMap<ToolId, EntityUid>,
+) -> Result<(), LoadError> {
+    let refuse =
+        |message: String| LoadError {
+            problems: vec![Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
+            "the schema's ToolFacts must declare exactly the attributes portcullis computes; \
+             compare with `portcullis init`"
+                .to_owned(),
+        ))],
+        };
+    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe").map_err(refuse)?;
+    let resource = match tools.values().next() {
+        Some(uid) => uid.clone(),
+        None => entities::entity_uid(entities::TOOL_TYPE, "probe/probe").map_err(refuse)?,
+    };
+    let mut facts = ToolFacts::without_paths(Transport::Stdio);
+    facts.path_classes.insert("probe".to_owned());
+    for action in [&actions.discover_tool, &actions.call_tool] {
+        let context = tool_context(&facts, true, "probe").map_err(|err| refuse(err.to_string()))?;
+        Request::new(
+            principal.clone(),
+            action.clone(),
+            resource.clone(),
+            context,
+            Some(schema),
+        )
+        .map_err(|err| {
+            refuse(format!(
+                "the request portcullis builds for {action} does not match the schema: {err}"
+            ))
+        })?;
+    }
+    Ok(())
 }

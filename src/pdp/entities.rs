@@ -99,6 +99,13 @@ pub fn tool_entities(registry: &Registry) -> Vec<Value> {
     out
 }
 
+/// The uid `kind::"id"`, with the id quoted as Cedar requires.
+pub fn entity_uid(kind: &str, id: &str) -> Result<cedar_policy::EntityUid, String> {
+    let text = format!("{kind}::{}", Value::String(id.to_owned()));
+    text.parse()
+        .map_err(|err| format!("bad entity id {text}: {err}"))
+}
+
 /// A client entity: its tier is its parent and its `tier` attribute.
 pub fn client_entity(client: &ClientRecord) -> Value {
     json!({

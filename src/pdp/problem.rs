@@ -26,6 +26,9 @@ pub enum ProblemKind {
     ValidationWarning,
     /// The tier entities do not load against the schema.
     Entities,
+    /// The requests portcullis builds do not fit the schema (a context
+    /// attribute missing or mistyped).
+    Context,
     /// A client was given a tier that `tiers.json` does not declare.
     UnknownTier,
     /// The path class table does not load.

@@ -547,29 +547,36 @@ fn an_error_only_in_the_approval_pass_denies_too() {
 }
 
 #[test]
-fn a_context_that_does_not_build_against_the_schema_denies() {
+fn a_schema_the_context_does_not_build_against_refuses_to_load() {
     // The team's schema requires a context attribute portcullis does not
-    // compute: every request fails to build, and every call is denied.
+    // compute. No policy reads it, so strict validation passes; the request
+    // shape check refuses the set, so nothing is ever decided under it.
     let mut bundle = with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED);
     bundle.schemas[0].text = bundle.schemas[0].text.replace(
         "    path_classes: Set<String>,\n  };",
         "    path_classes: Set<String>,\n    session: String,\n  };",
     );
     assert!(bundle.schemas[0].text.contains("session: String"));
-    let engine = engine(&bundle);
-    let d = decide(
-        &engine,
-        "alice",
-        ToolAction::Call,
-        "builtin/read_file",
-        &clean(),
-    );
-    assert_eq!((d.outcome, d.cause), (Outcome::Deny, Cause::PolicyError));
+    let problems = problems(&bundle);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, ProblemKind::Context);
     assert!(
-        d.errors[0].message.contains("does not match the schema"),
-        "{:?}",
-        d.errors
+        problems[0].message.contains("does not match the schema"),
+        "{}",
+        problems[0]
     );
+}
+
+#[test]
+fn a_schema_with_a_mistyped_context_attribute_refuses_to_load() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.schemas[0].text = bundle.schemas[0].text.replace(
+        "    transport: String,\n    // Every path the call reads",
+        "    transport: Long,\n    // Every path the call reads",
+    );
+    assert!(bundle.schemas[0].text.contains("transport: Long"));
+    let problems = problems(&bundle);
+    assert_eq!(problems[0].kind, ProblemKind::Context, "{problems:?}");
 }
 
 fn cedar_request(engine: &Engine, client: &str, tool: &str) -> cedar_policy::Request {
