@@ -18,7 +18,10 @@
 //! `forbid`s that must be present; the allowlist is empty by default; facts
 //! are computed, never taken from the client.
 
+pub mod auth;
 pub mod cli;
 pub mod facts;
+pub mod keeper;
+pub mod mcp;
 pub mod pdp;
 pub mod tools;

@@ -45,7 +45,7 @@ fn the_empty_allowlist_denies_with_exit_2() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stdout.starts_with("DENY (not_permitted)"), "{run:?}");
     assert!(
-        run.stdout.contains("the allowlist is empty by default"),
+        run.stdout.contains("the allowlist does not include it"),
         "{run:?}"
     );
 }

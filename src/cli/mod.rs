@@ -4,9 +4,12 @@
 //! equivalent.
 
 mod check;
+mod demo;
 mod exit;
 mod init;
 mod policy;
+mod serve;
+mod token;
 
 use std::path::PathBuf;
 
@@ -46,6 +49,13 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Write the default policies and schema into a folder, for a team to edit.
     Init(init::InitArgs),
+    /// Serve MCP over stdio for the client whose token is in PORTCULLIS_TOKEN.
+    Serve(serve::ServeArgs),
+    /// Create, list and revoke client tokens.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
+    /// Show the whole loop on the built-in defaults in a temporary folder.
+    Demo(demo::DemoArgs),
 }
 
 /// Where the policy set comes from: folders, or the built-in defaults.
@@ -72,6 +82,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Policy(command) => policy::run(command, cli.format),
         Command::Check(args) => check::run(&args, cli.format),
         Command::Init(args) => init::run(&args, cli.format),
+        Command::Serve(args) => serve::run(&args),
+        Command::Token(command) => token::run(command, cli.format),
+        Command::Demo(args) => demo::run(&args, cli.format),
     }
 }
 

@@ -6,5 +6,5 @@ mod paths;
 mod tool_call;
 
 pub use path_classes::{PathClassError, PathClasses};
-pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, resolve};
+pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve};
 pub use tool_call::{CallFactsError, ToolCallFacts, ToolFacts, Transport, tool_call_facts};

@@ -106,7 +106,7 @@ pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
         .collect();
     let (canonical, exists) = walk(&requested)?;
     let inside_root = canonical.starts_with(root.path());
-    let in_vcs_metadata = has_vcs_component(&canonical) || has_vcs_component(&requested);
+    let in_vcs_metadata = is_vcs_metadata(&canonical) || is_vcs_metadata(&requested);
     Ok(ResolvedPath {
         requested,
         canonical,
@@ -129,7 +129,8 @@ fn expand_home(raw: &str) -> Result<PathBuf, PathError> {
     Ok(PathBuf::from(home).join(rest.trim_start_matches('/')))
 }
 
-fn has_vcs_component(path: &Path) -> bool {
+/// Whether some component of `path` is a VCS metadata folder (`.git`, ...).
+pub fn is_vcs_metadata(path: &Path) -> bool {
     path.components().any(|c| match c {
         Component::Normal(name) => is_vcs_name(name),
         _ => false,

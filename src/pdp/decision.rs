@@ -116,7 +116,7 @@ impl Decision {
         }
         match self.cause {
             Cause::NotPermitted => {
-                "no policy permits this (the allowlist is empty by default)".to_owned()
+                "no policy permits this call: the allowlist does not include it".to_owned()
             }
             Cause::UnknownClient => "the client is not known".to_owned(),
             Cause::UnknownTool => "the tool is not known".to_owned(),

@@ -44,6 +44,7 @@ pub struct Engine {
     pub(super) identity: Arc<PolicySetIdentity>,
     path_classes: PathClasses,
     tiers: Vec<String>,
+    tier_capabilities: HashMap<String, Vec<String>>,
     /// The entities as JSON, kept for fixtures and audit records.
     entities_json: Vec<Value>,
 }
@@ -102,6 +103,19 @@ impl Engine {
             return Err(LoadError { problems });
         }
 
+        let tier_capabilities: HashMap<String, Vec<String>> = tier_json
+            .iter()
+            .filter_map(|tier| {
+                let id = tier.pointer("/uid/id")?.as_str()?.to_owned();
+                let capabilities = tier
+                    .pointer("/attrs/capabilities")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|c| c.as_str().map(str::to_owned))
+                    .collect();
+                Some((id, capabilities))
+            })
+            .collect();
         let mut entities_json = tier_json;
         entities_json.extend(entities::tool_entities(registry));
         entities_json.extend(clients.iter().map(entities::client_entity));
@@ -162,6 +176,7 @@ impl Engine {
             identity,
             path_classes,
             tiers: tier_names.into_iter().collect(),
+            tier_capabilities,
             entities_json,
         })
     }
@@ -189,6 +204,11 @@ impl Engine {
     /// The tier names `tiers.json` declares, sorted.
     pub fn tiers(&self) -> &[String] {
         &self.tiers
+    }
+
+    /// The capabilities `tiers.json` gives a tier (none for an unknown tier).
+    pub fn tier_capabilities(&self, tier: &str) -> &[String] {
+        self.tier_capabilities.get(tier).map_or(&[], Vec::as_slice)
     }
 
     pub fn entities_json(&self) -> &[Value] {

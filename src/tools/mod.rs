@@ -9,8 +9,11 @@
 mod arguments;
 mod builtin;
 mod registry;
+mod run;
 mod spec;
 
 pub use arguments::{ArgumentError, ArgumentValidator};
-pub use registry::{Registry, RegistryError};
+pub use builtin::{BUILTIN_SERVER, Builtin};
+pub use registry::{RegisteredTool, Registry, RegistryError, Runner};
+pub use run::{CancelFlag, Invocation, Progress, ToolFailure};
 pub use spec::{Effect, PathArgument, PathRole, ToolId, ToolSpec};

@@ -4,7 +4,7 @@ use serde_json::json;
 use thiserror::Error;
 
 use super::arguments::ArgumentValidator;
-use super::builtin;
+use super::builtin::Builtin;
 use super::spec::{ToolId, ToolSpec};
 
 #[derive(Debug, Error)]
@@ -17,11 +17,18 @@ pub enum RegistryError {
     PathArgumentNotInSchema { tool: ToolId, argument: String },
 }
 
+/// How a registered tool runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner {
+    Builtin(Builtin),
+}
+
 /// A tool known to portcullis, with its compiled argument validator.
 #[derive(Debug)]
 pub struct RegisteredTool {
     pub spec: ToolSpec,
     pub arguments: ArgumentValidator,
+    pub runner: Runner,
 }
 
 /// Every tool portcullis can gate, by id. Built once at start; the policy
@@ -35,12 +42,17 @@ pub struct Registry {
 impl Registry {
     /// The built-in workspace tools.
     pub fn builtin() -> Result<Self, RegistryError> {
-        Self::from_specs(builtin::specs())
+        Self::from_specs(
+            Builtin::ALL
+                .iter()
+                .map(|b| (b.spec(), Runner::Builtin(*b)))
+                .collect(),
+        )
     }
 
-    pub fn from_specs(specs: Vec<ToolSpec>) -> Result<Self, RegistryError> {
+    pub fn from_specs(specs: Vec<(ToolSpec, Runner)>) -> Result<Self, RegistryError> {
         let mut tools = BTreeMap::new();
-        for spec in specs {
+        for (spec, runner) in specs {
             for path in &spec.path_arguments {
                 let declared = spec
                     .input_schema
@@ -60,7 +72,14 @@ impl Registry {
             })?;
             let id = spec.id.clone();
             if tools
-                .insert(id.clone(), RegisteredTool { spec, arguments })
+                .insert(
+                    id.clone(),
+                    RegisteredTool {
+                        spec,
+                        arguments,
+                        runner,
+                    },
+                )
                 .is_some()
             {
                 return Err(RegistryError::Duplicate(id));
@@ -99,15 +118,19 @@ mod tests {
     use super::*;
     use crate::tools::{Effect, PathArgument, PathRole};
 
-    fn spec(name: &str, schema: serde_json::Value, paths: Vec<PathArgument>) -> ToolSpec {
-        ToolSpec {
-            id: ToolId::new("test", name),
-            description: String::new(),
-            effects: vec![Effect::Read],
-            required_capabilities: vec![],
-            path_arguments: paths,
-            input_schema: schema,
-        }
+    fn spec(name: &str, schema: serde_json::Value, paths: Vec<PathArgument>) -> (ToolSpec, Runner) {
+        (
+            ToolSpec {
+                id: ToolId::new("test", name),
+                description: String::new(),
+                effects: vec![Effect::Read],
+                required_capabilities: vec![],
+                path_arguments: paths,
+                input_schema: schema,
+                output_schema: json!({"type": "object"}),
+            },
+            Runner::Builtin(Builtin::ReadFile),
+        )
     }
 
     #[test]
@@ -131,10 +154,13 @@ mod tests {
         let object = json!({"type": "object"});
         let registry = Registry::from_specs(vec![
             spec("same", object.clone(), vec![]),
-            ToolSpec {
-                id: ToolId::new("other", "same"),
-                ..spec("same", object.clone(), vec![])
-            },
+            (
+                ToolSpec {
+                    id: ToolId::new("other", "same"),
+                    ..spec("same", object.clone(), vec![]).0
+                },
+                Runner::Builtin(Builtin::ReadFile),
+            ),
             spec("unique", object, vec![]),
         ])
         .unwrap();

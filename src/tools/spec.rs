@@ -121,6 +121,8 @@ pub struct ToolSpec {
     pub required_capabilities: Vec<String>,
     pub path_arguments: Vec<PathArgument>,
     pub input_schema: serde_json::Value,
+    /// The shape of the tool's `structuredContent`.
+    pub output_schema: serde_json::Value,
 }
 
 impl ToolSpec {

@@ -1,0 +1,16 @@
+//! Client tokens: who an MCP client is, checked before any MCP message is
+//! read. The store keeps only SHA-256 hashes of tokens; a token is shown
+//! once, when it is created.
+
+mod store;
+mod token;
+
+pub use store::{StoreError, StoredClient, TokenStore, default_store_path};
+pub use token::{Token, fingerprint, generate, hash_token};
+
+/// What `serve` prints on stderr when authentication fails, whatever the
+/// reason: it must not tell an attacker which check failed.
+pub const AUTH_FAILED: &str = "portcullis: authentication failed";
+
+/// The environment variable `serve` reads the client's token from.
+pub const TOKEN_ENV: &str = "PORTCULLIS_TOKEN";

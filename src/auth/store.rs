@@ -1,0 +1,348 @@
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+use thiserror::Error;
+
+use super::token::{Token, generate, hash_token, hex};
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("cannot read the token store {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "the token store {path} is readable or writable by others (mode {mode:o}); run `chmod 600 {path}`"
+    )]
+    LoosePermissions { path: PathBuf, mode: u32 },
+    #[error("the token store {path} is not valid: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    #[error("cannot write the token store {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("a client named `{0}` already exists; revoke it first")]
+    Exists(String),
+    #[error("no client named `{0}`")]
+    NoSuchClient(String),
+    #[error("client names are 1 to 64 characters of A-Z a-z 0-9 . _ -; `{0}` is not")]
+    BadName(String),
+    #[error("MCP clients never get the `owner` tier")]
+    OwnerTier,
+    #[error("the operating system gave no randomness: {0}")]
+    Random(String),
+}
+
+/// One client in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredClient {
+    pub name: String,
+    pub tier: String,
+    /// SHA-256 of the token, hex.
+    pub token_sha256: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+}
+
+impl StoredClient {
+    pub fn fingerprint(&self) -> String {
+        self.token_sha256.chars().take(16).collect()
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreFile {
+    version: u32,
+    clients: Vec<StoredClient>,
+}
+
+const STORE_VERSION: u32 = 1;
+
+/// The token store: a JSON file, mode 0600, replaced atomically on change.
+#[derive(Debug)]
+pub struct TokenStore {
+    path: PathBuf,
+    clients: Vec<StoredClient>,
+}
+
+/// Where the store lives unless told otherwise: `$XDG_STATE_HOME/portcullis`
+/// or `~/.local/state/portcullis`.
+pub fn default_store_path() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })?;
+    Some(state.join("portcullis").join("tokens.json"))
+}
+
+impl TokenStore {
+    /// Opens an existing store, refusing one that others can read or write.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let read_error = |source| StoreError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let meta = fs::metadata(path).map_err(read_error)?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(StoreError::LoosePermissions {
+                path: path.to_owned(),
+                mode,
+            });
+        }
+        let text = fs::read_to_string(path).map_err(read_error)?;
+        let file: StoreFile = serde_json::from_str(&text).map_err(|err| StoreError::Corrupt {
+            path: path.to_owned(),
+            message: err.to_string(),
+        })?;
+        if file.version != STORE_VERSION {
+            return Err(StoreError::Corrupt {
+                path: path.to_owned(),
+                message: format!("unknown version {}", file.version),
+            });
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            clients: file.clients,
+        })
+    }
+
+    /// Opens the store, or starts an empty one if the file does not exist.
+    pub fn open_or_new(path: &Path) -> Result<Self, StoreError> {
+        match Self::open(path) {
+            Err(StoreError::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(Self {
+                    path: path.to_owned(),
+                    clients: Vec::new(),
+                })
+            }
+            other => other,
+        }
+    }
+
+    pub fn clients(&self) -> &[StoredClient] {
+        &self.clients
+    }
+
+    /// Adds a client and returns its token, the only time it is shown.
+    pub fn create(&mut self, name: &str, tier: &str) -> Result<Token, StoreError> {
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !valid {
+            return Err(StoreError::BadName(name.to_owned()));
+        }
+        if tier == "owner" {
+            return Err(StoreError::OwnerTier);
+        }
+        if self.clients.iter().any(|c| c.name == name) {
+            return Err(StoreError::Exists(name.to_owned()));
+        }
+        let token = generate().map_err(|err| StoreError::Random(err.to_string()))?;
+        self.clients.push(StoredClient {
+            name: name.to_owned(),
+            tier: tier.to_owned(),
+            token_sha256: hex(&hash_token(token.as_str())),
+            created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        });
+        self.save()?;
+        Ok(token)
+    }
+
+    pub fn revoke(&mut self, name: &str) -> Result<StoredClient, StoreError> {
+        let index = self
+            .clients
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| StoreError::NoSuchClient(name.to_owned()))?;
+        let removed = self.clients.remove(index);
+        self.save()?;
+        Ok(removed)
+    }
+
+    /// The client whose token this is. Every stored hash is compared, in
+    /// constant time, so the time taken says nothing about which (if any)
+    /// stored token shares a prefix with the one given.
+    pub fn authenticate(&self, token: &str) -> Option<&StoredClient> {
+        let given = hex(&hash_token(token));
+        let mut found = None;
+        for client in &self.clients {
+            let equal: bool = client
+                .token_sha256
+                .as_bytes()
+                .ct_eq(given.as_bytes())
+                .into();
+            if equal && found.is_none() {
+                found = Some(client);
+            }
+        }
+        found
+    }
+
+    /// Writes the store to a temporary file in the same folder, mode 0600
+    /// from creation, then renames it over the old one: a crash leaves the
+    /// old store or the new one, never half of either.
+    fn save(&self) -> Result<(), StoreError> {
+        let write_error = |source| StoreError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir).map_err(write_error)?;
+        let file = StoreFile {
+            version: STORE_VERSION,
+            clients: self.clients.clone(),
+        };
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|err| write_error(io::Error::other(err)))?;
+        let temp = dir.join(format!(".tokens.{}.tmp", std::process::id()));
+        let result = (|| {
+            let mut out = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)?;
+            out.write_all(text.as_bytes())?;
+            out.write_all(b"\n")?;
+            out.sync_all()?;
+            fs::rename(&temp, &self.path)?;
+            fs::File::open(dir)?.sync_all()
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        result.map_err(write_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::token::fingerprint;
+
+    fn store() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/tokens.json");
+        (dir, path)
+    }
+
+    #[test]
+    fn create_authenticate_revoke() {
+        let (_dir, path) = store();
+        let mut s = TokenStore::open_or_new(&path).unwrap();
+        let token = s.create("claude", "paired").unwrap();
+        let reopened = TokenStore::open(&path).unwrap();
+        let client = reopened.authenticate(token.as_str()).unwrap();
+        assert_eq!(
+            (client.name.as_str(), client.tier.as_str()),
+            ("claude", "paired")
+        );
+        assert_eq!(
+            client.fingerprint(),
+            fingerprint(&hash_token(token.as_str()))
+        );
+        assert!(reopened.authenticate("pcl_wrong").is_none());
+        assert!(reopened.authenticate("").is_none());
+        let mut s = reopened;
+        s.revoke("claude").unwrap();
+        assert!(
+            TokenStore::open(&path)
+                .unwrap()
+                .authenticate(token.as_str())
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_store_holds_no_token_and_is_0600() {
+        let (_dir, path) = store();
+        let token = TokenStore::open_or_new(&path)
+            .unwrap()
+            .create("a", "paired")
+            .unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(token.as_str()));
+        assert!(!text.contains(&token.as_str()[4..]));
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn a_loose_store_is_refused() {
+        let (_dir, path) = store();
+        TokenStore::open_or_new(&path)
+            .unwrap()
+            .create("a", "paired")
+            .unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            TokenStore::open(&path),
+            Err(StoreError::LoosePermissions { mode: 0o644, .. })
+        ));
+    }
+
+    #[test]
+    fn owner_bad_names_and_duplicates_are_refused() {
+        let (_dir, path) = store();
+        let mut s = TokenStore::open_or_new(&path).unwrap();
+        assert!(matches!(s.create("a", "owner"), Err(StoreError::OwnerTier)));
+        assert!(matches!(
+            s.create("a b", "paired"),
+            Err(StoreError::BadName(_))
+        ));
+        assert!(matches!(
+            s.create("", "paired"),
+            Err(StoreError::BadName(_))
+        ));
+        s.create("a", "paired").unwrap();
+        assert!(matches!(
+            s.create("a", "paired"),
+            Err(StoreError::Exists(_))
+        ));
+        assert!(matches!(
+            s.revoke("nobody"),
+            Err(StoreError::NoSuchClient(_))
+        ));
+    }
+
+    #[test]
+    fn a_missing_store_is_an_error_for_open() {
+        let (_dir, path) = store();
+        assert!(matches!(
+            TokenStore::open(&path),
+            Err(StoreError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn a_corrupt_store_is_refused_and_not_overwritten() {
+        let (_dir, path) = store();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "{not json").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(matches!(
+            TokenStore::open_or_new(&path),
+            Err(StoreError::Corrupt { .. })
+        ));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "{not json");
+    }
+}

@@ -1,0 +1,155 @@
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::serve::StoreArgs;
+use super::{Exit, Format, PolicyArgs, print_json};
+use crate::auth::TokenStore;
+use crate::pdp::{ClientRecord, Engine, ProblemKind};
+use crate::tools::Registry;
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a client and print its token, once.
+    Create(CreateArgs),
+    /// List the clients: name, tier, fingerprint, created.
+    List(ListArgs),
+    /// Remove a client; its token stops working at the next `serve`.
+    Revoke(RevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The client's name (A-Z a-z 0-9 . _ -); policies may name it.
+    pub name: String,
+    /// The client's tier, declared in tiers.json. Never `owner`.
+    #[arg(long, default_value = "paired")]
+    pub tier: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn store_path(store: &StoreArgs) -> anyhow::Result<std::path::PathBuf> {
+    store.resolve().ok_or_else(|| {
+        anyhow::anyhow!(
+            "no token store: set --store, PORTCULLIS_TOKEN_STORE, XDG_STATE_HOME or HOME"
+        )
+    })
+}
+
+pub fn run(command: TokenCommand, format: Format) -> anyhow::Result<Exit> {
+    match command {
+        TokenCommand::Create(args) => create(&args, format),
+        TokenCommand::List(args) => list(&args, format),
+        TokenCommand::Revoke(args) => revoke(&args, format),
+    }
+}
+
+fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
+    // The tier must be one the policy set declares, or the client could
+    // never be served.
+    let bundle = args.policies.bundle()?;
+    let record = ClientRecord {
+        name: args.name.clone(),
+        tier: args.tier.clone(),
+    };
+    if let Err(err) = Engine::load(
+        &bundle,
+        &Registry::builtin()?,
+        std::slice::from_ref(&record),
+    ) {
+        match err
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::UnknownTier)
+        {
+            Some(problem) => anyhow::bail!("--tier: {}", problem.message),
+            None => anyhow::bail!("the policy set does not load; run `portcullis policy validate`"),
+        }
+    }
+    let path = store_path(&args.store)?;
+    let mut store = TokenStore::open_or_new(&path)?;
+    let token = store.create(&args.name, &args.tier)?;
+    let fingerprint = store
+        .clients()
+        .iter()
+        .find(|c| c.name == args.name)
+        .map(|c| c.fingerprint())
+        .unwrap_or_default();
+    match format {
+        Format::Json => print_json(&json!({
+            "name": args.name,
+            "tier": args.tier,
+            "fingerprint": fingerprint,
+            "token": token.as_str(),
+            "store": path,
+        }))?,
+        Format::Human => {
+            eprintln!(
+                "created client `{}` (tier {}, fingerprint {fingerprint}) in {}; the token is shown once:",
+                args.name,
+                args.tier,
+                path.display()
+            );
+            println!("{}", token.as_str());
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
+    let path = store_path(&args.store)?;
+    let store = TokenStore::open_or_new(&path)?;
+    match format {
+        Format::Json => {
+            let clients: Vec<_> = store
+                .clients()
+                .iter()
+                .map(|c| json!({"name": c.name, "tier": c.tier, "fingerprint": c.fingerprint(), "created": c.created}))
+                .collect();
+            print_json(&json!({"store": path, "clients": clients}))?;
+        }
+        Format::Human => {
+            if store.clients().is_empty() {
+                println!("no clients in {}", path.display());
+            }
+            for c in store.clients() {
+                println!(
+                    "{:<24} {:<10} {}  {}",
+                    c.name,
+                    c.tier,
+                    c.fingerprint(),
+                    c.created
+                );
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn revoke(args: &RevokeArgs, format: Format) -> anyhow::Result<Exit> {
+    let path = store_path(&args.store)?;
+    let mut store = TokenStore::open(&path)?;
+    let removed = store.revoke(&args.name)?;
+    match format {
+        Format::Json => {
+            print_json(&json!({"revoked": removed.name, "fingerprint": removed.fingerprint()}))?
+        }
+        Format::Human => println!("revoked `{}` ({})", removed.name, removed.fingerprint()),
+    }
+    Ok(Exit::Ok)
+}

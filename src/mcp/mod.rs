@@ -1,0 +1,47 @@
+//! The MCP adapter: an rmcp server that translates MCP requests into calls
+//! on the gate keeper and its answers back into MCP. It decides nothing.
+//!
+//! Dual-era: legacy clients (`initialize`, up to 2025-11-25) and 2026-07-28
+//! clients (`server/discover`, per-request `_meta`) are both served; rmcp
+//! selects the era per request.
+
+mod errors;
+mod pre_init;
+mod resources;
+mod server;
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use thiserror::Error;
+
+pub use server::PortcullisServer;
+
+use crate::keeper::Keeper;
+use crate::pdp::PolicyBundle;
+
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error("the MCP session did not start: {0}")]
+    Start(String),
+    #[error("the MCP session ended with an error: {0}")]
+    Run(String),
+}
+
+/// Serves one client over stdin and stdout until stdin closes.
+pub async fn serve_stdio(keeper: Arc<Keeper>, bundle: &PolicyBundle) -> Result<(), ServeError> {
+    let server = PortcullisServer::new(keeper, bundle);
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let transport = pre_init::DropEarlyNotifications::new(
+        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout),
+    );
+    let running = server
+        .serve(transport)
+        .await
+        .map_err(|err| ServeError::Start(err.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|err| ServeError::Run(err.to_string()))
+}

@@ -1,0 +1,61 @@
+//! The rules a client runs under, as read-only text resources: every
+//! deciding policy file and the schema.
+
+use rmcp::model::{Resource, ResourceContents};
+
+use crate::pdp::PolicyBundle;
+
+pub const SCHEMA_URI: &str = "portcullis://schema";
+
+/// One readable resource.
+#[derive(Debug, Clone)]
+pub struct PolicyResource {
+    pub uri: String,
+    pub name: String,
+    pub mime_type: &'static str,
+    pub text: String,
+}
+
+impl PolicyResource {
+    pub fn listing(&self) -> Resource {
+        Resource::new(self.uri.clone(), self.name.clone()).with_mime_type(self.mime_type)
+    }
+
+    pub fn contents(&self) -> ResourceContents {
+        ResourceContents::text(self.text.clone(), self.uri.clone()).with_mime_type(self.mime_type)
+    }
+}
+
+/// The policy files (`portcullis://policies/<file>`) and the schema
+/// (`portcullis://schema`, every schema file in order).
+pub fn policy_resources(bundle: &PolicyBundle) -> Vec<PolicyResource> {
+    let mut out: Vec<PolicyResource> = bundle
+        .policies
+        .iter()
+        .chain([&bundle.tiers, &bundle.path_classes])
+        .map(|file| {
+            let name = file.logical.trim_start_matches("policies/").to_owned();
+            let mime_type = if name.ends_with(".json") {
+                "application/json"
+            } else if name.ends_with(".toml") {
+                "application/toml"
+            } else {
+                "text/x-cedar"
+            };
+            PolicyResource {
+                uri: format!("portcullis://policies/{name}"),
+                name,
+                mime_type,
+                text: file.text.clone(),
+            }
+        })
+        .collect();
+    let schema: Vec<&str> = bundle.schemas.iter().map(|f| f.text.as_str()).collect();
+    out.push(PolicyResource {
+        uri: SCHEMA_URI.to_owned(),
+        name: "schema".to_owned(),
+        mime_type: "text/x-cedarschema",
+        text: schema.join("\n"),
+    });
+    out
+}

@@ -1,0 +1,249 @@
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::errors;
+use super::resources::{PolicyResource, policy_resources};
+use crate::keeper::Keeper;
+use crate::pdp::PolicyBundle;
+use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool};
+
+const TOOLS_LIST: &str = "tools_list";
+const TOOL_CALL: &str = "tool_call";
+
+/// The rmcp handler. One per process: a stdio process serves one client.
+pub struct PortcullisServer {
+    keeper: Arc<Keeper>,
+    resources: Vec<PolicyResource>,
+    tool_call_arguments: ArgumentValidator,
+    no_arguments: ArgumentValidator,
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+fn tool_call_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 256,
+                     "description": "The name of a tool listed by tools_list."},
+            "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says."}
+        },
+        "required": ["name"],
+        "additionalProperties": false
+    })
+}
+
+fn no_arguments_schema() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+impl PortcullisServer {
+    pub fn new(keeper: Arc<Keeper>, bundle: &PolicyBundle) -> Self {
+        Self {
+            keeper,
+            resources: policy_resources(bundle),
+            tool_call_arguments: compiled(&tool_call_schema()),
+            no_arguments: compiled(&no_arguments_schema()),
+        }
+    }
+
+    fn mcp_tool(tool: &RegisteredTool) -> Tool {
+        let spec = &tool.spec;
+        let annotations = ToolAnnotations::new()
+            .read_only(spec.read_only())
+            .destructive(spec.effects.contains(&Effect::Destructive))
+            .open_world(spec.effects.contains(&Effect::Network));
+        Tool::new(
+            Keeper::mcp_name(spec),
+            spec.description.clone(),
+            object(spec.input_schema.clone()),
+        )
+        .with_raw_output_schema(object(spec.output_schema.clone()))
+        .with_annotations(annotations)
+    }
+
+    fn wrappers() -> [Tool; 2] {
+        [
+            Tool::new(
+                TOOLS_LIST,
+                "List the tools this client may call, with their input schemas, as data. \
+                 Use it when your client cannot refresh its tool list; otherwise the tools are \
+                 listed directly.",
+                object(no_arguments_schema()),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true))
+            .with_raw_output_schema(object(json!({
+                "type": "object",
+                "properties": {"tools": {"type": "array"}},
+                "required": ["tools"]
+            }))),
+            Tool::new(
+                TOOL_CALL,
+                "Call a tool by name with its arguments. The same decision and the same result as \
+                 calling the tool directly; use it only when your client cannot call a tool that \
+                 tools_list shows.",
+                object(tool_call_schema()),
+            ),
+        ]
+    }
+
+    fn tools_list(&self) -> Value {
+        let tools: Vec<Value> = self
+            .keeper
+            .discoverable()
+            .into_iter()
+            .map(|tool| {
+                json!({
+                    "name": Keeper::mcp_name(&tool.spec),
+                    "description": tool.spec.description,
+                    "input_schema": tool.spec.input_schema,
+                    "output_schema": tool.spec.output_schema,
+                    "read_only": tool.spec.read_only(),
+                })
+            })
+            .collect();
+        json!({"tools": tools})
+    }
+}
+
+/// Compiles one of the wrappers' own schemas, which are constants.
+fn compiled(schema: &Value) -> ArgumentValidator {
+    match ArgumentValidator::compile(schema) {
+        Ok(validator) => validator,
+        // The wrapper schemas are literals above, covered by the tests; a
+        // failure here is a bug in this file, not something input can cause.
+        Err(err) => unreachable!("a wrapper schema does not compile: {err}"),
+    }
+}
+
+impl ServerHandler for PortcullisServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+            .with_server_info(Implementation::new("portcullis", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "portcullis decides every tool call before it runs. A refused call returns \
+                 isError with a reason_code and the reason; the policies are readable as resources.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut tools: Vec<Tool> = self
+            .keeper
+            .discoverable()
+            .into_iter()
+            .map(Self::mcp_tool)
+            .collect();
+        tools.extend(Self::wrappers());
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        if let Some(wrapper) = Self::wrappers().into_iter().find(|t| t.name == name) {
+            return Some(wrapper);
+        }
+        self.keeper
+            .discoverable()
+            .into_iter()
+            .find(|tool| Keeper::mcp_name(&tool.spec) == name)
+            .map(Self::mcp_tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let (name, arguments) = match request.name.as_ref() {
+            TOOLS_LIST => {
+                self.no_arguments
+                    .check(&arguments)
+                    .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
+                return Ok(CallToolResult::structured(self.tools_list()).into());
+            }
+            TOOL_CALL => {
+                self.tool_call_arguments
+                    .check(&arguments)
+                    .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
+                let name = arguments["name"].as_str().unwrap_or_default().to_owned();
+                let inner = arguments
+                    .get("arguments")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                (name, inner)
+            }
+            other => (other.to_owned(), arguments),
+        };
+
+        let token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Progress>();
+        // Progress goes out in order while the tool runs; `call` drops the
+        // sender before it returns, so this loop ends before the result is
+        // sent and no progress can follow it.
+        let forward = async move {
+            while let Some(progress) = receiver.recv().await {
+                if let Some(token) = &token {
+                    let note = ProgressNotificationParam::new(token.clone(), progress.done as f64)
+                        .with_message(progress.message);
+                    if let Err(err) = peer.notify_progress(note).await {
+                        tracing::debug!(error = %err, "progress notification not sent");
+                    }
+                }
+            }
+        };
+        let (outcome, ()) = tokio::join!(
+            self.keeper
+                .call(&name, arguments, sender, context.ct.clone()),
+            forward
+        );
+        // A cancelled call gets no answer: rmcp drops whatever is returned
+        // for a cancelled request.
+        errors::to_response(outcome)
+            .unwrap_or_else(|| Err(ErrorData::internal_error("cancelled", None)))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            self.resources.iter().map(PolicyResource::listing).collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let resource = self
+            .resources
+            .iter()
+            .find(|r| r.uri == request.uri)
+            .ok_or_else(|| {
+                ErrorData::resource_not_found(format!("no resource {}", request.uri), None)
+            })?;
+        Ok(ReadResourceResult::new(vec![resource.contents()]).into())
+    }
+}

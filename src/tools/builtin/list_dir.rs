@@ -1,0 +1,124 @@
+use std::fs;
+
+use serde_json::json;
+
+use super::{SpecParts, path_argument, path_property};
+use crate::tools::run::{Invocation, ToolFailure};
+use crate::tools::spec::{Effect, PathRole, ToolSpec};
+
+/// Most entries returned; the rest are reported as truncated.
+const MAX_ENTRIES: usize = 5000;
+
+pub fn spec() -> ToolSpec {
+    super::spec(SpecParts {
+        name: "list_dir",
+        description: "List the entries of a folder inside the workspace (name, kind, size), sorted \
+             by name. Use it to find files by name; use `read_file` to read them and `search` to \
+             find them by content.",
+        effects: &[Effect::Read],
+        required_capabilities: &["read"],
+        path_arguments: vec![path_argument("path", PathRole::Read, Some("."))],
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "path": path_property("Folder to list, relative to the workspace root; the root if absent.")
+            },
+            "additionalProperties": false
+        }),
+        output_schema: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "entries": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "kind": {"type": "string", "enum": ["file", "dir", "symlink", "other"]},
+                        "size": {"type": "integer"}
+                    },
+                    "required": ["name", "kind", "size"]
+                }},
+                "truncated": {"type": "boolean"}
+            },
+            "required": ["path", "entries", "truncated"]
+        }),
+    })
+}
+
+pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
+    let path = call.path("path")?.canonical.clone();
+    let meta = fs::metadata(&path).map_err(ToolFailure::from_io)?;
+    if !meta.is_dir() {
+        return Err(ToolFailure::NotAFolder);
+    }
+    let mut entries = Vec::new();
+    for entry in fs::read_dir(&path).map_err(ToolFailure::from_io)? {
+        if call.cancel.is_cancelled() {
+            return Err(ToolFailure::Cancelled);
+        }
+        let entry = entry.map_err(ToolFailure::from_io)?;
+        let meta = entry.metadata().map_err(ToolFailure::from_io)?;
+        let kind = if meta.file_type().is_symlink() {
+            "symlink"
+        } else if meta.is_dir() {
+            "dir"
+        } else if meta.is_file() {
+            "file"
+        } else {
+            "other"
+        };
+        entries.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            kind,
+            meta.len(),
+        ));
+    }
+    entries.sort();
+    let truncated = entries.len() > MAX_ENTRIES;
+    entries.truncate(MAX_ENTRIES);
+    let entries: Vec<serde_json::Value> = entries
+        .into_iter()
+        .map(|(name, kind, size)| json!({"name": name, "kind": kind, "size": size}))
+        .collect();
+    Ok(json!({"path": call.display(&path), "entries": entries, "truncated": truncated}))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    use serde_json::json;
+
+    use crate::tools::builtin::Builtin;
+    use crate::tools::builtin::test_support::run;
+    use crate::tools::run::ToolFailure;
+
+    #[test]
+    fn lists_sorted_entries_with_kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("b.txt"), "12345").unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        symlink("b.txt", dir.path().join("c")).unwrap();
+        let out = run(Builtin::ListDir, dir.path(), json!({})).unwrap();
+        assert_eq!(
+            out["entries"],
+            json!([
+                {"name": "a", "kind": "dir", "size": out["entries"][0]["size"]},
+                {"name": "b.txt", "kind": "file", "size": 5},
+                {"name": "c", "kind": "symlink", "size": out["entries"][2]["size"]}
+            ])
+        );
+        assert_eq!(out["path"], "");
+    }
+
+    #[test]
+    fn refuses_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), "").unwrap();
+        assert_eq!(
+            run(Builtin::ListDir, dir.path(), json!({"path": "f"})),
+            Err(ToolFailure::NotAFolder)
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! What a tool needs to run, and how it may fail.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use thiserror::Error;
+
+use crate::facts::{ResolvedPath, Root, resolve};
+
+/// Set when the caller cancels; long-running tools poll it.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A progress report from a running tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub done: u64,
+    pub message: String,
+}
+
+/// One run of a tool, on the paths the decision was made on.
+pub struct Invocation<'a> {
+    pub root: &'a Root,
+    pub arguments: &'a serde_json::Value,
+    /// The path arguments as resolved when the call was decided.
+    pub paths: &'a [(String, ResolvedPath)],
+    pub cancel: &'a CancelFlag,
+    pub progress: &'a mut dyn FnMut(Progress),
+    /// Whether the caller may read a file the tool finds by itself (search
+    /// walks a tree): each such file is decided by the decision point, as
+    /// the paths the client named were.
+    pub may_read: &'a dyn Fn(&Path) -> bool,
+}
+
+impl Invocation<'_> {
+    /// The canonical path of a path argument, after checking that it still
+    /// resolves where it did when the call was decided: a symlink swapped
+    /// in between the decision and the run must not redirect the tool.
+    pub fn path(&self, argument: &str) -> Result<&ResolvedPath, ToolFailure> {
+        let decided = self
+            .paths
+            .iter()
+            .find(|(name, _)| name == argument)
+            .map(|(_, path)| path)
+            .ok_or(ToolFailure::Internal)?;
+        let raw = decided.requested.to_str().ok_or(ToolFailure::Internal)?;
+        let now = resolve(self.root, raw).map_err(|_| ToolFailure::PathChanged)?;
+        if now.canonical != decided.canonical {
+            return Err(ToolFailure::PathChanged);
+        }
+        Ok(decided)
+    }
+
+    pub fn string(&self, name: &str) -> Option<&str> {
+        self.arguments.get(name).and_then(serde_json::Value::as_str)
+    }
+
+    pub fn integer(&self, name: &str) -> Option<u64> {
+        self.arguments.get(name).and_then(serde_json::Value::as_u64)
+    }
+
+    /// A path shown to the client: relative to the root.
+    pub fn display(&self, path: &Path) -> String {
+        path.strip_prefix(self.root.path())
+            .map_or_else(|_| String::new(), |p| p.display().to_string())
+    }
+}
+
+/// How a tool failed. Each message is fixed text: a client never sees a
+/// path, an OS error or a trace (those go to the server log).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ToolFailure {
+    #[error("the file or folder does not exist")]
+    NotFound,
+    #[error("the path is not a regular file")]
+    NotAFile,
+    #[error("the path is not a folder")]
+    NotAFolder,
+    #[error("the file is not UTF-8 text")]
+    NotText,
+    #[error("the file is larger than {0} bytes, the most this tool reads")]
+    TooLarge(u64),
+    #[error("old_string does not occur in the file")]
+    OldStringMissing,
+    #[error("old_string occurs {0} times in the file; make it unique")]
+    OldStringNotUnique(usize),
+    #[error("the pattern is not a valid regular expression")]
+    BadPattern,
+    #[error("the path changed after the call was decided; try again")]
+    PathChanged,
+    #[error("the call was cancelled")]
+    Cancelled,
+    #[error("permission denied")]
+    PermissionDenied,
+    #[error("the tool failed")]
+    Internal,
+}
+
+impl ToolFailure {
+    /// Maps an I/O error to a failure, logging the details (which may hold
+    /// paths) on the server side only.
+    pub fn from_io(err: std::io::Error) -> Self {
+        match err.kind() {
+            std::io::ErrorKind::NotFound => ToolFailure::NotFound,
+            std::io::ErrorKind::PermissionDenied => ToolFailure::PermissionDenied,
+            std::io::ErrorKind::NotADirectory => ToolFailure::NotAFolder,
+            std::io::ErrorKind::IsADirectory => ToolFailure::NotAFile,
+            std::io::ErrorKind::InvalidData => ToolFailure::NotText,
+            _ => {
+                tracing::warn!(error = %err, "tool I/O error");
+                ToolFailure::Internal
+            }
+        }
+    }
+}
