@@ -9,4 +9,6 @@
 mod cli_check;
 mod cli_init;
 mod cli_policy;
+mod mcp_client;
+mod mcp_raw;
 mod util;

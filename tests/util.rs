@@ -87,3 +87,79 @@ impl Tree {
         portcullis(&args)
     }
 }
+
+/// Everything `serve` needs: policies (defaults plus an allowlist), a
+/// workspace root, and a token store holding one client.
+pub struct Served {
+    pub tree: Tree,
+    pub root: tempfile::TempDir,
+    pub store: PathBuf,
+    pub token: String,
+}
+
+/// Lets paired and readonly clients see and call every built-in tool.
+pub const ALLOW_BUILTIN: &str = r#"
+@id("allow.builtin")
+@reason("test clients may use the built-in tools")
+permit (
+  principal,
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"builtin"
+);
+"#;
+
+impl Served {
+    pub fn new(allowlist: &str, tier: &str) -> Self {
+        let tree = Tree::new();
+        tree.write_policy("20_allowlist.cedar", allowlist);
+        let root = tempfile::tempdir().unwrap();
+        fs::write(root.path().join("README.md"), "# test workspace\n").unwrap();
+        let store = tree.dir.path().join("state/tokens.json");
+        let flags = tree.flags();
+        let mut args = vec![
+            "token",
+            "create",
+            "agent",
+            "--tier",
+            tier,
+            "--store",
+            store.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend(flags.iter().map(String::as_str));
+        let run = portcullis(&args);
+        assert_eq!(run.code, 0, "{run:?}");
+        let token = run.json()["token"].as_str().unwrap().to_owned();
+        Self {
+            tree,
+            root,
+            store,
+            token,
+        }
+    }
+
+    pub fn serve_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "serve".to_owned(),
+            "--root".to_owned(),
+            self.root.path().display().to_string(),
+            "--store".to_owned(),
+            self.store.display().to_string(),
+        ];
+        args.extend(self.tree.flags());
+        args
+    }
+
+    /// `portcullis serve` for this setup, with the token in its environment.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        command
+            .args(self.serve_args())
+            .env("PORTCULLIS_TOKEN", &self.token)
+            .env_remove("PORTCULLIS_POLICIES")
+            .env_remove("PORTCULLIS_SCHEMA")
+            .env("PORTCULLIS_LOG", "warn");
+        command
+    }
+}

@@ -1,0 +1,216 @@
+//! The server driven with hand-written JSON-RPC frames: authentication
+//! before any message is read, stdout purity under load, and early
+//! notifications.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::{ALLOW_BUILTIN, Served};
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// Runs `serve` with a valid request on stdin and returns (exit code, stdout, stderr).
+fn refused(mut command: Command) -> (i32, String, String) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The server may exit before reading; a broken pipe is fine.
+    let _ = writeln!(stdin, "{INITIALIZE}");
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn assert_refused(command: Command) {
+    let (code, stdout, stderr) = refused(command);
+    assert_ne!(code, 0);
+    assert_eq!(stdout, "", "stdout must stay empty");
+    assert_eq!(stderr, "portcullis: authentication failed\n");
+}
+
+#[test]
+fn no_token_is_refused_before_any_message() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut command = served.command();
+    command.env_remove("PORTCULLIS_TOKEN");
+    assert_refused(command);
+}
+
+#[test]
+fn a_wrong_token_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut command = served.command();
+    command.env("PORTCULLIS_TOKEN", format!("{}x", served.token));
+    assert_refused(command);
+    let mut command = served.command();
+    command.env("PORTCULLIS_TOKEN", "");
+    assert_refused(command);
+}
+
+#[test]
+fn a_missing_store_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    std::fs::remove_file(&served.store).unwrap();
+    assert_refused(served.command());
+}
+
+#[test]
+fn a_store_others_can_read_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    std::fs::set_permissions(&served.store, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_refused(served.command());
+}
+
+#[test]
+fn a_revoked_token_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let run = crate::util::portcullis(&[
+        "token",
+        "revoke",
+        "agent",
+        "--store",
+        served.store.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_refused(served.command());
+}
+
+/// A running server with line access to its stdout.
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Session {
+    fn start(served: &Served) -> Self {
+        let mut child = served
+            .command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, frame: &str) {
+        writeln!(self.stdin, "{frame}").unwrap();
+    }
+
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a frame in time");
+        serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"))
+    }
+
+    fn initialize(&mut self) {
+        self.send(INITIALIZE);
+        let response = self.next();
+        assert_eq!(response["id"], 0, "{response}");
+        assert_eq!(response["result"]["serverInfo"]["name"], "portcullis");
+        self.send(INITIALIZED);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_notification_before_initialize_does_not_kill_the_server() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut session = Session::start(&served);
+    session
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#);
+    session.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    session.initialize();
+    session.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#);
+    let listed = session.next();
+    assert_eq!(listed["id"], 1);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 7);
+}
+
+#[test]
+fn stdout_holds_only_json_rpc_frames_under_500_concurrent_calls_with_progress() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    for i in 0..130 {
+        std::fs::write(served.root.path().join(format!("f{i}.txt")), "hay\n").unwrap();
+    }
+    let mut session = Session::start(&served);
+    session.initialize();
+    let calls = 500;
+    for id in 1..=calls {
+        let frame = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "search", "arguments": {"pattern": "needle"},
+                       "_meta": {"progressToken": format!("p{id}")}}
+        });
+        session.send(&frame.to_string());
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    let mut progress = 0;
+    let mut last_progress: std::collections::HashMap<String, f64> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while answered.len() < calls {
+        assert!(Instant::now() < deadline, "only {} answers", answered.len());
+        let frame = session.next();
+        assert_eq!(frame["jsonrpc"], "2.0", "{frame}");
+        if let Some(id) = frame.get("id") {
+            assert!(frame["result"]["structuredContent"].is_object(), "{frame}");
+            assert!(
+                answered.insert(id.as_u64().unwrap()),
+                "answered twice: {frame}"
+            );
+        } else {
+            assert_eq!(frame["method"], "notifications/progress", "{frame}");
+            let token = frame["params"]["progressToken"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let id: u64 = token[1..].parse().unwrap();
+            assert!(
+                !answered.contains(&id),
+                "progress after the result: {frame}"
+            );
+            let value = frame["params"]["progress"].as_f64().unwrap();
+            let previous = last_progress.insert(token, value).unwrap_or(0.0);
+            assert!(value > previous, "progress out of order: {frame}");
+            progress += 1;
+        }
+    }
+    assert!(progress >= calls * 2, "{progress} progress notifications");
+}
