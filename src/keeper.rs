@@ -108,10 +108,14 @@ impl Keeper {
             .collect()
     }
 
+    /// The tool called `name`, if this client may discover it.
     fn discoverable_by_name(&self, name: &str) -> Option<&RegisteredTool> {
-        self.discoverable()
-            .into_iter()
-            .find(|tool| Self::mcp_name(&tool.spec) == name)
+        let tool = self
+            .registry
+            .iter()
+            .find(|tool| Self::mcp_name(&tool.spec) == name)?;
+        let facts = ToolFacts::without_paths(self.transport);
+        (self.decide(ToolAction::Discover, tool, &facts).outcome == Outcome::Allow).then_some(tool)
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {

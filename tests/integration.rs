@@ -9,6 +9,8 @@
 mod cli_check;
 mod cli_init;
 mod cli_policy;
+mod cli_token;
+mod interop_python;
 mod mcp_client;
 mod mcp_raw;
 mod util;

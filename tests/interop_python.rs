@@ -1,0 +1,55 @@
+//! Interop with the official Python MCP SDK: runs `tests/interop` with
+//! pytest, in a virtual environment this test creates (once) under cargo's
+//! target folder, from `tests/interop/requirements.txt`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn venv() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let requirements = manifest.join("tests/interop/requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).unwrap();
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
+    let marker = venv.join("portcullis-requirements.txt");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) {
+        return venv;
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let status = Command::new(&python)
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{python} -m venv failed");
+    let status = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&requirements)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "pip install -r {} failed",
+        requirements.display()
+    );
+    std::fs::write(&marker, wanted).unwrap();
+    venv
+}
+
+#[test]
+fn the_python_sdk_lists_calls_follows_progress_and_cancels_in_both_eras() {
+    let venv = venv();
+    let output = Command::new(venv.join("bin/pytest"))
+        .args(["-q", "-p", "no:cacheprovider"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
+        .env("PORTCULLIS_BIN", env!("CARGO_BIN_EXE_portcullis"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "pytest failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("14 passed"), "{stdout}");
+}
