@@ -73,6 +73,8 @@ async fn connect(setup: &Setup) -> RunningService<RoleClient, ()> {
         .arg(base.join("schemas"))
         .arg("--store")
         .arg(base.join("tokens.json"))
+        .arg("--audit")
+        .arg(base.join("audit.jsonl"))
         .env("PORTCULLIS_TOKEN", &setup.token);
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
     ().serve(transport).await.unwrap()

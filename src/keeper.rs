@@ -1,18 +1,21 @@
 //! The gate keeper: the one path from a tool request to a tool run.
 //!
 //! authenticate (done before the keeper exists) → look up → facts → decide →
-//! run → outcome. Every adapter that can run a tool (the MCP server's direct
-//! tools and its `tool_call` wrapper) goes through [`Keeper::call`]; nothing
-//! else calls a tool's runner.
+//! audit (durable) → run → outcome record. Every adapter that can run a tool
+//! (the MCP server's direct tools and its `tool_call` wrapper) goes through
+//! [`Keeper::call`]; nothing else calls a tool's runner. Every decision,
+//! including the ones a client sees as "unknown tool", is written to the
+//! audit log first.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::{AuditLog, ClientRef, DecisionRecord, Kind, RecordedPolicy, sha256_hex};
 use crate::facts::{ResolvedPath, Root, ToolFacts, Transport, is_vcs_metadata, tool_call_facts};
 use crate::pdp::{Decision, Engine, Outcome, ToolAction, ToolQuery};
 use crate::tools::{
@@ -46,6 +49,9 @@ pub enum CallOutcome {
     Denied(Decision, Vec<String>),
     /// Allowed only with a human approval, and no human can be asked.
     ApprovalUnavailable(Decision),
+    /// Allowed, but its decision record could not be made durable, so the
+    /// tool did not run.
+    AuditUnavailable,
     /// The tool ran.
     Completed(Value),
     /// The tool ran and failed.
@@ -54,12 +60,29 @@ pub enum CallOutcome {
     Cancelled,
 }
 
+/// The audit log could not be written: nothing that needs a record happens.
+#[derive(Debug, thiserror::Error)]
+#[error("the audit log is unavailable")]
+pub struct AuditUnavailable;
+
 pub struct Keeper {
     engine: Engine,
     registry: Registry,
     root: Root,
     client: ClientIdentity,
     transport: Transport,
+    audit: Arc<AuditLog>,
+    session: String,
+}
+
+/// What a decision record says beyond the decision itself.
+struct Recorded<'a> {
+    request_id: &'a str,
+    action: ToolAction,
+    tool: &'a str,
+    resource: Option<&'a ToolId>,
+    arguments: Option<&'a Value>,
+    facts: Option<&'a ToolFacts>,
 }
 
 impl Keeper {
@@ -69,6 +92,8 @@ impl Keeper {
         root: Root,
         client: ClientIdentity,
         transport: Transport,
+        audit: Arc<AuditLog>,
+        session: String,
     ) -> Self {
         Self {
             engine,
@@ -76,6 +101,8 @@ impl Keeper {
             root,
             client,
             transport,
+            audit,
+            session,
         }
     }
 
@@ -85,6 +112,14 @@ impl Keeper {
 
     pub fn client(&self) -> &ClientIdentity {
         &self.client
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    pub fn audit(&self) -> &Arc<AuditLog> {
+        &self.audit
     }
 
     /// The name a client calls a tool by: its bare name for built-in tools,
@@ -97,25 +132,42 @@ impl Keeper {
         }
     }
 
-    /// The tools this client may see, in a stable order.
-    pub fn discoverable(&self) -> Vec<&RegisteredTool> {
+    /// The tools this client may see, in a stable order. Each discovery
+    /// decision is audited before the listing is returned.
+    pub async fn discoverable(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<&RegisteredTool>, AuditUnavailable> {
         let facts = ToolFacts::without_paths(self.transport);
-        self.registry
-            .iter()
-            .filter(|tool| {
-                self.decide(ToolAction::Discover, tool, &facts).outcome == Outcome::Allow
-            })
-            .collect()
-    }
-
-    /// The tool called `name`, if this client may discover it.
-    fn discoverable_by_name(&self, name: &str) -> Option<&RegisteredTool> {
-        let tool = self
-            .registry
-            .iter()
-            .find(|tool| Self::mcp_name(&tool.spec) == name)?;
-        let facts = ToolFacts::without_paths(self.transport);
-        (self.decide(ToolAction::Discover, tool, &facts).outcome == Outcome::Allow).then_some(tool)
+        let mut visible = Vec::new();
+        let mut records = Vec::new();
+        for tool in self.registry.iter() {
+            let decision = self.decide(ToolAction::Discover, tool, &facts);
+            let name = Self::mcp_name(&tool.spec);
+            records.push((
+                Kind::Decision,
+                self.decision_body(
+                    &Recorded {
+                        request_id,
+                        action: ToolAction::Discover,
+                        tool: &name,
+                        resource: Some(&tool.spec.id),
+                        arguments: None,
+                        facts: Some(&facts),
+                    },
+                    Some(&decision),
+                    None,
+                ),
+            ));
+            if decision.outcome == Outcome::Allow {
+                visible.push(tool);
+            }
+        }
+        self.audit
+            .append_many(records)
+            .await
+            .map_err(|_| AuditUnavailable)?;
+        Ok(visible)
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
@@ -128,21 +180,51 @@ impl Keeper {
         })
     }
 
-    /// Decides a call and, if allowed, runs it. Progress reports go to
-    /// `progress` while the tool runs; the sender is dropped before this
+    /// Decides a call and, if allowed and recorded, runs it. Progress goes
+    /// to `progress` while the tool runs; the sender is dropped before this
     /// returns, so a forwarder draining it finishes before the result is sent.
     pub async fn call(
         self: &Arc<Self>,
+        request_id: &str,
         name: &str,
         arguments: Value,
         progress: mpsc::UnboundedSender<Progress>,
         cancelled: CancellationToken,
     ) -> CallOutcome {
-        let Some(tool) = self.discoverable_by_name(name) else {
+        let mut recorded = Recorded {
+            request_id,
+            action: ToolAction::Discover,
+            tool: name,
+            resource: None,
+            arguments: Some(&arguments),
+            facts: None,
+        };
+        let Some(tool) = self
+            .registry
+            .iter()
+            .find(|tool| Self::mcp_name(&tool.spec) == name)
+        else {
+            let message = json!(format!("Unknown tool: {name}"));
+            self.record_refusal(&recorded, "unknown_tool", message)
+                .await;
             return CallOutcome::UnknownTool(name.to_owned());
         };
+        recorded.resource = Some(&tool.spec.id);
+        let no_paths = ToolFacts::without_paths(self.transport);
+        let discovery = self.decide(ToolAction::Discover, tool, &no_paths);
+        recorded.facts = Some(&no_paths);
+        let discovered = self.record(&recorded, Some(&discovery), None).await;
+        if discovery.outcome != Outcome::Allow || discovered.is_err() {
+            return CallOutcome::UnknownTool(name.to_owned());
+        }
+
+        recorded.action = ToolAction::Call;
+        recorded.facts = None;
         if let Err(err) = tool.arguments.check(&arguments) {
-            return CallOutcome::InvalidArguments(err.to_string());
+            let message = err.to_string();
+            self.record_refusal(&recorded, "invalid_arguments", json!(message))
+                .await;
+            return CallOutcome::InvalidArguments(message);
         }
         let call = match tool_call_facts(
             &tool.spec,
@@ -152,9 +234,16 @@ impl Keeper {
             self.transport,
         ) {
             Ok(call) => call,
-            Err(err) => return CallOutcome::InvalidArguments(format!("invalid arguments: {err}")),
+            Err(err) => {
+                let message = format!("invalid arguments: {err}");
+                self.record_refusal(&recorded, "invalid_arguments", json!(message))
+                    .await;
+                return CallOutcome::InvalidArguments(message);
+            }
         };
         let decision = self.decide(ToolAction::Call, tool, &call.facts);
+        recorded.facts = Some(&call.facts);
+        let seq = self.record(&recorded, Some(&decision), None).await;
         match decision.outcome {
             Outcome::Deny => {
                 let missing = self.missing_capabilities(&tool.spec);
@@ -163,6 +252,10 @@ impl Keeper {
             Outcome::Ask => return CallOutcome::ApprovalUnavailable(decision),
             Outcome::Allow => {}
         }
+        // Audit before effect: no durable record, no run.
+        let Ok(seq) = seq else {
+            return CallOutcome::AuditUnavailable;
+        };
 
         let cancel = CancelFlag::default();
         let keeper = Arc::clone(self);
@@ -171,7 +264,7 @@ impl Keeper {
             let cancel = cancel.clone();
             move || keeper.run_blocking(&tool_id, &arguments, &call.paths, &cancel, progress)
         });
-        tokio::select! {
+        let outcome = tokio::select! {
             joined = &mut task => match joined {
                 Ok(Ok(output)) => CallOutcome::Completed(output),
                 Ok(Err(ToolFailure::Cancelled)) => CallOutcome::Cancelled,
@@ -188,7 +281,105 @@ impl Keeper {
                 let _ = task.await;
                 CallOutcome::Cancelled
             }
+        };
+        let (status, reason) = match &outcome {
+            CallOutcome::Completed(_) => ("executed", None),
+            CallOutcome::Failed(failure) => ("failed", Some(failure.to_string())),
+            _ => ("cancelled", None),
+        };
+        let body = json!({"decision_seq": seq, "session": self.session, "request_id": request_id,
+                          "status": status, "reason": reason});
+        if let Err(err) = self.audit.append(Kind::Outcome, body).await {
+            tracing::error!(error = %err, seq, "the outcome record could not be written");
         }
+        outcome
+    }
+
+    /// Writes a decision record; the seq when it is durable.
+    async fn record(
+        &self,
+        recorded: &Recorded<'_>,
+        decision: Option<&Decision>,
+        refusal: Option<(&str, Value)>,
+    ) -> Result<u64, AuditUnavailable> {
+        let body = self.decision_body(recorded, decision, refusal);
+        self.audit
+            .append(Kind::Decision, body)
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, "a decision record could not be written");
+                AuditUnavailable
+            })
+    }
+
+    /// Records a refusal made before Cedar was asked (unknown tool, bad
+    /// arguments). The client is refused whether or not this lands.
+    async fn record_refusal(&self, recorded: &Recorded<'_>, cause: &str, message: Value) {
+        let _ = self.record(recorded, None, Some((cause, message))).await;
+    }
+
+    fn decision_body(
+        &self,
+        recorded: &Recorded<'_>,
+        decision: Option<&Decision>,
+        refusal: Option<(&str, Value)>,
+    ) -> Value {
+        let identity = self.engine.identity();
+        let (outcome, cause, policies, errors) = match decision {
+            Some(d) => (
+                d.outcome,
+                d.cause.as_str().to_owned(),
+                d.policies
+                    .iter()
+                    .map(|p| RecordedPolicy {
+                        id: p.id.clone(),
+                        reason: p.reason.to_string(),
+                    })
+                    .collect(),
+                d.errors.clone(),
+            ),
+            None => (
+                Outcome::Deny,
+                refusal.as_ref().map_or("refused", |r| r.0).to_owned(),
+                Vec::new(),
+                Vec::new(),
+            ),
+        };
+        let entities = recorded
+            .resource
+            .map(|id| {
+                self.engine
+                    .entities_for(&self.client.name, &self.client.tier, id)
+            })
+            .unwrap_or_default();
+        let record = DecisionRecord {
+            session: self.session.clone(),
+            request_id: recorded.request_id.to_owned(),
+            transport: self.transport.as_str().to_owned(),
+            client: ClientRef {
+                name: self.client.name.clone(),
+                fingerprint: self.client.fingerprint.clone(),
+                tier: self.client.tier.clone(),
+            },
+            action: match recorded.action {
+                ToolAction::Discover => "discover_tool",
+                ToolAction::Call => "call_tool",
+            }
+            .to_owned(),
+            tool: recorded.tool.to_owned(),
+            resource: recorded.resource.map(ToString::to_string),
+            arguments_sha256: recorded.arguments.map(sha256_hex),
+            facts: decision.and(recorded.facts.cloned()),
+            approval_channel: APPROVAL_CHANNEL.to_owned(),
+            entities,
+            policy_set: (**identity).clone(),
+            decision: outcome,
+            cause,
+            policies,
+            errors,
+            message: refusal.and_then(|r| r.1.as_str().map(str::to_owned)),
+        };
+        serde_json::to_value(record).unwrap_or(Value::Null)
     }
 
     fn run_blocking(
@@ -220,6 +411,8 @@ impl Keeper {
 
     /// Decides a read of one file a tool found by itself (search walks a
     /// tree without following symlinks, so the file is where it says).
+    /// These per-file decisions gate what the already audited call reads;
+    /// they are not recorded one by one.
     fn may_read(&self, tool: &RegisteredTool, path: &Path) -> bool {
         let mut facts = ToolFacts::without_paths(self.transport);
         facts.reads_inside_root = path.starts_with(self.root.path());

@@ -146,9 +146,16 @@ impl Served {
             self.root.path().display().to_string(),
             "--store".to_owned(),
             self.store.display().to_string(),
+            "--audit".to_owned(),
+            self.audit_log().display().to_string(),
         ];
         args.extend(self.tree.flags());
         args
+    }
+
+    /// The audit log `serve` writes for this setup.
+    pub fn audit_log(&self) -> PathBuf {
+        self.tree.dir.path().join("audit/audit.jsonl")
     }
 
     /// `portcullis serve` for this setup, with the token in its environment.

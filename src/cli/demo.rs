@@ -138,6 +138,8 @@ async fn session(base: &Path, token: &str, format: Format) -> anyhow::Result<Val
         .arg(base.join("schemas"))
         .arg("--store")
         .arg(base.join("state/tokens.json"))
+        .arg("--audit")
+        .arg(base.join("state/audit.jsonl"))
         .env(TOKEN_ENV, token);
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::inherit())

@@ -3,9 +3,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use serde_json::json;
 
 use super::policy::report_problems;
 use super::{Exit, Format, PolicyArgs};
+use crate::audit::{AuditLog, Kind, snapshots_dir, store_snapshot};
 use crate::auth::{AUTH_FAILED, StoredClient, TOKEN_ENV, TokenStore, default_store_path};
 use crate::facts::{Root, Transport};
 use crate::keeper::{ClientIdentity, Keeper};
@@ -22,6 +24,10 @@ pub struct ServeArgs {
     pub root: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// The audit log [default: audit.jsonl beside the default token store].
+    /// Policy snapshots go to FILE.policies/, the head to FILE.head.
+    #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
+    pub audit: Option<PathBuf>,
 }
 
 /// Where the token store is.
@@ -69,6 +75,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         }
     };
     let root = Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
+    let audit_path = match &args.audit {
+        Some(path) => path.clone(),
+        None => default_store_path()
+            .and_then(|p| p.parent().map(|d| d.join("audit.jsonl")))
+            .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME")?,
+    };
+    let audit = Arc::new(AuditLog::open(&audit_path)?);
+    store_snapshot(&snapshots_dir(&audit_path), &bundle).with_context(|| {
+        format!(
+            "cannot store the policy snapshot beside {}",
+            audit_path.display()
+        )
+    })?;
+    let session = new_session_id()?;
     tracing::info!(
         client = %client.name,
         fingerprint = %client.fingerprint(),
@@ -87,11 +107,36 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             tier: client.tier,
         },
         Transport::Stdio,
+        Arc::clone(&audit),
+        session.clone(),
     ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(crate::mcp::serve_stdio(keeper, &bundle))?;
+    runtime.block_on(async {
+        let start = json!({
+            "event": "start",
+            "session": session,
+            "client": {"name": keeper.client().name, "fingerprint": keeper.client().fingerprint, "tier": keeper.client().tier},
+            "policy_set": keeper.engine().identity(),
+            "transport": "stdio",
+            "pid": std::process::id(),
+        });
+        audit.append(Kind::System, start).await?;
+        let served = crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle).await;
+        let shutdown = json!({"event": "shutdown", "session": session, "error": served.as_ref().err().map(ToString::to_string)});
+        if let Err(err) = audit.append(Kind::System, shutdown).await {
+            tracing::error!(error = %err, "the shutdown record could not be written");
+        }
+        served.map_err(anyhow::Error::from)
+    })?;
     Ok(Exit::Ok)
+}
+
+/// A random id for this serve process, named in every record it writes.
+fn new_session_id() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|err| anyhow::anyhow!("no randomness: {err}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

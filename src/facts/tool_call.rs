@@ -1,7 +1,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::path_classes::PathClasses;
@@ -9,7 +9,7 @@ use super::paths::{PathError, ResolvedPath, Root, resolve};
 use crate::tools::ToolSpec;
 
 /// How the request reached portcullis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
     Cli,
@@ -36,7 +36,8 @@ impl fmt::Display for Transport {
 /// The facts of one tool call that become `context` (schema type
 /// `Portcullis::ToolFacts`), less the approval fields, which the decision
 /// point sets itself in each of its passes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolFacts {
     pub transport: Transport,
     pub reads_inside_root: bool,

@@ -33,6 +33,13 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
             ),
             None,
         )),
+        CallOutcome::AuditUnavailable => Ok(CallToolResult::structured_error(json!({
+            "decision": "deny",
+            "reason_code": "audit_unavailable",
+            "policies": [],
+            "reason": "the call was allowed, but its decision could not be recorded, so it did not run",
+        }))
+        .into()),
         CallOutcome::Completed(output) => Ok(CallToolResult::structured(output).into()),
         CallOutcome::Failed(failure) => Ok(CallToolResult::structured_error(json!({
             "reason_code": "tool_failed",

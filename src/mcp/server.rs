@@ -102,10 +102,12 @@ impl PortcullisServer {
         ]
     }
 
-    fn tools_list(&self) -> Value {
+    async fn tools_list(&self, request_id: &str) -> Result<Value, ErrorData> {
         let tools: Vec<Value> = self
             .keeper
-            .discoverable()
+            .discoverable(request_id)
+            .await
+            .map_err(audit_unavailable)?
             .into_iter()
             .map(|tool| {
                 json!({
@@ -117,8 +119,18 @@ impl PortcullisServer {
                 })
             })
             .collect();
-        json!({"tools": tools})
+        Ok(json!({"tools": tools}))
     }
+}
+
+/// A listing that could not be recorded is not given: fail closed.
+fn audit_unavailable(_: crate::keeper::AuditUnavailable) -> ErrorData {
+    ErrorData::internal_error("the audit log is unavailable", None)
+}
+
+/// The request's JSON-RPC id, as recorded in the audit log.
+fn request_id(context: &RequestContext<RoleServer>) -> String {
+    serde_json::to_string(&context.id).unwrap_or_default()
 }
 
 /// Compiles one of the wrappers' own schemas, which are constants.
@@ -144,27 +156,18 @@ impl ServerHandler for PortcullisServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut tools: Vec<Tool> = self
             .keeper
-            .discoverable()
+            .discoverable(&request_id(&context))
+            .await
+            .map_err(audit_unavailable)?
             .into_iter()
             .map(Self::mcp_tool)
             .collect();
         tools.extend(Self::wrappers());
         Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        if let Some(wrapper) = Self::wrappers().into_iter().find(|t| t.name == name) {
-            return Some(wrapper);
-        }
-        self.keeper
-            .discoverable()
-            .into_iter()
-            .find(|tool| Keeper::mcp_name(&tool.spec) == name)
-            .map(Self::mcp_tool)
     }
 
     async fn call_tool(
@@ -178,7 +181,10 @@ impl ServerHandler for PortcullisServer {
                 self.no_arguments
                     .check(&arguments)
                     .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-                return Ok(CallToolResult::structured(self.tools_list()).into());
+                return Ok(CallToolResult::structured(
+                    self.tools_list(&request_id(&context)).await?,
+                )
+                .into());
             }
             TOOL_CALL => {
                 self.tool_call_arguments
@@ -211,9 +217,10 @@ impl ServerHandler for PortcullisServer {
                 }
             }
         };
+        let id = request_id(&context);
         let (outcome, ()) = tokio::join!(
             self.keeper
-                .call(&name, arguments, sender, context.ct.clone()),
+                .call(&id, &name, arguments, sender, context.ct.clone()),
             forward
         );
         // A cancelled call gets no answer: rmcp drops whatever is returned

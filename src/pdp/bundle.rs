@@ -116,6 +116,40 @@ impl PolicyBundle {
         Ok(bundle)
     }
 
+    /// A bundle from deciding files named by their place in the tree
+    /// (`policies/x.cedar`, `schemas/x.cedarschema`, `policies/tiers.json`,
+    /// `policies/path_classes.toml`), as a policy snapshot stores them.
+    pub fn from_files(files: Vec<SourceFile>) -> Result<Self, String> {
+        let mut policies = Vec::new();
+        let mut schemas = Vec::new();
+        let mut tiers = None;
+        let mut path_classes = None;
+        for file in files {
+            let logical = file.logical.as_str();
+            if logical == format!("policies/{TIERS_FILE}") {
+                tiers = Some(file);
+            } else if logical == format!("policies/{PATH_CLASSES_FILE}") {
+                path_classes = Some(file);
+            } else if logical.starts_with("policies/") && logical.ends_with(".cedar") {
+                policies.push(file);
+            } else if logical.starts_with("schemas/") && logical.ends_with(".cedarschema") {
+                schemas.push(file);
+            } else {
+                return Err(format!("unexpected file {logical}"));
+            }
+        }
+        policies.sort_by(|a, b| a.logical.cmp(&b.logical));
+        schemas.sort_by(|a, b| a.logical.cmp(&b.logical));
+        Ok(Self {
+            policies,
+            schemas,
+            tiers: tiers.ok_or("no policies/tiers.json")?,
+            path_classes: path_classes.ok_or("no policies/path_classes.toml")?,
+            tests: Vec::new(),
+            test_entities: Vec::new(),
+        })
+    }
+
     /// Every file that decides: policies, schema, tiers, path classes (not
     /// the fixture tests), in a fixed order.
     pub fn deciding_files(&self) -> impl Iterator<Item = &SourceFile> {

@@ -1,8 +1,8 @@
 //! The one decision point: allow, ask or deny for a tool request.
 
 use cedar_policy::{
-    AuthorizationError, Context, ContextCreationError, Decision as CedarDecision, EntityUid,
-    Request, Response, RestrictedExpression,
+    AuthorizationError, Context, ContextCreationError, Decision as CedarDecision, Entities,
+    EntityUid, Request, Response, RestrictedExpression,
 };
 
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
@@ -49,23 +49,46 @@ impl Engine {
         let Some(resource) = self.tools.get(query.tool) else {
             return self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new());
         };
-        let action = match query.action {
+        self.decide_in(
+            &self.entities,
+            principal,
+            query.action,
+            resource,
+            query.facts,
+            query.approval_channel,
+        )
+    }
+
+    /// The two passes, on given entities. `decide` checks that the
+    /// principal and resource exist first; replay passes the entities a
+    /// record names, which hold both.
+    pub fn decide_in(
+        &self,
+        entities: &Entities,
+        principal: &EntityUid,
+        action: ToolAction,
+        resource: &EntityUid,
+        facts: &ToolFacts,
+        approval_channel: &str,
+    ) -> Decision {
+        let action = match action {
             ToolAction::Discover => &self.actions.discover_tool,
             ToolAction::Call => &self.actions.call_tool,
         };
-
-        let unapproved =
-            match self.evaluate(principal, action, resource, query.facts, false, NO_APPROVAL) {
-                Ok(response) => response,
-                Err(error) => {
-                    return self.decision(
-                        Outcome::Deny,
-                        Cause::PolicyError,
-                        Vec::new(),
-                        vec![error],
-                    );
-                }
-            };
+        let unapproved = match self.evaluate(
+            entities,
+            principal,
+            action,
+            resource,
+            facts,
+            false,
+            NO_APPROVAL,
+        ) {
+            Ok(response) => response,
+            Err(error) => {
+                return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error]);
+            }
+        };
         if let Some(errors) = errors_of(&unapproved) {
             return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
         }
@@ -75,12 +98,13 @@ impl Engine {
         }
 
         let approved = match self.evaluate(
+            entities,
             principal,
             action,
             resource,
-            query.facts,
+            facts,
             true,
-            query.approval_channel,
+            approval_channel,
         ) {
             Ok(response) => response,
             Err(error) => {
@@ -107,8 +131,13 @@ impl Engine {
         self.decision(Outcome::Deny, cause, policies, Vec::new())
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one Cedar request, passed through"
+    )]
     fn evaluate(
         &self,
+        entities: &Entities,
         principal: &EntityUid,
         action: &EntityUid,
         resource: &EntityUid,
@@ -138,7 +167,7 @@ impl Engine {
         })?;
         Ok(self
             .authorizer
-            .is_authorized(&request, &self.policies, &self.entities))
+            .is_authorized(&request, &self.policies, entities))
     }
 
     fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {

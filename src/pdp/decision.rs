@@ -1,11 +1,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The answer to "may this run?". Ordered by strictness, so combining the
 /// answers for several parts of one request is `max()`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// A policy permits it and no forbid holds: it runs.
@@ -80,7 +80,7 @@ pub struct DeterminingPolicy {
 
 /// Something that went wrong while deciding; any of these makes the outcome
 /// a deny.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionError {
     /// The policy that failed, when one did.
     pub policy: Option<String>,
@@ -88,7 +88,7 @@ pub struct DecisionError {
 }
 
 /// What decided: the exact policy set and the engines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicySetIdentity {
     pub hash: String,
     pub portcullis_version: String,

@@ -211,6 +211,28 @@ impl Engine {
         self.tier_capabilities.get(tier).map_or(&[], Vec::as_slice)
     }
 
+    /// The entities a decision about this client and tool reads: the
+    /// client, its tier, the tool and its server (for audit records).
+    pub fn entities_for(&self, client: &str, tier: &str, tool: &ToolId) -> Vec<Value> {
+        let wanted = [
+            (entities::CLIENT_TYPE, client.to_owned()),
+            (entities::TIER_TYPE, tier.to_owned()),
+            (entities::TOOL_TYPE, tool.to_string()),
+            (entities::SERVER_TYPE, tool.server().to_owned()),
+        ];
+        self.entities_json
+            .iter()
+            .filter(|e| {
+                let kind = e.pointer("/uid/type").and_then(Value::as_str);
+                let id = e.pointer("/uid/id").and_then(Value::as_str);
+                wanted
+                    .iter()
+                    .any(|(k, i)| kind == Some(k) && id == Some(i.as_str()))
+            })
+            .cloned()
+            .collect()
+    }
+
     pub fn entities_json(&self) -> &[Value] {
         &self.entities_json
     }

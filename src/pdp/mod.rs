@@ -17,7 +17,7 @@ pub use bundle::{BundleError, PolicyBundle, SourceFile};
 pub use decide::{NO_APPROVAL, ToolAction, ToolQuery};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
-pub use entities::ClientRecord;
+pub use entities::{ClientRecord, entity_uid};
 pub use fixtures::{CaseResult, run as run_fixtures};
 pub use load::HARD_CONSTRAINTS;
 pub use problem::{Problem, ProblemKind};

@@ -49,6 +49,7 @@ class Setup:
             command=BIN,
             args=[
                 "serve", "--root", str(self.root), "--store", str(self.store),
+                "--audit", str(self.base / "audit" / "audit.jsonl"),
                 "--policies", str(self.base / "policies"), "--schema", str(self.base / "schemas"),
             ],
             env={"PORTCULLIS_TOKEN": self.token if token is None else token},

@@ -1,0 +1,23 @@
+//! The tamper-evident audit log: JSON Lines, each record chained to the one
+//! before by SHA-256 (over the RFC 8785 canonical encoding), a head file
+//! that catches a cut tail, and a content-addressed store of every policy
+//! set a record names. Decision records are durable before anything they
+//! allow runs. `verify` and `replay` work offline, from the log folder alone.
+
+mod canonical;
+mod head;
+mod log;
+mod record;
+mod replay;
+mod snapshot;
+mod verify;
+
+pub use canonical::{encode as canonical_json, sha256_hex};
+pub use head::{Head, Mark, head_path};
+pub use log::{AuditError, AuditLog};
+pub use record::{GENESIS, Kind, Record};
+pub use replay::{
+    Change, ClientRef, DecisionRecord, RecordedPolicy, Replay, ReplayError, ReplaySummary,
+};
+pub use snapshot::{load as load_snapshot, snapshots_dir, store as store_snapshot};
+pub use verify::{Break, Line, Records, Scan, Verified, scan, verify};

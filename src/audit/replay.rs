@@ -1,0 +1,322 @@
+//! Re-deciding recorded decisions, under the policy set each was decided
+//! under (from the snapshot store) or under a candidate set, to show what a
+//! policy change would do to real traffic before it ships.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cedar_policy::Entities;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+use super::canonical::sha256_hex;
+use super::record::Kind;
+use super::snapshot;
+use super::verify::{Break, Line, Records, verify};
+use crate::facts::ToolFacts;
+use crate::pdp::{
+    DecisionError, Engine, Outcome, PolicyBundle, PolicySetIdentity, ToolAction, entity_uid,
+};
+use crate::tools::Registry;
+
+/// Who made a recorded request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRef {
+    pub name: String,
+    pub fingerprint: String,
+    pub tier: String,
+}
+
+/// A determining policy as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedPolicy {
+    pub id: String,
+    pub reason: String,
+}
+
+/// The body of a decision record: everything needed to decide it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRecord {
+    pub session: String,
+    pub request_id: String,
+    pub transport: String,
+    pub client: ClientRef,
+    /// `discover_tool` or `call_tool`.
+    pub action: String,
+    /// The name the client asked for.
+    pub tool: String,
+    /// The tool's id, when the name is a known tool.
+    pub resource: Option<String>,
+    /// SHA-256 of the canonical arguments: which call this was, without
+    /// keeping file contents or secrets in the log.
+    pub arguments_sha256: Option<String>,
+    /// The computed facts (the context, less the approval fields); `None`
+    /// when no Cedar decision was made (unknown tool, invalid arguments).
+    pub facts: Option<ToolFacts>,
+    pub approval_channel: String,
+    /// The entities the decision read: the client, its tier, the tool and
+    /// its server.
+    pub entities: Vec<Value>,
+    pub policy_set: PolicySetIdentity,
+    pub decision: Outcome,
+    pub cause: String,
+    pub policies: Vec<RecordedPolicy>,
+    pub errors: Vec<DecisionError>,
+    /// What the client was told when no Cedar decision was made.
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: PathBuf, message: String },
+    #[error("the log does not verify: {0}")]
+    Broken(Break),
+    #[error("seq {seq}: {message}")]
+    Record { seq: u64, message: String },
+    #[error("the policy set {hash} cannot be rebuilt: {message}")]
+    PolicySet { hash: String, message: String },
+}
+
+/// A record whose decision would change.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub seq: u64,
+    pub time: String,
+    pub client: String,
+    pub tool: String,
+    pub action: String,
+    pub before: Outcome,
+    pub after: Outcome,
+    pub before_cause: String,
+    pub after_cause: String,
+    pub before_policies: Vec<String>,
+    pub after_policies: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReplaySummary {
+    pub records: u64,
+    pub decisions: u64,
+    /// Decision records with a Cedar decision, decided again.
+    pub redecided: u64,
+    /// Decision records without one (unknown tool, invalid arguments).
+    pub not_redecided: u64,
+    pub same: u64,
+    /// Counts by transition, `allow->deny`; `deny->deny` means the same
+    /// outcome for another reason.
+    pub transitions: BTreeMap<String, u64>,
+    pub changes: Vec<Change>,
+}
+
+/// Bound on the entity cache: replay of a long log stays in bounded memory.
+const ENTITY_CACHE_LIMIT: usize = 4096;
+
+pub struct Replay {
+    snapshots: PathBuf,
+    candidate: Option<Arc<Engine>>,
+    engines: HashMap<String, Arc<Engine>>,
+    entities: HashMap<String, Entities>,
+    registry: Registry,
+}
+
+impl Replay {
+    /// A replay of `log`, under its recorded policy sets, or under
+    /// `candidate` when given.
+    pub fn new(log: &Path, candidate: Option<&PolicyBundle>) -> Result<Self, ReplayError> {
+        let registry = Registry::from_specs(Vec::new()).map_err(|err| ReplayError::PolicySet {
+            hash: String::new(),
+            message: err.to_string(),
+        })?;
+        let candidate = match candidate {
+            Some(bundle) => Some(Arc::new(Engine::load(bundle, &registry, &[]).map_err(
+                |err| {
+                    ReplayError::PolicySet {
+                        hash: bundle.hash(),
+                        message: err
+                            .problems
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    }
+                },
+            )?)),
+            None => None,
+        };
+        Ok(Self {
+            snapshots: snapshot::snapshots_dir(log),
+            candidate,
+            engines: HashMap::new(),
+            entities: HashMap::new(),
+            registry,
+        })
+    }
+
+    /// Verifies the log, then re-decides every decision record in it.
+    /// `progress` is called with the number of records read so far.
+    pub fn run(
+        &mut self,
+        log: &Path,
+        mut progress: impl FnMut(u64),
+    ) -> Result<ReplaySummary, ReplayError> {
+        let read_error = |err: std::io::Error| ReplayError::Read {
+            path: log.to_owned(),
+            message: err.to_string(),
+        };
+        verify(log)
+            .map_err(read_error)?
+            .map_err(ReplayError::Broken)?;
+        let mut summary = ReplaySummary::default();
+        for line in Records::open(log).map_err(read_error)? {
+            let Line::Record { record, .. } = line.map_err(read_error)? else {
+                break;
+            };
+            summary.records += 1;
+            if summary.records.is_multiple_of(4096) {
+                progress(summary.records);
+            }
+            if record.kind != Kind::Decision {
+                continue;
+            }
+            summary.decisions += 1;
+            let recorded: DecisionRecord =
+                serde_json::from_value(record.body).map_err(|err| ReplayError::Record {
+                    seq: record.seq,
+                    message: format!("not a decision record: {err}"),
+                })?;
+            let Some(after) = self
+                .redecide(&recorded)
+                .map_err(|message| ReplayError::Record {
+                    seq: record.seq,
+                    message,
+                })?
+            else {
+                summary.not_redecided += 1;
+                continue;
+            };
+            summary.redecided += 1;
+            let before_policies: Vec<String> =
+                recorded.policies.iter().map(|p| p.id.clone()).collect();
+            if after.0 == recorded.decision
+                && after.1 == recorded.cause
+                && after.2 == before_policies
+            {
+                summary.same += 1;
+                continue;
+            }
+            *summary
+                .transitions
+                .entry(format!("{}->{}", recorded.decision, after.0))
+                .or_insert(0) += 1;
+            summary.changes.push(Change {
+                seq: record.seq,
+                time: record.time,
+                client: recorded.client.name,
+                tool: recorded.resource.unwrap_or(recorded.tool),
+                action: recorded.action,
+                before: recorded.decision,
+                after: after.0,
+                before_cause: recorded.cause,
+                after_cause: after.1,
+                before_policies,
+                after_policies: after.2,
+            });
+        }
+        progress(summary.records);
+        Ok(summary)
+    }
+
+    /// The decision a record would get now: outcome, cause, determining ids.
+    /// `None` for a record that had no Cedar decision.
+    fn redecide(
+        &mut self,
+        recorded: &DecisionRecord,
+    ) -> Result<Option<(Outcome, String, Vec<String>)>, String> {
+        let (Some(facts), Some(resource)) = (&recorded.facts, &recorded.resource) else {
+            return Ok(None);
+        };
+        let action = match recorded.action.as_str() {
+            "discover_tool" => ToolAction::Discover,
+            "call_tool" => ToolAction::Call,
+            other => return Err(format!("unknown action `{other}`")),
+        };
+        let engine = self
+            .engine_for(&recorded.policy_set.hash)
+            .map_err(|e| e.to_string())?;
+        let key = format!(
+            "{}:{}",
+            engine.identity().hash,
+            sha256_hex(&Value::Array(recorded.entities.clone()))
+        );
+        if !self.entities.contains_key(&key) {
+            if self.entities.len() >= ENTITY_CACHE_LIMIT {
+                self.entities.clear();
+            }
+            let entities = record_entities(&engine, &recorded.entities)?;
+            self.entities.insert(key.clone(), entities);
+        }
+        let entities = &self.entities[&key];
+        let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
+        let resource = entity_uid("Portcullis::Tool", resource)?;
+        let decision = engine.decide_in(
+            entities,
+            &principal,
+            action,
+            &resource,
+            facts,
+            &recorded.approval_channel,
+        );
+        Ok(Some((
+            decision.outcome,
+            decision.cause.as_str().to_owned(),
+            decision.policies.into_iter().map(|p| p.id).collect(),
+        )))
+    }
+
+    fn engine_for(&mut self, hash: &str) -> Result<Arc<Engine>, ReplayError> {
+        if let Some(candidate) = &self.candidate {
+            return Ok(Arc::clone(candidate));
+        }
+        if let Some(engine) = self.engines.get(hash) {
+            return Ok(Arc::clone(engine));
+        }
+        let bundle =
+            snapshot::load(&self.snapshots, hash).map_err(|message| ReplayError::PolicySet {
+                hash: hash.to_owned(),
+                message,
+            })?;
+        let engine = Arc::new(Engine::load(&bundle, &self.registry, &[]).map_err(|err| {
+            ReplayError::PolicySet {
+                hash: hash.to_owned(),
+                message: err
+                    .problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            }
+        })?);
+        self.engines.insert(hash.to_owned(), Arc::clone(&engine));
+        Ok(engine)
+    }
+}
+
+/// The entities of a recorded decision, with the tiers of the policy set
+/// being replayed (a candidate may change what a tier can do).
+fn record_entities(engine: &Engine, recorded: &[Value]) -> Result<Entities, String> {
+    let is_tier =
+        |e: &Value| e.pointer("/uid/type").and_then(Value::as_str) == Some("Portcullis::Tier");
+    let mut all: Vec<Value> = engine
+        .entities_json()
+        .iter()
+        .filter(|e| is_tier(e))
+        .cloned()
+        .collect();
+    all.extend(recorded.iter().filter(|e| !is_tier(e)).cloned());
+    Entities::from_json_value(Value::Array(all), Some(engine.schema()))
+        .map_err(|err| format!("the recorded entities do not fit the schema: {err}"))
+}

@@ -1,0 +1,86 @@
+//! The content-addressed store of policy sets beside the log: the exact
+//! files of every policy set hash a record names, so that replay can
+//! rebuild it with nothing but the log folder.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::pdp::{PolicyBundle, SourceFile};
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Snapshot {
+    hash: String,
+    files: Vec<SnapshotFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotFile {
+    path: String,
+    text: String,
+}
+
+pub fn snapshots_dir(log: &Path) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(".policies");
+    PathBuf::from(name)
+}
+
+/// Stores the bundle's deciding files under its hash, unless already there.
+pub fn store(dir: &Path, bundle: &PolicyBundle) -> io::Result<String> {
+    let hash = bundle.hash();
+    let path = dir.join(format!("{hash}.json"));
+    if path.exists() {
+        return Ok(hash);
+    }
+    fs::create_dir_all(dir)?;
+    let snapshot = Snapshot {
+        hash: hash.clone(),
+        files: bundle
+            .deciding_files()
+            .map(|f| SnapshotFile {
+                path: f.logical.clone(),
+                text: f.text.clone(),
+            })
+            .collect(),
+    };
+    let text = serde_json::to_string_pretty(&snapshot).map_err(io::Error::other)?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(text.as_bytes())?;
+    temp.as_file().sync_all()?;
+    temp.persist(&path).map_err(|err| err.error)?;
+    fs::File::open(dir)?.sync_all()?;
+    Ok(hash)
+}
+
+/// Loads the policy set stored under `hash`, checking that its files still
+/// hash to it.
+pub fn load(dir: &Path, hash: &str) -> Result<PolicyBundle, String> {
+    let path = dir.join(format!("{hash}.json"));
+    let text = fs::read_to_string(&path)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let snapshot: Snapshot = serde_json::from_str(&text)
+        .map_err(|err| format!("{} is not a policy snapshot: {err}", path.display()))?;
+    let files = snapshot
+        .files
+        .into_iter()
+        .map(|f| SourceFile {
+            display: format!("<snapshot {}>/{}", &hash[..12.min(hash.len())], f.path),
+            logical: f.path,
+            text: f.text,
+        })
+        .collect();
+    let bundle =
+        PolicyBundle::from_files(files).map_err(|err| format!("{}: {err}", path.display()))?;
+    if bundle.hash() != hash {
+        return Err(format!(
+            "{} does not hash to its name: it was changed",
+            path.display()
+        ));
+    }
+    Ok(bundle)
+}

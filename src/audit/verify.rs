@@ -1,0 +1,268 @@
+//! Checking a log offline: the chain from the first record to the last,
+//! then the end of the log against the head file.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::head::{self, Mark, head_path};
+use super::record::{GENESIS, Record};
+
+/// What is wrong with a log, at the first place it goes wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Break {
+    /// A line is not a record.
+    Unreadable { line: u64, message: String },
+    /// A record's hash is not the hash of its content: it was edited.
+    Edited { seq: u64 },
+    /// A record does not follow the one before it: one was deleted,
+    /// inserted or moved.
+    OutOfSequence {
+        line: u64,
+        expected_seq: u64,
+        found_seq: u64,
+    },
+    /// A record's `prev` is not the hash of the record before it.
+    Unlinked { seq: u64 },
+    /// The log has records but no head file.
+    HeadMissing,
+    /// The head file is not readable.
+    HeadUnreadable { message: String },
+    /// The log ends before its head: records were removed from the end.
+    Truncated { log_seq: u64, head_seq: u64 },
+    /// The log goes on past its head: records were appended after the fact.
+    Extended { log_seq: u64, head_seq: u64 },
+    /// The last record is not the one the head names: it was replaced.
+    HeadMismatch { seq: u64 },
+}
+
+impl fmt::Display for Break {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Break::Unreadable { line, message } => {
+                write!(f, "line {line}: not a record: {message}")
+            }
+            Break::Edited { seq } => write!(
+                f,
+                "seq {seq}: the record's hash does not match its content (edited)"
+            ),
+            Break::OutOfSequence {
+                line,
+                expected_seq,
+                found_seq,
+            } => write!(
+                f,
+                "line {line}: expected seq {expected_seq}, found seq {found_seq} (a record was deleted, inserted or moved)"
+            ),
+            Break::Unlinked { seq } => {
+                write!(f, "seq {seq}: prev is not the hash of the record before it")
+            }
+            Break::HeadMissing => write!(f, "the head file is missing"),
+            Break::HeadUnreadable { message } => {
+                write!(f, "the head file is unreadable: {message}")
+            }
+            Break::Truncated { log_seq, head_seq } => {
+                write!(
+                    f,
+                    "the log ends at seq {log_seq} but its head is at seq {head_seq} (records were removed from the end)"
+                )
+            }
+            Break::Extended { log_seq, head_seq } => {
+                write!(
+                    f,
+                    "the log goes on to seq {log_seq} past its head at seq {head_seq} (records were appended)"
+                )
+            }
+            Break::HeadMismatch { seq } => write!(
+                f,
+                "seq {seq}: the last record is not the one the head names (replaced)"
+            ),
+        }
+    }
+}
+
+/// What a scan of the records found.
+#[derive(Debug, Clone, Default)]
+pub struct Scan {
+    pub records: u64,
+    pub last: Option<Mark>,
+    /// Bytes of complete, valid records from the start.
+    pub good_bytes: u64,
+    /// The file ends with an incomplete line (a write cut short).
+    pub partial_tail: bool,
+    pub first_break: Option<Break>,
+}
+
+/// Reads records one at a time, in constant memory.
+pub struct Records<R> {
+    reader: R,
+    line: u64,
+    buffer: Vec<u8>,
+}
+
+impl Records<BufReader<File>> {
+    pub fn open(path: &Path) -> io::Result<Self> {
+        Ok(Self::new(BufReader::with_capacity(
+            1 << 16,
+            File::open(path)?,
+        )))
+    }
+}
+
+impl<R: BufRead> Records<R> {
+    pub fn new(reader: R) -> Self {
+        Self {
+            reader,
+            line: 0,
+            buffer: Vec::with_capacity(4096),
+        }
+    }
+}
+
+/// One line of the log.
+pub enum Line {
+    Record {
+        record: Box<Record>,
+        bytes: u64,
+    },
+    /// A final line without its newline.
+    Partial,
+    Unreadable {
+        line: u64,
+        message: String,
+    },
+}
+
+impl<R: BufRead> Iterator for Records<R> {
+    type Item = io::Result<Line>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.buffer.clear();
+        match self.reader.read_until(b'\n', &mut self.buffer) {
+            Ok(0) => None,
+            Err(err) => Some(Err(err)),
+            Ok(bytes) => {
+                self.line += 1;
+                if self.buffer.last() != Some(&b'\n') {
+                    return Some(Ok(Line::Partial));
+                }
+                Some(Ok(match serde_json::from_slice::<Record>(&self.buffer) {
+                    Ok(record) => Line::Record {
+                        record: Box::new(record),
+                        bytes: bytes as u64,
+                    },
+                    Err(err) => Line::Unreadable {
+                        line: self.line,
+                        message: err.to_string(),
+                    },
+                }))
+            }
+        }
+    }
+}
+
+/// Checks the chain of a log, stopping at the first break.
+pub fn scan(path: &Path) -> io::Result<Scan> {
+    let mut scan = Scan::default();
+    let mut prev = GENESIS.to_owned();
+    for (index, item) in Records::open(path)?.enumerate() {
+        let line = index as u64 + 1;
+        match item? {
+            Line::Partial => {
+                scan.partial_tail = true;
+                break;
+            }
+            Line::Unreadable { line, message } => {
+                scan.first_break = Some(Break::Unreadable { line, message });
+                break;
+            }
+            Line::Record { record, bytes } => {
+                let expected = scan.records + 1;
+                if record.seq != expected {
+                    scan.first_break = Some(Break::OutOfSequence {
+                        line,
+                        expected_seq: expected,
+                        found_seq: record.seq,
+                    });
+                    break;
+                }
+                if !record.hash_is_valid() {
+                    scan.first_break = Some(Break::Edited { seq: record.seq });
+                    break;
+                }
+                if record.prev != prev {
+                    scan.first_break = Some(Break::Unlinked { seq: record.seq });
+                    break;
+                }
+                prev.clone_from(&record.hash);
+                scan.records = record.seq;
+                scan.good_bytes += bytes;
+                scan.last = Some(Mark {
+                    seq: record.seq,
+                    hash: record.hash,
+                });
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// The result of verifying a log: the scan, and the break if any.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    pub scan: Scan,
+    /// The last batch was written but never acknowledged (a crash between
+    /// the write and the head update); its records are valid.
+    pub unacknowledged_tail: bool,
+}
+
+/// Verifies the chain and the head. `Err` carries the first break.
+pub fn verify(path: &Path) -> io::Result<Result<Verified, Break>> {
+    let scan = scan(path)?;
+    if let Some(broken) = scan.first_break.clone() {
+        return Ok(Err(broken));
+    }
+    let head = match head::read(&head_path(path)) {
+        Ok(Some(head)) => head,
+        Ok(None) if scan.records == 0 => {
+            return Ok(Ok(Verified {
+                scan,
+                unacknowledged_tail: false,
+            }));
+        }
+        Ok(None) => return Ok(Err(Break::HeadMissing)),
+        Err(err) => {
+            return Ok(Err(Break::HeadUnreadable {
+                message: err.to_string(),
+            }));
+        }
+    };
+    let end = scan.last.clone();
+    if end == head.committed {
+        // A partial line after the committed end is a batch cut short by a
+        // crash: never acknowledged, so nothing ran on it.
+        return Ok(Ok(Verified {
+            unacknowledged_tail: scan.partial_tail,
+            scan,
+        }));
+    }
+    if head.pending.is_some() && end == head.pending {
+        return Ok(Ok(Verified {
+            scan,
+            unacknowledged_tail: true,
+        }));
+    }
+    let log_seq = end.as_ref().map_or(0, |m| m.seq);
+    let head_seq = head.committed.as_ref().map_or(0, |m| m.seq);
+    Ok(Err(if log_seq < head_seq {
+        Break::Truncated { log_seq, head_seq }
+    } else if log_seq > head_seq {
+        Break::Extended { log_seq, head_seq }
+    } else {
+        Break::HeadMismatch { seq: log_seq }
+    }))
+}
