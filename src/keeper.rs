@@ -214,8 +214,11 @@ impl Keeper {
         let discovery = self.decide(ToolAction::Discover, tool, &no_paths);
         recorded.facts = Some(&no_paths);
         let discovered = self.record(&recorded, Some(&discovery), None).await;
-        if discovery.outcome != Outcome::Allow || discovered.is_err() {
+        if discovery.outcome != Outcome::Allow {
             return CallOutcome::UnknownTool(name.to_owned());
+        }
+        if discovered.is_err() {
+            return CallOutcome::AuditUnavailable;
         }
 
         recorded.action = ToolAction::Call;

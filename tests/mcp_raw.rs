@@ -2,17 +2,14 @@
 //! before any message is read, stdout purity under load, and early
 //! notifications.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::util::{ALLOW_BUILTIN, Served};
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+use crate::util::{ALLOW_BUILTIN, INITIALIZE, Served, Session};
 
 /// Runs `serve` with a valid request on stdin and returns (exit code, stdout, stderr).
 fn refused(mut command: Command) -> (i32, String, String) {
@@ -86,68 +83,6 @@ fn a_revoked_token_is_refused() {
     ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_refused(served.command());
-}
-
-/// A running server with line access to its stdout.
-struct Session {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Session {
-    fn start(served: &Served) -> Self {
-        let mut child = served
-            .command()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    fn send(&mut self, frame: &str) {
-        writeln!(self.stdin, "{frame}").unwrap();
-    }
-
-    fn next(&self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(20))
-            .expect("a frame in time");
-        serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"))
-    }
-
-    fn initialize(&mut self) {
-        self.send(INITIALIZE);
-        let response = self.next();
-        assert_eq!(response["id"], 0, "{response}");
-        assert_eq!(response["result"]["serverInfo"]["name"], "portcullis");
-        self.send(INITIALIZED);
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

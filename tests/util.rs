@@ -1,6 +1,10 @@
 use std::fs;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
 
 /// A finished run of the binary.
 pub struct Run {
@@ -168,5 +172,82 @@ impl Served {
             .env_remove("PORTCULLIS_SCHEMA")
             .env("PORTCULLIS_LOG", "warn");
         command
+    }
+}
+
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+pub const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// A running server with line access to its stdout.
+pub struct Session {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Session {
+    pub fn start(served: &Served) -> Self {
+        let mut command = served.command();
+        command.stderr(Stdio::null());
+        Self::start_command(command)
+    }
+
+    /// Starts a prepared command; stdin and stdout are taken over here.
+    pub fn start_command(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin: Some(stdin),
+            lines,
+        }
+    }
+
+    pub fn send(&mut self, frame: &str) {
+        writeln!(self.stdin.as_mut().unwrap(), "{frame}").unwrap();
+    }
+
+    /// Closes stdin, as a client that is done does, and waits for a clean exit.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "serve exited with {status}");
+    }
+
+    pub fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a frame in time");
+        serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"))
+    }
+
+    pub fn initialize(&mut self) {
+        self.send(INITIALIZE);
+        let response = self.next();
+        assert_eq!(response["id"], 0, "{response}");
+        assert_eq!(response["result"]["serverInfo"]["name"], "portcullis");
+        self.send(INITIALIZED);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

@@ -106,10 +106,13 @@ pub struct ReplaySummary {
     /// Decision records without one (unknown tool, invalid arguments).
     pub not_redecided: u64,
     pub same: u64,
-    /// Counts by transition, `allow->deny`; `deny->deny` means the same
-    /// outcome for another reason.
+    /// Counts of outcome changes by transition, `allow->deny`.
     pub transitions: BTreeMap<String, u64>,
+    /// Records whose outcome would change.
     pub changes: Vec<Change>,
+    /// Records whose outcome stays but whose cause or determining policies
+    /// would change (a permit renamed, a forbid added on top of another).
+    pub reasons_changed: Vec<Change>,
 }
 
 /// Bound on the entity cache: replay of a long log stays in bounded memory.
@@ -208,11 +211,14 @@ impl Replay {
                 summary.same += 1;
                 continue;
             }
-            *summary
-                .transitions
-                .entry(format!("{}->{}", recorded.decision, after.0))
-                .or_insert(0) += 1;
-            summary.changes.push(Change {
+            let outcome_changed = after.0 != recorded.decision;
+            if outcome_changed {
+                *summary
+                    .transitions
+                    .entry(format!("{}->{}", recorded.decision, after.0))
+                    .or_insert(0) += 1;
+            }
+            let change = Change {
                 seq: record.seq,
                 time: record.time,
                 client: recorded.client.name,
@@ -224,7 +230,12 @@ impl Replay {
                 after_cause: after.1,
                 before_policies,
                 after_policies: after.2,
-            });
+            };
+            if outcome_changed {
+                summary.changes.push(change);
+            } else {
+                summary.reasons_changed.push(change);
+            }
         }
         progress(summary.records);
         Ok(summary)

@@ -3,6 +3,7 @@
 //! Names, file formats and exit codes follow the `cedar` CLI where it has an
 //! equivalent.
 
+mod audit;
 mod check;
 mod demo;
 mod exit;
@@ -56,6 +57,9 @@ pub enum Command {
     Token(token::TokenCommand),
     /// Show the whole loop on the built-in defaults in a temporary folder.
     Demo(demo::DemoArgs),
+    /// Verify, replay and show audit logs, offline.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
 }
 
 /// Where the policy set comes from: folders, or the built-in defaults.
@@ -85,6 +89,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Serve(args) => serve::run(&args),
         Command::Token(command) => token::run(command, cli.format),
         Command::Demo(args) => demo::run(&args, cli.format),
+        Command::Audit(command) => audit::run(command, cli.format),
     }
 }
 

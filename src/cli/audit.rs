@@ -1,0 +1,281 @@
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use super::{Exit, Format, PolicyArgs, print_json};
+use crate::audit::{DecisionRecord, Kind, Line, Records, Replay, verify};
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the hash chain from the first record to the head.
+    Verify(VerifyArgs),
+    /// Re-decide every decision, under its recorded policy set or a candidate.
+    Replay(ReplayArgs),
+    /// Show records as a table (or JSON), filtered.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    pub log: PathBuf,
+    /// A candidate policy set: replay under it instead of the recorded sets.
+    /// Giving only one of --policies/--schema takes the built-in other.
+    #[command(flatten)]
+    pub candidate: PolicyArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DecisionFilter {
+    Allow,
+    Ask,
+    Deny,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    pub log: PathBuf,
+    /// Only decisions of this client.
+    #[arg(long)]
+    pub client: Option<String>,
+    /// Only records of this session.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Only decisions with this outcome.
+    #[arg(long, value_enum)]
+    pub decision: Option<DecisionFilter>,
+    /// Only records at or after this time (RFC 3339, e.g. 2026-12-02T10:00:00Z).
+    #[arg(long)]
+    pub since: Option<String>,
+}
+
+pub fn run(command: AuditCommand, format: Format) -> anyhow::Result<Exit> {
+    match command {
+        AuditCommand::Verify(args) => verify_log(&args, format),
+        AuditCommand::Replay(args) => replay(&args, format),
+        AuditCommand::Show(args) => show(&args, format),
+    }
+}
+
+fn verify_log(args: &VerifyArgs, format: Format) -> anyhow::Result<Exit> {
+    let result = verify(&args.log)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
+    match result {
+        Ok(verified) => {
+            let head = verified
+                .scan
+                .last
+                .as_ref()
+                .map(|m| m.hash.clone())
+                .unwrap_or_default();
+            match format {
+                Format::Json => print_json(&json!({
+                    "ok": true,
+                    "records": verified.scan.records,
+                    "head": head,
+                    "unacknowledged_tail": verified.unacknowledged_tail,
+                }))?,
+                Format::Human => {
+                    println!("ok: {} records, head {head}", verified.scan.records);
+                    if verified.unacknowledged_tail {
+                        println!(
+                            "note: the last batch was written but never acknowledged (a crash); no tool ran on it"
+                        );
+                    }
+                }
+            }
+            Ok(Exit::Ok)
+        }
+        Err(broken) => {
+            match format {
+                Format::Json => print_json(
+                    &json!({"ok": false, "break": broken, "message": broken.to_string()}),
+                )?,
+                Format::Human => println!("FAILED: {broken}"),
+            }
+            Ok(Exit::Failure)
+        }
+    }
+}
+
+fn replay(args: &ReplayArgs, format: Format) -> anyhow::Result<Exit> {
+    let candidate = if args.candidate.policies.is_some() || args.candidate.schema.is_some() {
+        Some(args.candidate.bundle()?)
+    } else {
+        None
+    };
+    let mut replay = Replay::new(&args.log, candidate.as_ref())?;
+    let terminal = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let summary = replay.run(&args.log, |records| {
+        if terminal {
+            let rate = records as f64 / started.elapsed().as_secs_f64().max(1e-6);
+            eprint!("\rreplayed {records} records ({rate:.0}/s)");
+        }
+    })?;
+    if terminal {
+        eprintln!();
+    }
+    let changed = summary.changes.len();
+    match format {
+        Format::Json => print_json(&json!({
+            "policy_set": if candidate.is_some() { "candidate" } else { "recorded" },
+            "summary": summary,
+        }))?,
+        Format::Human => {
+            println!(
+                "replayed {} decisions of {} records under the {} policy set{}: {} same, {changed} changed, {} same outcome for other reasons, {} not re-decided (no Cedar decision)",
+                summary.redecided,
+                summary.records,
+                if candidate.is_some() {
+                    "candidate"
+                } else {
+                    "recorded"
+                },
+                if candidate.is_some() { "" } else { "s" },
+                summary.same,
+                summary.reasons_changed.len(),
+                summary.not_redecided,
+            );
+            for (transition, count) in &summary.transitions {
+                println!("  {transition}: {count}");
+            }
+            for change in summary.changes.iter().chain(&summary.reasons_changed) {
+                println!(
+                    "seq {} {} {} {} {}: {} -> {} [{}] -> [{}]",
+                    change.seq,
+                    change.time,
+                    change.client,
+                    change.action,
+                    change.tool,
+                    change.before,
+                    change.after,
+                    change.before_policies.join(", "),
+                    change.after_policies.join(", "),
+                );
+            }
+        }
+    }
+    Ok(if changed == 0 { Exit::Ok } else { Exit::Deny })
+}
+
+fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
+    let since = match &args.since {
+        Some(text) => Some(
+            humantime::parse_rfc3339_weak(text)
+                .map_err(|err| anyhow::anyhow!("--since {text}: {err}"))?,
+        ),
+        None => None,
+    };
+    let records = Records::open(&args.log)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
+    let mut shown = Vec::new();
+    let mut unreadable = 0;
+    if format == Format::Human {
+        println!(
+            "{:>6}  {:<24} {:<8} {:<16} {:<14} {:<22} {:<6} why",
+            "seq", "time", "kind", "client", "action", "tool", "result"
+        );
+    }
+    for line in records {
+        let record = match line? {
+            Line::Record { record, .. } => record,
+            Line::Partial | Line::Unreadable { .. } => {
+                unreadable += 1;
+                continue;
+            }
+        };
+        if let Some(since) = since {
+            let at: SystemTime =
+                humantime::parse_rfc3339_weak(&record.time).unwrap_or(SystemTime::UNIX_EPOCH);
+            if at < since {
+                continue;
+            }
+        }
+        let decision: Option<DecisionRecord> = match record.kind {
+            Kind::Decision => serde_json::from_value(record.body.clone()).ok(),
+            _ => None,
+        };
+        let session = record.body.get("session").and_then(Value::as_str);
+        if args.session.as_deref().is_some_and(|s| Some(s) != session) {
+            continue;
+        }
+        if args.client.is_some() || args.decision.is_some() {
+            let Some(d) = &decision else { continue };
+            if args.client.as_deref().is_some_and(|c| c != d.client.name) {
+                continue;
+            }
+            let wanted = args.decision.map(|f| match f {
+                DecisionFilter::Allow => "allow",
+                DecisionFilter::Ask => "ask",
+                DecisionFilter::Deny => "deny",
+            });
+            if wanted.is_some_and(|w| w != d.decision.as_str()) {
+                continue;
+            }
+        }
+        match format {
+            Format::Json => shown.push(serde_json::to_value(&*record)?),
+            Format::Human => {
+                let (client, action, tool, result, why) = match &decision {
+                    Some(d) => (
+                        d.client.name.clone(),
+                        d.action.clone(),
+                        d.resource.clone().unwrap_or_else(|| d.tool.clone()),
+                        d.decision.as_str().to_owned(),
+                        if d.policies.is_empty() {
+                            d.cause.clone()
+                        } else {
+                            d.policies
+                                .iter()
+                                .map(|p| p.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        },
+                    ),
+                    None => (
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        record
+                            .body
+                            .get("status")
+                            .or_else(|| record.body.get("event"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                        record
+                            .body
+                            .get("decision_seq")
+                            .map(|s| format!("decision {s}"))
+                            .unwrap_or_default(),
+                    ),
+                };
+                let kind = serde_json::to_value(record.kind)?
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
+                println!(
+                    "{:>6}  {:<24} {:<8} {:<16} {:<14} {:<22} {:<6} {}",
+                    record.seq, record.time, kind, client, action, tool, result, why
+                );
+            }
+        }
+    }
+    if format == Format::Json {
+        print_json(&shown)?;
+    }
+    if unreadable > 0 {
+        eprintln!(
+            "warning: {unreadable} unreadable line(s) skipped; run `portcullis audit verify`"
+        );
+    }
+    Ok(Exit::Ok)
+}
