@@ -241,7 +241,10 @@ fn forged_records_with_recomputed_hashes_do_not_match_the_head() {
         Kind::System,
         json!({"event": "shutdown", "forged": true}),
     );
-    *all.last_mut().unwrap() = serde_json::to_string(&forged).unwrap();
+    *all.last_mut().unwrap() = String::from_utf8(forged.to_line())
+        .unwrap()
+        .trim_end()
+        .to_owned();
     write_lines(&log, &all);
     assert_break(&log, "head_mismatch");
 
@@ -255,7 +258,12 @@ fn forged_records_with_recomputed_hashes_do_not_match_the_head() {
         Kind::Decision,
         json!({"forged": true}),
     );
-    all.push(serde_json::to_string(&forged).unwrap());
+    all.push(
+        String::from_utf8(forged.to_line())
+            .unwrap()
+            .trim_end()
+            .to_owned(),
+    );
     write_lines(&log, &all);
     assert_break(&log, "extended");
 }
@@ -560,4 +568,15 @@ fn a_log_that_cannot_be_written_denies_the_call() {
     // What is on disk still verifies: the failed write was cut off.
     let run = verify(&served.audit_log());
     assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn replay_without_the_policy_snapshot_says_which_set_is_missing() {
+    let served = recorded_session();
+    let (_dir, log) = copy_of(&served);
+    let run = portcullis(&["audit", "replay", log.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("cannot be rebuilt"), "{run:?}");
+    // Verify needs no snapshot.
+    assert_eq!(verify(&log).code, 0);
 }

@@ -19,13 +19,21 @@ fn write(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            // UTF-8 byte order is code point order, which is UTF-16 order
+            // except above U+FFFF; plain byte comparison for ASCII keys.
+            entries.sort_by(|a, b| {
+                if a.0.is_ascii() && b.0.is_ascii() {
+                    a.0.cmp(b.0)
+                } else {
+                    a.0.encode_utf16().cmp(b.0.encode_utf16())
+                }
+            });
             out.push(b'{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_scalar(&Value::String(key.clone()), out);
+                write_str(key, out);
                 out.push(b':');
                 write(item, out);
             }
@@ -42,6 +50,13 @@ fn write(value: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         scalar => write_scalar(scalar, out),
+    }
+}
+
+fn write_str(text: &str, out: &mut Vec<u8>) {
+    // Serialising a string into a Vec cannot fail.
+    if serde_json::to_writer(&mut *out, text).is_err() {
+        out.extend_from_slice(b"\"\"");
     }
 }
 

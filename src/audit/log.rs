@@ -203,11 +203,7 @@ impl Writer {
         let mut seqs = Vec::with_capacity(batch.len());
         for job in &batch {
             let record = Record::chained(seq, &prev, time.clone(), job.kind, job.body.clone());
-            // A record of JSON values always serialises.
-            if serde_json::to_writer(&mut bytes, &record).is_err() {
-                continue;
-            }
-            bytes.push(b'\n');
+            bytes.extend_from_slice(&record.to_line());
             seq = record.seq;
             prev = record.hash;
             seqs.push(seq);

@@ -15,9 +15,9 @@ mod verify;
 pub use canonical::{encode as canonical_json, sha256_hex};
 pub use head::{Head, Mark, head_path};
 pub use log::{AuditError, AuditLog};
-pub use record::{GENESIS, Kind, Record};
+pub use record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 pub use replay::{
     Change, ClientRef, DecisionRecord, RecordedPolicy, Replay, ReplayError, ReplaySummary,
 };
 pub use snapshot::{load as load_snapshot, snapshots_dir, store as store_snapshot};
-pub use verify::{Break, Line, Records, Scan, Verified, scan, verify};
+pub use verify::{Break, Chain, Line, Records, Scan, Verified, check_end, scan, verify};

@@ -1,9 +1,11 @@
 //! Records of the audit log and the pure functions that chain them.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
-use super::canonical::sha256_hex;
+use super::canonical::{encode, hex, sha256_hex};
 
 /// The `prev` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -56,6 +58,68 @@ impl Record {
     pub fn hash_is_valid(&self) -> bool {
         record_hash(self.seq, &self.prev, &self.time, self.kind, &self.body) == self.hash
     }
+
+    /// The record as a log line: its canonical encoding, newline-terminated.
+    /// Written this way, the line less its `"hash"` member is exactly what
+    /// the hash was computed over.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut line = encode(&json!({
+            "seq": self.seq, "prev": self.prev, "time": self.time, "kind": self.kind,
+            "body": self.body, "hash": self.hash,
+        }));
+        line.push(b'\n');
+        line
+    }
+}
+
+/// A record as read back, its body left unparsed until someone needs it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredRecord {
+    pub seq: u64,
+    pub prev: String,
+    pub time: String,
+    pub kind: Kind,
+    pub body: Box<RawValue>,
+    pub hash: String,
+    /// Whether the line hashes to `hash` (set by the reader).
+    #[serde(skip)]
+    pub hash_valid: bool,
+}
+
+impl StoredRecord {
+    pub fn body_value(&self) -> Value {
+        serde_json::from_str(self.body.get()).unwrap_or(Value::Null)
+    }
+}
+
+/// The member that carries the hash in a canonical line. Top-level keys are
+/// sorted (`body`, `hash`, `kind`, `prev`, `seq`, `time`) and nothing after
+/// `hash` can contain this text, so the last occurrence is the top-level one.
+const HASH_MEMBER: &[u8] = b",\"hash\":\"";
+
+/// Whether a line (without its newline) hashes to the hash it carries:
+/// SHA-256 of the line with its `,"hash":"..."` member removed. For a
+/// record written by portcullis this is the hash of its canonical encoding;
+/// any changed byte, re-formatting included, breaks it.
+pub fn line_hash_is_valid(line: &[u8], claimed: &str) -> bool {
+    let Some(start) = line
+        .windows(HASH_MEMBER.len())
+        .rposition(|w| w == HASH_MEMBER)
+    else {
+        return false;
+    };
+    let value_start = start + HASH_MEMBER.len();
+    let value_end = value_start + 64;
+    if line.get(value_start..value_end) != Some(claimed.as_bytes())
+        || line.get(value_end) != Some(&b'"')
+    {
+        return false;
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(&line[..start]);
+    hasher.update(&line[value_end + 1..]);
+    hex(&hasher.finalize()) == claimed
 }
 
 #[cfg(test)]
@@ -81,5 +145,30 @@ mod tests {
         let mut moved = second;
         moved.seq = 5;
         assert!(!moved.hash_is_valid());
+    }
+
+    #[test]
+    fn the_line_less_its_hash_member_hashes_to_the_hash() {
+        let body = json!({"policy_set": {"hash": "abc"}, "z": [1, "\"hash\":\""], "a": true});
+        let record = Record::chained(
+            0,
+            GENESIS,
+            "2026-12-02T12:00:00.000Z".into(),
+            Kind::Decision,
+            body,
+        );
+        let line = record.to_line();
+        let line = &line[..line.len() - 1];
+        assert!(line_hash_is_valid(line, &record.hash));
+        let stored: StoredRecord = serde_json::from_slice(line).unwrap();
+        assert_eq!(stored.hash, record.hash);
+        let mut edited = line.to_vec();
+        let at = edited.iter().position(|b| *b == b't').unwrap();
+        edited[at] = b'f';
+        assert!(!line_hash_is_valid(&edited, &record.hash));
+        let reformatted = String::from_utf8(line.to_vec())
+            .unwrap()
+            .replacen(",", ", ", 1);
+        assert!(!line_hash_is_valid(reformatted.as_bytes(), &record.hash));
     }
 }

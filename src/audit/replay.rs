@@ -11,10 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
-use super::canonical::sha256_hex;
 use super::record::Kind;
 use super::snapshot;
-use super::verify::{Break, Line, Records, verify};
+use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::ToolFacts;
 use crate::pdp::{
     DecisionError, Engine, Outcome, PolicyBundle, PolicySetIdentity, ToolAction, entity_uid,
@@ -170,14 +169,25 @@ impl Replay {
             path: log.to_owned(),
             message: err.to_string(),
         };
-        verify(log)
-            .map_err(read_error)?
-            .map_err(ReplayError::Broken)?;
+        // One pass: the chain is checked as records are re-decided, and the
+        // end against the head at the end; a break anywhere voids the result.
+        let mut chain = Chain::default();
         let mut summary = ReplaySummary::default();
-        for line in Records::open(log).map_err(read_error)? {
-            let Line::Record { record, .. } = line.map_err(read_error)? else {
-                break;
+        let mut failure = None;
+        for (index, line) in Records::open(log).map_err(read_error)?.enumerate() {
+            let (record, bytes) = match line.map_err(read_error)? {
+                Line::Record { record, bytes } => (record, bytes),
+                Line::Partial => {
+                    chain.partial_tail();
+                    break;
+                }
+                Line::Unreadable { line, message } => {
+                    return Err(ReplayError::Broken(Break::Unreadable { line, message }));
+                }
             };
+            chain
+                .check(index as u64 + 1, &record, bytes)
+                .map_err(ReplayError::Broken)?;
             summary.records += 1;
             if summary.records.is_multiple_of(4096) {
                 progress(summary.records);
@@ -185,19 +195,26 @@ impl Replay {
             if record.kind != Kind::Decision {
                 continue;
             }
+            if failure.is_some() {
+                continue;
+            }
             summary.decisions += 1;
-            let recorded: DecisionRecord =
-                serde_json::from_value(record.body).map_err(|err| ReplayError::Record {
-                    seq: record.seq,
-                    message: format!("not a decision record: {err}"),
-                })?;
-            let Some(after) = self
-                .redecide(&recorded)
-                .map_err(|message| ReplayError::Record {
-                    seq: record.seq,
-                    message,
-                })?
-            else {
+            let redecided = serde_json::from_str::<DecisionRecord>(record.body.get())
+                .map_err(|err| format!("not a decision record: {err}"))
+                .and_then(|recorded| self.redecide(&recorded).map(|after| (recorded, after)));
+            let (recorded, after) = match redecided {
+                Ok(pair) => pair,
+                Err(message) => {
+                    // Keep following the chain: a break later in the log
+                    // is the more important news.
+                    failure = Some(ReplayError::Record {
+                        seq: record.seq,
+                        message,
+                    });
+                    continue;
+                }
+            };
+            let Some(after) = after else {
                 summary.not_redecided += 1;
                 continue;
             };
@@ -238,7 +255,11 @@ impl Replay {
             }
         }
         progress(summary.records);
-        Ok(summary)
+        check_end(log, chain.into_scan()).map_err(ReplayError::Broken)?;
+        match failure {
+            Some(failure) => Err(failure),
+            None => Ok(summary),
+        }
     }
 
     /// The decision a record would get now: outcome, cause, determining ids.
@@ -258,10 +279,15 @@ impl Replay {
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|e| e.to_string())?;
+        // Within one session the registry and the client are fixed, so the
+        // same client and tool name the same entities.
         let key = format!(
-            "{}:{}",
+            "{}\n{}\n{}\n{}\n{}",
             engine.identity().hash,
-            sha256_hex(&Value::Array(recorded.entities.clone()))
+            recorded.session,
+            recorded.client.name,
+            recorded.client.tier,
+            resource
         );
         if !self.entities.contains_key(&key) {
             if self.entities.len() >= ENTITY_CACHE_LIMIT {

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::head::{self, Mark, head_path};
-use super::record::{GENESIS, Record};
+use super::record::{GENESIS, StoredRecord, line_hash_is_valid};
 
 /// What is wrong with a log, at the first place it goes wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -126,7 +126,7 @@ impl<R: BufRead> Records<R> {
 /// One line of the log.
 pub enum Line {
     Record {
-        record: Box<Record>,
+        record: Box<StoredRecord>,
         bytes: u64,
     },
     /// A final line without its newline.
@@ -150,11 +150,15 @@ impl<R: BufRead> Iterator for Records<R> {
                 if self.buffer.last() != Some(&b'\n') {
                     return Some(Ok(Line::Partial));
                 }
-                Some(Ok(match serde_json::from_slice::<Record>(&self.buffer) {
-                    Ok(record) => Line::Record {
-                        record: Box::new(record),
-                        bytes: bytes as u64,
-                    },
+                let line = &self.buffer[..self.buffer.len() - 1];
+                Some(Ok(match serde_json::from_slice::<StoredRecord>(line) {
+                    Ok(mut record) => {
+                        record.hash_valid = line_hash_is_valid(line, &record.hash);
+                        Line::Record {
+                            record: Box::new(record),
+                            bytes: bytes as u64,
+                        }
+                    }
                     Err(err) => Line::Unreadable {
                         line: self.line,
                         message: err.to_string(),
@@ -165,50 +169,79 @@ impl<R: BufRead> Iterator for Records<R> {
     }
 }
 
-/// Checks the chain of a log, stopping at the first break.
-pub fn scan(path: &Path) -> io::Result<Scan> {
-    let mut scan = Scan::default();
-    let mut prev = GENESIS.to_owned();
-    for (index, item) in Records::open(path)?.enumerate() {
-        let line = index as u64 + 1;
-        match item? {
-            Line::Partial => {
-                scan.partial_tail = true;
-                break;
-            }
-            Line::Unreadable { line, message } => {
-                scan.first_break = Some(Break::Unreadable { line, message });
-                break;
-            }
-            Line::Record { record, bytes } => {
-                let expected = scan.records + 1;
-                if record.seq != expected {
-                    scan.first_break = Some(Break::OutOfSequence {
-                        line,
-                        expected_seq: expected,
-                        found_seq: record.seq,
-                    });
-                    break;
-                }
-                if !record.hash_is_valid() {
-                    scan.first_break = Some(Break::Edited { seq: record.seq });
-                    break;
-                }
-                if record.prev != prev {
-                    scan.first_break = Some(Break::Unlinked { seq: record.seq });
-                    break;
-                }
-                prev.clone_from(&record.hash);
-                scan.records = record.seq;
-                scan.good_bytes += bytes;
-                scan.last = Some(Mark {
-                    seq: record.seq,
-                    hash: record.hash,
-                });
-            }
+/// Follows the chain one record at a time: what `scan` and replay share.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    prev: String,
+    scan: Scan,
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Self {
+            prev: GENESIS.to_owned(),
+            scan: Scan::default(),
         }
     }
-    Ok(scan)
+}
+
+impl Chain {
+    /// Checks the next record (on line `line`, `bytes` long with its newline).
+    pub fn check(&mut self, line: u64, record: &StoredRecord, bytes: u64) -> Result<(), Break> {
+        let expected = self.scan.records + 1;
+        if record.seq != expected {
+            return Err(Break::OutOfSequence {
+                line,
+                expected_seq: expected,
+                found_seq: record.seq,
+            });
+        }
+        if !record.hash_valid {
+            return Err(Break::Edited { seq: record.seq });
+        }
+        if record.prev != self.prev {
+            return Err(Break::Unlinked { seq: record.seq });
+        }
+        self.prev.clone_from(&record.hash);
+        self.scan.records = record.seq;
+        self.scan.good_bytes += bytes;
+        self.scan.last = Some(Mark {
+            seq: record.seq,
+            hash: record.hash.clone(),
+        });
+        Ok(())
+    }
+
+    /// Notes that the file ended with an incomplete line.
+    pub fn partial_tail(&mut self) {
+        self.scan.partial_tail = true;
+    }
+
+    pub fn into_scan(self) -> Scan {
+        self.scan
+    }
+}
+
+/// Checks the chain of a log, stopping at the first break.
+pub fn scan(path: &Path) -> io::Result<Scan> {
+    let mut chain = Chain::default();
+    for (index, item) in Records::open(path)?.enumerate() {
+        let line = index as u64 + 1;
+        let checked = match item? {
+            Line::Partial => {
+                chain.partial_tail();
+                break;
+            }
+            Line::Unreadable { line, message } => Err(Break::Unreadable { line, message }),
+            Line::Record { record, bytes } => chain.check(line, &record, bytes),
+        };
+        if let Err(broken) = checked {
+            let mut scan = chain.into_scan();
+            scan.first_break = Some(broken);
+            return Ok(scan);
+        }
+    }
+    Ok(chain.into_scan())
 }
 
 /// The result of verifying a log: the scan, and the break if any.
@@ -226,43 +259,48 @@ pub fn verify(path: &Path) -> io::Result<Result<Verified, Break>> {
     if let Some(broken) = scan.first_break.clone() {
         return Ok(Err(broken));
     }
+    Ok(check_end(path, scan))
+}
+
+/// Checks where a scanned log ends against its head file.
+pub fn check_end(path: &Path, scan: Scan) -> Result<Verified, Break> {
     let head = match head::read(&head_path(path)) {
         Ok(Some(head)) => head,
         Ok(None) if scan.records == 0 => {
-            return Ok(Ok(Verified {
+            return Ok(Verified {
                 scan,
                 unacknowledged_tail: false,
-            }));
+            });
         }
-        Ok(None) => return Ok(Err(Break::HeadMissing)),
+        Ok(None) => return Err(Break::HeadMissing),
         Err(err) => {
-            return Ok(Err(Break::HeadUnreadable {
+            return Err(Break::HeadUnreadable {
                 message: err.to_string(),
-            }));
+            });
         }
     };
     let end = scan.last.clone();
     if end == head.committed {
         // A partial line after the committed end is a batch cut short by a
         // crash: never acknowledged, so nothing ran on it.
-        return Ok(Ok(Verified {
+        return Ok(Verified {
             unacknowledged_tail: scan.partial_tail,
             scan,
-        }));
+        });
     }
     if head.pending.is_some() && end == head.pending {
-        return Ok(Ok(Verified {
+        return Ok(Verified {
             scan,
             unacknowledged_tail: true,
-        }));
+        });
     }
     let log_seq = end.as_ref().map_or(0, |m| m.seq);
     let head_seq = head.committed.as_ref().map_or(0, |m| m.seq);
-    Ok(Err(if log_seq < head_seq {
+    Err(if log_seq < head_seq {
         Break::Truncated { log_seq, head_seq }
     } else if log_seq > head_seq {
         Break::Extended { log_seq, head_seq }
     } else {
         Break::HeadMismatch { seq: log_seq }
-    }))
+    })
 }

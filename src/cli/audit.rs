@@ -199,11 +199,12 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
                 continue;
             }
         }
+        let body = record.body_value();
         let decision: Option<DecisionRecord> = match record.kind {
-            Kind::Decision => serde_json::from_value(record.body.clone()).ok(),
+            Kind::Decision => serde_json::from_value(body.clone()).ok(),
             _ => None,
         };
-        let session = record.body.get("session").and_then(Value::as_str);
+        let session = body.get("session").and_then(Value::as_str);
         if args.session.as_deref().is_some_and(|s| Some(s) != session) {
             continue;
         }
@@ -222,7 +223,10 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
             }
         }
         match format {
-            Format::Json => shown.push(serde_json::to_value(&*record)?),
+            Format::Json => shown.push(json!({
+                "seq": record.seq, "prev": record.prev, "time": record.time, "kind": record.kind,
+                "body": body, "hash": record.hash,
+            })),
             Format::Human => {
                 let (client, action, tool, result, why) = match &decision {
                     Some(d) => (
@@ -244,16 +248,12 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
                         String::new(),
                         String::new(),
                         String::new(),
-                        record
-                            .body
-                            .get("status")
-                            .or_else(|| record.body.get("event"))
+                        body.get("status")
+                            .or_else(|| body.get("event"))
                             .and_then(Value::as_str)
                             .unwrap_or("")
                             .to_owned(),
-                        record
-                            .body
-                            .get("decision_seq")
+                        body.get("decision_seq")
                             .map(|s| format!("decision {s}"))
                             .unwrap_or_default(),
                     ),

@@ -1,0 +1,326 @@
+//! The audit log: appends per second with fsync at 1, 8 and 64 concurrent
+//! callers (group commit), and replay throughput against bare Cedar
+//! evaluation of the same requests, in the same run.
+//!
+//! PORTCULLIS_BENCH_REPLAY_RECORDS sets the size of the replayed log
+//! (default 50,000); with 1,000,000 it also shows replay's memory stays flat.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark with a broken setup should stop"
+)]
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cedar_policy::{Authorizer, Context, Request, RestrictedExpression as R};
+use criterion::{Criterion, criterion_group, criterion_main};
+use portcullis::audit::{
+    AuditLog, ClientRef, DecisionRecord, GENESIS, Head, Kind, Record, RecordedPolicy, Replay,
+    head_path, snapshots_dir, store_snapshot,
+};
+use portcullis::facts::{ToolFacts, Transport};
+use portcullis::pdp::{
+    ClientRecord, Engine, PolicyBundle, SourceFile, ToolAction, ToolQuery, entity_uid,
+};
+use portcullis::tools::{Registry, ToolId};
+use serde_json::json;
+
+const ALLOW: &str = r#"
+@id("allow.builtin")
+@reason("the benchmark client may use the built-in tools")
+permit (principal, action in Portcullis::Action::"use_tool", resource in Portcullis::Server::"builtin");
+"#;
+
+fn bundle() -> PolicyBundle {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.policies.push(SourceFile {
+        logical: "policies/20_bench.cedar".into(),
+        display: "policies/20_bench.cedar".into(),
+        text: ALLOW.into(),
+    });
+    bundle
+}
+
+/// A decision record body of realistic size (about 1.6 KB).
+fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> serde_json::Value {
+    let decision = engine.decide(&ToolQuery {
+        client: "bench",
+        action: ToolAction::Call,
+        tool,
+        facts,
+        approval_channel: "client_elicitation",
+    });
+    let record = DecisionRecord {
+        session: "0123456789abcdef".into(),
+        request_id: i.to_string(),
+        transport: "stdio".into(),
+        client: ClientRef {
+            name: "bench".into(),
+            fingerprint: "0123456789abcdef".into(),
+            tier: "paired".into(),
+        },
+        action: "call_tool".into(),
+        tool: tool.name().into(),
+        resource: Some(tool.to_string()),
+        arguments_sha256: Some(format!("{i:064x}")),
+        facts: Some(facts.clone()),
+        approval_channel: "client_elicitation".into(),
+        entities: engine.entities_for("bench", "paired", tool),
+        policy_set: (**engine.identity()).clone(),
+        decision: decision.outcome,
+        cause: decision.cause.as_str().into(),
+        policies: decision
+            .policies
+            .iter()
+            .map(|p| RecordedPolicy {
+                id: p.id.clone(),
+                reason: p.reason.to_string(),
+            })
+            .collect(),
+        errors: decision.errors.clone(),
+        message: None,
+    };
+    serde_json::to_value(record).unwrap()
+}
+
+fn engine() -> Engine {
+    let clients = [ClientRecord {
+        name: "bench".into(),
+        tier: "paired".into(),
+    }];
+    Engine::load(&bundle(), &Registry::builtin().unwrap(), &clients).unwrap()
+}
+
+/// The requests of the generated log: an allowed read, an asked write, a
+/// write denied by a hard constraint (one, two and two Cedar passes).
+fn requests() -> Vec<(ToolId, ToolFacts)> {
+    let clean = ToolFacts::without_paths(Transport::Stdio);
+    vec![
+        (ToolId::new("builtin", "read_file"), clean.clone()),
+        (ToolId::new("builtin", "write_file"), clean.clone()),
+        (
+            ToolId::new("builtin", "write_file"),
+            ToolFacts {
+                writes_inside_root: false,
+                ..clean
+            },
+        ),
+    ]
+}
+
+/// Appends per second with `callers` concurrent callers, each appending
+/// until `total` records are written.
+fn appends_per_second(callers: usize, total: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(AuditLog::open(&dir.path().join("audit.jsonl")).unwrap());
+    let engine = engine();
+    let (tool, facts) = &requests()[0];
+    let body = sample_body(&engine, tool, facts, 1);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let per_caller = total / callers;
+    let start = Instant::now();
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..callers)
+            .map(|_| {
+                let log = Arc::clone(&log);
+                let body = body.clone();
+                tokio::spawn(async move {
+                    for _ in 0..per_caller {
+                        log.append(Kind::Decision, body.clone()).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    (per_caller * callers) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Writes a verified log of `count` decision records without fsync (this
+/// measures replay, not writing), with its head and policy snapshot.
+fn generate_log(path: &Path, count: u64) {
+    let engine = engine();
+    let bodies: Vec<serde_json::Value> = requests()
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, facts))| sample_body(&engine, tool, facts, i as u64))
+        .collect();
+    store_snapshot(&snapshots_dir(path), &bundle()).unwrap();
+    let mut out = BufWriter::new(fs::File::create(path).unwrap());
+    let (mut seq, mut prev) = (0, GENESIS.to_owned());
+    for i in 0..count {
+        let record = Record::chained(
+            seq,
+            &prev,
+            "2026-12-02T12:00:00.000Z".into(),
+            Kind::Decision,
+            bodies[(i % 3) as usize].clone(),
+        );
+        out.write_all(&record.to_line()).unwrap();
+        seq = record.seq;
+        prev = record.hash;
+    }
+    out.flush().unwrap();
+    let head = Head {
+        committed: Some(portcullis::audit::Mark { seq, hash: prev }),
+        pending: None,
+    };
+    fs::write(head_path(path), serde_json::to_string(&head).unwrap()).unwrap();
+}
+
+/// The Cedar evaluations the same decisions need (1 pass for an allow, 2
+/// otherwise), prebuilt, timed bare.
+fn bare_cedar_per_record(engine: &Engine) -> Duration {
+    let authorizer = Authorizer::new();
+    let uid = |k: &str, id: &str| entity_uid(k, id).unwrap();
+    let mut prebuilt = Vec::new();
+    for (tool, facts) in requests() {
+        let passes = if tool.name() == "read_file" {
+            vec![false]
+        } else {
+            vec![false, true]
+        };
+        let mut requests = Vec::new();
+        for approved in passes {
+            let classes: BTreeSet<String> = facts.path_classes.clone();
+            let context = Context::from_pairs([
+                ("approved".to_owned(), R::new_bool(approved)),
+                (
+                    "approval_channel".to_owned(),
+                    R::new_string(
+                        if approved {
+                            "client_elicitation"
+                        } else {
+                            "none"
+                        }
+                        .into(),
+                    ),
+                ),
+                ("transport".to_owned(), R::new_string("stdio".into())),
+                (
+                    "reads_inside_root".to_owned(),
+                    R::new_bool(facts.reads_inside_root),
+                ),
+                (
+                    "writes_inside_root".to_owned(),
+                    R::new_bool(facts.writes_inside_root),
+                ),
+                (
+                    "touches_vcs_metadata".to_owned(),
+                    R::new_bool(facts.touches_vcs_metadata),
+                ),
+                (
+                    "writes_vcs_metadata".to_owned(),
+                    R::new_bool(facts.writes_vcs_metadata),
+                ),
+                (
+                    "path_classes".to_owned(),
+                    R::new_set(classes.into_iter().map(R::new_string)),
+                ),
+            ])
+            .unwrap();
+            requests.push(
+                Request::new(
+                    uid("Portcullis::Client", "bench"),
+                    uid("Portcullis::Action", "call_tool"),
+                    uid("Portcullis::Tool", &tool.to_string()),
+                    context,
+                    Some(engine.schema()),
+                )
+                .unwrap(),
+            );
+        }
+        prebuilt.push(requests);
+    }
+    let rounds = 20_000u32;
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for requests in &prebuilt {
+            for request in requests {
+                std::hint::black_box(authorizer.is_authorized(
+                    request,
+                    engine.policies(),
+                    engine.entities(),
+                ));
+            }
+        }
+    }
+    start.elapsed() / (rounds * prebuilt.len() as u32)
+}
+
+fn peak_rss_kib() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn audit(c: &mut Criterion) {
+    let one = appends_per_second(1, 400);
+    let eight = appends_per_second(8, 2_000);
+    let sixty_four = appends_per_second(64, 8_000);
+    println!(
+        "audit appends with fsync: 1 caller {one:.0}/s, 8 callers {eight:.0}/s, 64 callers {sixty_four:.0}/s ({:.1}x one caller)",
+        sixty_four / one
+    );
+
+    let count: u64 = std::env::var("PORTCULLIS_BENCH_REPLAY_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    generate_log(&log, count);
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let mut replay = Replay::new(&log, None).unwrap();
+    let summary = replay.run(&log, |_| {}).unwrap();
+    let replay_time = start.elapsed();
+    assert_eq!(summary.redecided, count);
+    assert!(summary.changes.is_empty() && summary.reasons_changed.is_empty());
+    let replay_rate = count as f64 / replay_time.as_secs_f64();
+    let bare = bare_cedar_per_record(&engine());
+    let bare_rate = 1.0 / bare.as_secs_f64();
+    println!(
+        "replay of {count} records (verify + re-decide): {replay_rate:.0} records/s; bare Cedar on the same requests: \
+         {bare_rate:.0} records/s; ratio {:.2}; peak RSS {} KiB before, {} KiB after",
+        replay_rate / bare_rate,
+        before,
+        peak_rss_kib()
+    );
+
+    let small = dir.path().join("small.jsonl");
+    generate_log(&small, 2_000);
+    c.bench_function("audit/replay_2000_records", |b| {
+        b.iter(|| {
+            Replay::new(&small, None)
+                .unwrap()
+                .run(&small, |_| {})
+                .unwrap()
+        })
+    });
+    let append_dir = tempfile::tempdir().unwrap();
+    let append_log = AuditLog::open(&append_dir.path().join("audit.jsonl")).unwrap();
+    c.bench_function("audit/append_fsync_one_caller", |b| {
+        b.iter(|| {
+            append_log
+                .append_blocking(Kind::System, json!({"event": "bench"}))
+                .unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, audit);
+criterion_main!(benches);
