@@ -69,6 +69,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         resource: Some(tool.to_string()),
         arguments_sha256: Some(format!("{i:064x}")),
         facts: Some(facts.clone()),
+        approved: false,
         approval_channel: "client_elicitation".into(),
         entities: engine.entities_for("bench", "paired", tool),
         policy_set: (**engine.identity()).clone(),

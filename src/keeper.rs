@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::action_digest;
 use crate::audit::{AuditLog, ClientRef, DecisionRecord, Kind, RecordedPolicy, sha256_hex};
 use crate::facts::{ResolvedPath, Root, ToolFacts, Transport, is_vcs_metadata, tool_call_facts};
 use crate::pdp::{Decision, Engine, Outcome, ToolAction, ToolQuery};
@@ -36,6 +37,23 @@ pub struct ClientIdentity {
 /// so an ask ends as `approval_unavailable`.
 pub const APPROVAL_CHANNEL: &str = "client_elicitation";
 
+/// Whether a human can be asked about this call, or already said yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Nobody can be asked (the client declared no elicitation): an ask
+    /// ends as `approval_unavailable`.
+    Unavailable,
+    /// The client can put a question to its user: an ask ends as
+    /// `NeedsApproval`, for the adapter to ask.
+    Askable,
+    /// A human approved exactly this call through `APPROVAL_CHANNEL` (the
+    /// adapter checked the binding): decide again with `approved = true`.
+    Granted,
+}
+
+/// Longest argument summary shown in an approval question, in characters.
+const QUESTION_ARGUMENTS_CHARS: usize = 300;
+
 /// How a call ended.
 #[derive(Debug)]
 pub enum CallOutcome {
@@ -49,6 +67,16 @@ pub enum CallOutcome {
     Denied(Decision, Vec<String>),
     /// Allowed only with a human approval, and no human can be asked.
     ApprovalUnavailable(Decision),
+    /// Allowed only with a human approval; ask this question, bound to
+    /// this action digest.
+    NeedsApproval {
+        decision: Decision,
+        digest: String,
+        question: String,
+    },
+    /// A human approved, and the decision with the approval still denies
+    /// (a policy refuses the channel, say).
+    ApprovalRefused(Decision),
     /// Allowed, but its decision record could not be made durable, so the
     /// tool did not run.
     AuditUnavailable,
@@ -83,6 +111,7 @@ struct Recorded<'a> {
     resource: Option<&'a ToolId>,
     arguments: Option<&'a Value>,
     facts: Option<&'a ToolFacts>,
+    approved: bool,
 }
 
 impl Keeper {
@@ -154,6 +183,7 @@ impl Keeper {
                         resource: Some(&tool.spec.id),
                         arguments: None,
                         facts: Some(&facts),
+                        approved: false,
                     },
                     Some(&decision),
                     None,
@@ -188,6 +218,7 @@ impl Keeper {
         request_id: &str,
         name: &str,
         arguments: Value,
+        approval: Approval,
         progress: mpsc::UnboundedSender<Progress>,
         cancelled: CancellationToken,
     ) -> CallOutcome {
@@ -198,6 +229,7 @@ impl Keeper {
             resource: None,
             arguments: Some(&arguments),
             facts: None,
+            approved: false,
         };
         let Some(tool) = self
             .registry
@@ -244,13 +276,33 @@ impl Keeper {
                 return CallOutcome::InvalidArguments(message);
             }
         };
-        let decision = self.decide(ToolAction::Call, tool, &call.facts);
+        let mut decision = self.decide(ToolAction::Call, tool, &call.facts);
+        if decision.outcome == Outcome::Ask && approval == Approval::Granted {
+            decision = self.engine.decide_approved(&ToolQuery {
+                client: &self.client.name,
+                action: ToolAction::Call,
+                tool: &tool.spec.id,
+                facts: &call.facts,
+                approval_channel: APPROVAL_CHANNEL,
+            });
+            recorded.approved = true;
+        }
         recorded.facts = Some(&call.facts);
         let seq = self.record(&recorded, Some(&decision), None).await;
         match decision.outcome {
+            Outcome::Deny if recorded.approved => return CallOutcome::ApprovalRefused(decision),
             Outcome::Deny => {
                 let missing = self.missing_capabilities(&tool.spec);
                 return CallOutcome::Denied(decision, missing);
+            }
+            Outcome::Ask if approval == Approval::Askable && seq.is_ok() => {
+                let digest = self.digest(&tool.spec.id, &arguments);
+                let question = self.question(tool, &arguments, &decision);
+                return CallOutcome::NeedsApproval {
+                    decision,
+                    digest,
+                    question,
+                };
             }
             Outcome::Ask => return CallOutcome::ApprovalUnavailable(decision),
             Outcome::Allow => {}
@@ -296,6 +348,64 @@ impl Keeper {
             tracing::error!(error = %err, seq, "the outcome record could not be written");
         }
         outcome
+    }
+
+    fn digest(&self, tool: &ToolId, arguments: &Value) -> String {
+        action_digest(&tool.to_string(), arguments, &self.engine.identity().hash)
+    }
+
+    /// The action digest of a call by tool name, for checking that an
+    /// approval is for this very call; `None` for an unknown tool.
+    pub fn action_digest(&self, name: &str, arguments: &Value) -> Option<String> {
+        let tool = self
+            .registry
+            .iter()
+            .find(|tool| Self::mcp_name(&tool.spec) == name)?;
+        Some(self.digest(&tool.spec.id, arguments))
+    }
+
+    /// The question put to the user: the tool, a bounded summary of the
+    /// arguments, and the reasons of the policies that ask.
+    fn question(&self, tool: &RegisteredTool, arguments: &Value, decision: &Decision) -> String {
+        let text = String::from_utf8(crate::audit::canonical_json(arguments)).unwrap_or_default();
+        let mut summary: String = text.chars().take(QUESTION_ARGUMENTS_CHARS).collect();
+        if text.chars().count() > QUESTION_ARGUMENTS_CHARS {
+            summary.push_str(" …");
+        }
+        let reasons: Vec<String> = decision
+            .policies
+            .iter()
+            .map(|p| format!("{} ({})", p.reason, p.id))
+            .collect();
+        format!(
+            "portcullis: `{}` asks to run `{}` with {summary}. It needs your approval because: {}. Approve this one call?",
+            self.client.name,
+            Self::mcp_name(&tool.spec),
+            reasons.join("; ")
+        )
+    }
+
+    /// Records an approval event (a question asked, an answer, a refused
+    /// state), linked to its decision by digest and request.
+    pub async fn record_approval(
+        &self,
+        request_id: &str,
+        event: &str,
+        digest: &str,
+        detail: Value,
+    ) {
+        let body = json!({
+            "event": event,
+            "session": self.session,
+            "request_id": request_id,
+            "client": self.client.name,
+            "channel": APPROVAL_CHANNEL,
+            "digest": digest,
+            "detail": detail,
+        });
+        if let Err(err) = self.audit.append(Kind::Approval, body).await {
+            tracing::error!(error = %err, "an approval record could not be written");
+        }
     }
 
     /// Writes a decision record; the seq when it is durable.
@@ -373,6 +483,7 @@ impl Keeper {
             resource: recorded.resource.map(ToString::to_string),
             arguments_sha256: recorded.arguments.map(sha256_hex),
             facts: decision.and(recorded.facts.cloned()),
+            approved: recorded.approved,
             approval_channel: APPROVAL_CHANNEL.to_owned(),
             entities,
             policy_set: (**identity).clone(),

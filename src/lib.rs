@@ -18,6 +18,7 @@
 //! `forbid`s that must be present; the allowlist is empty by default; facts
 //! are computed, never taken from the client.
 
+pub mod approval;
 pub mod audit;
 pub mod auth;
 pub mod cli;

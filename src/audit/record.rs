@@ -19,6 +19,8 @@ pub enum Kind {
     Outcome,
     /// The server's own events: start (with the policy set), shutdown.
     System,
+    /// An approval question, its answer, or a refused approval state.
+    Approval,
 }
 
 /// One line of the log.

@@ -55,6 +55,9 @@ pub struct DecisionRecord {
     /// The computed facts (the context, less the approval fields); `None`
     /// when no Cedar decision was made (unknown tool, invalid arguments).
     pub facts: Option<ToolFacts>,
+    /// Decided with `approved = true`, after a human approved the call.
+    #[serde(default)]
+    pub approved: bool,
     pub approval_channel: String,
     /// The entities the decision read: the client, its tier, the tool and
     /// its server.

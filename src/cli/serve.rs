@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -7,10 +8,12 @@ use serde_json::json;
 
 use super::policy::report_problems;
 use super::{Exit, Format, PolicyArgs};
+use crate::approval::ApprovalSeal;
 use crate::audit::{AuditLog, Kind, snapshots_dir, store_snapshot};
 use crate::auth::{AUTH_FAILED, StoredClient, TOKEN_ENV, TokenStore, default_store_path};
 use crate::facts::{Root, Transport};
 use crate::keeper::{ClientIdentity, Keeper};
+use crate::mcp::Approvals;
 use crate::pdp::{ClientRecord, Engine};
 use crate::tools::Registry;
 
@@ -24,6 +27,14 @@ pub struct ServeArgs {
     pub root: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// How long a legacy session waits for the user to answer an approval
+    /// question, in seconds; no answer is a refusal.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub approval_timeout: u64,
+    /// How long an approval question asked of a 2026-07-28 client stays
+    /// answerable, in seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub approval_ttl: u64,
     /// The audit log [default: audit.jsonl beside the default token store].
     /// Policy snapshots go to FILE.policies/, the head to FILE.head.
     #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
@@ -89,6 +100,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         )
     })?;
     let session = new_session_id()?;
+    let approvals = Approvals {
+        seal: ApprovalSeal::new(Duration::from_secs(args.approval_ttl))
+            .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
+        timeout: Duration::from_secs(args.approval_timeout),
+    };
     tracing::info!(
         client = %client.name,
         fingerprint = %client.fingerprint(),
@@ -124,7 +140,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             "pid": std::process::id(),
         });
         audit.append(Kind::System, start).await?;
-        let served = crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle).await;
+        let served = crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals).await;
         let shutdown = json!({"event": "shutdown", "session": session, "error": served.as_ref().err().map(ToString::to_string)});
         if let Err(err) = audit.append(Kind::System, shutdown).await {
             tracing::error!(error = %err, "the shutdown record could not be written");

@@ -33,6 +33,18 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
             ),
             None,
         )),
+        CallOutcome::ApprovalRefused(decision) => Ok(refused(
+            &decision,
+            "approval_declined",
+            format!("the approval was given, and the policies still refuse the call: {}", decision.reason()),
+            None,
+        )),
+        CallOutcome::NeedsApproval { decision, .. } => Ok(refused(
+            &decision,
+            "approval_unavailable",
+            format!("this call needs a human approval ({}), and no approver can be reached from this client", decision.reason()),
+            None,
+        )),
         CallOutcome::AuditUnavailable => Ok(CallToolResult::structured_error(json!({
             "decision": "deny",
             "reason_code": "audit_unavailable",
@@ -49,6 +61,19 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
         CallOutcome::Cancelled => return None,
     };
     Some(response)
+}
+
+/// The answer to a call whose approval was declined, cancelled, timed out
+/// or never given.
+pub fn approval_declined(answer: &str, policies: &[String]) -> CallToolResponse {
+    let policies: Vec<Value> = policies.iter().map(|id| json!({"id": id})).collect();
+    CallToolResult::structured_error(json!({
+        "decision": "deny",
+        "reason_code": "approval_declined",
+        "policies": policies,
+        "reason": format!("the call was not approved ({answer})"),
+    }))
+    .into()
 }
 
 fn denied(decision: &Decision, missing: &[String]) -> CallToolResponse {

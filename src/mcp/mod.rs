@@ -5,6 +5,7 @@
 //! clients (`server/discover`, per-request `_meta`) are both served; rmcp
 //! selects the era per request.
 
+mod approvals;
 mod errors;
 mod pre_init;
 mod resources;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 use thiserror::Error;
 
+pub use approvals::Approvals;
 pub use server::PortcullisServer;
 
 use crate::keeper::Keeper;
@@ -29,8 +31,12 @@ pub enum ServeError {
 }
 
 /// Serves one client over stdin and stdout until stdin closes.
-pub async fn serve_stdio(keeper: Arc<Keeper>, bundle: &PolicyBundle) -> Result<(), ServeError> {
-    let server = PortcullisServer::new(keeper, bundle);
+pub async fn serve_stdio(
+    keeper: Arc<Keeper>,
+    bundle: &PolicyBundle,
+    approvals: Approvals,
+) -> Result<(), ServeError> {
+    let server = PortcullisServer::new(keeper, bundle, approvals);
     let (stdin, stdout) = rmcp::transport::stdio();
     let transport = pre_init::DropEarlyNotifications::new(
         rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout),

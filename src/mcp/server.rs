@@ -1,19 +1,20 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InputRequiredResult,
+    JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::approvals::{self, Approvals, Retry};
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
-use crate::keeper::Keeper;
+use crate::keeper::{Approval, CallOutcome, Keeper};
 use crate::pdp::PolicyBundle;
 use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool};
 
@@ -23,6 +24,7 @@ const TOOL_CALL: &str = "tool_call";
 /// The rmcp handler. One per process: a stdio process serves one client.
 pub struct PortcullisServer {
     keeper: Arc<Keeper>,
+    approvals: Approvals,
     resources: Vec<PolicyResource>,
     tool_call_arguments: ArgumentValidator,
     no_arguments: ArgumentValidator,
@@ -53,9 +55,10 @@ fn no_arguments_schema() -> Value {
 }
 
 impl PortcullisServer {
-    pub fn new(keeper: Arc<Keeper>, bundle: &PolicyBundle) -> Self {
+    pub fn new(keeper: Arc<Keeper>, bundle: &PolicyBundle, approvals: Approvals) -> Self {
         Self {
             keeper,
+            approvals,
             resources: policy_resources(bundle),
             tool_call_arguments: compiled(&tool_call_schema()),
             no_arguments: compiled(&no_arguments_schema()),
@@ -143,6 +146,42 @@ fn compiled(schema: &Value) -> ArgumentValidator {
     }
 }
 
+impl PortcullisServer {
+    /// Runs one call through the keeper, forwarding its progress.
+    async fn run_call(
+        &self,
+        context: &RequestContext<RoleServer>,
+        id: &str,
+        name: &str,
+        arguments: Value,
+        approval: Approval,
+    ) -> CallOutcome {
+        let token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Progress>();
+        // Progress goes out in order while the tool runs; `call` drops the
+        // sender before it returns, so this loop ends before the result is
+        // sent and no progress can follow it.
+        let forward = async move {
+            while let Some(progress) = receiver.recv().await {
+                if let Some(token) = &token {
+                    let note = ProgressNotificationParam::new(token.clone(), progress.done as f64)
+                        .with_message(progress.message);
+                    if let Err(err) = peer.notify_progress(note).await {
+                        tracing::debug!(error = %err, "progress notification not sent");
+                    }
+                }
+            }
+        };
+        let (outcome, ()) = tokio::join!(
+            self.keeper
+                .call(id, name, arguments, approval, sender, context.ct.clone()),
+            forward
+        );
+        outcome
+    }
+}
+
 impl ServerHandler for PortcullisServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
@@ -200,31 +239,109 @@ impl ServerHandler for PortcullisServer {
             other => (other.to_owned(), arguments),
         };
 
-        let token = context.meta.get_progress_token();
-        let peer = context.peer.clone();
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Progress>();
-        // Progress goes out in order while the tool runs; `call` drops the
-        // sender before it returns, so this loop ends before the result is
-        // sent and no progress can follow it.
-        let forward = async move {
-            while let Some(progress) = receiver.recv().await {
-                if let Some(token) = &token {
-                    let note = ProgressNotificationParam::new(token.clone(), progress.done as f64)
-                        .with_message(progress.message);
-                    if let Err(err) = peer.notify_progress(note).await {
-                        tracing::debug!(error = %err, "progress notification not sent");
-                    }
-                }
+        let id = request_id(&context);
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        let askable = context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        let mut approval = if askable {
+            Approval::Askable
+        } else {
+            Approval::Unavailable
+        };
+        if modern && (request.request_state.is_some() || request.input_responses.is_some()) {
+            let retry = self
+                .approvals
+                .check_retry(
+                    &self.keeper,
+                    &id,
+                    &name,
+                    &arguments,
+                    request.request_state.as_deref(),
+                    request.input_responses.as_ref(),
+                )
+                .await;
+            match retry {
+                Retry::Granted => approval = Approval::Granted,
+                Retry::Declined(why) => return Ok(errors::approval_declined(why, &[])),
+                Retry::AskAgain => {}
+            }
+        }
+
+        let outcome = self
+            .run_call(&context, &id, &name, arguments.clone(), approval)
+            .await;
+        let CallOutcome::NeedsApproval {
+            decision,
+            digest,
+            question,
+        } = outcome
+        else {
+            return errors::to_response(outcome)
+                .unwrap_or_else(|| Err(ErrorData::internal_error("cancelled", None)));
+        };
+        let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
+        let Some(form) = approvals::question(&question) else {
+            return Err(ErrorData::internal_error(
+                "the approval question could not be built",
+                None,
+            ));
+        };
+        if modern {
+            let state = self
+                .approvals
+                .seal
+                .seal(&self.keeper.client().fingerprint, &digest)
+                .map_err(|err| ErrorData::internal_error(err.to_string(), None))?;
+            self.keeper
+                .record_approval(
+                    &id,
+                    "asked",
+                    &digest,
+                    json!({"policies": asking, "era": "2026-07-28"}),
+                )
+                .await;
+            let requests = approvals::input_requests(&question).ok_or_else(|| {
+                ErrorData::internal_error("the approval question could not be built", None)
+            })?;
+            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
+        }
+        self.keeper
+            .record_approval(
+                &id,
+                "asked",
+                &digest,
+                json!({"policies": asking, "era": "legacy"}),
+            )
+            .await;
+        let answer = context
+            .peer
+            .create_elicitation_with_timeout(form, Some(self.approvals.timeout))
+            .await;
+        let verdict = match &answer {
+            Ok(answer) => approvals::judge(answer),
+            Err(rmcp::ServiceError::Timeout { .. }) => Err("timeout"),
+            Err(err) => {
+                tracing::warn!(error = %err, "the approval question failed");
+                Err("no_answer")
             }
         };
-        let id = request_id(&context);
-        let (outcome, ()) = tokio::join!(
-            self.keeper
-                .call(&id, &name, arguments, sender, context.ct.clone()),
-            forward
-        );
-        // A cancelled call gets no answer: rmcp drops whatever is returned
-        // for a cancelled request.
+        self.keeper
+            .record_approval(
+                &id,
+                "answered",
+                &digest,
+                json!({"answer": verdict.err().unwrap_or("approve")}),
+            )
+            .await;
+        if let Err(why) = verdict {
+            return Ok(errors::approval_declined(why, &asking));
+        }
+        let outcome = self
+            .run_call(&context, &id, &name, arguments, Approval::Granted)
+            .await;
         errors::to_response(outcome)
             .unwrap_or_else(|| Err(ErrorData::internal_error("cancelled", None)))
     }

@@ -131,6 +131,69 @@ impl Engine {
         self.decision(Outcome::Deny, cause, policies, Vec::new())
     }
 
+    /// Decides a call a human has approved through `approval_channel`: one
+    /// pass with `approved = true`. Allow only if Cedar allows with no
+    /// errors; a policy may still refuse the channel.
+    pub fn decide_approved(&self, query: &ToolQuery<'_>) -> Decision {
+        let Some(principal) = self.clients.get(query.client) else {
+            return self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new());
+        };
+        let Some(resource) = self.tools.get(query.tool) else {
+            return self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new());
+        };
+        self.decide_approved_in(
+            &self.entities,
+            principal,
+            query.action,
+            resource,
+            query.facts,
+            query.approval_channel,
+        )
+    }
+
+    /// `decide_approved` on given entities (replay).
+    pub fn decide_approved_in(
+        &self,
+        entities: &Entities,
+        principal: &EntityUid,
+        action: ToolAction,
+        resource: &EntityUid,
+        facts: &ToolFacts,
+        approval_channel: &str,
+    ) -> Decision {
+        let action = match action {
+            ToolAction::Discover => &self.actions.discover_tool,
+            ToolAction::Call => &self.actions.call_tool,
+        };
+        let response = match self.evaluate(
+            entities,
+            principal,
+            action,
+            resource,
+            facts,
+            true,
+            approval_channel,
+        ) {
+            Ok(response) => response,
+            Err(error) => {
+                return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error]);
+            }
+        };
+        if let Some(errors) = errors_of(&response) {
+            return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
+        }
+        let policies = self.determining(&response);
+        if response.decision() == CedarDecision::Allow {
+            return self.decision(Outcome::Allow, Cause::Approved, policies, Vec::new());
+        }
+        let cause = if policies.is_empty() {
+            Cause::NotPermitted
+        } else {
+            Cause::Forbidden
+        };
+        self.decision(Outcome::Deny, cause, policies, Vec::new())
+    }
+
     #[expect(
         clippy::too_many_arguments,
         reason = "the parts of one Cedar request, passed through"

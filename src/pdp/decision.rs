@@ -40,6 +40,8 @@ impl fmt::Display for Outcome {
 pub enum Cause {
     /// Allowed by the permits listed.
     Permitted,
+    /// Allowed because a human approved it through the channel recorded.
+    Approved,
     /// The forbids listed hold unless a human approves.
     ApprovalRequired,
     /// The forbids listed hold whoever approves.
@@ -60,6 +62,7 @@ impl Cause {
     pub fn as_str(self) -> &'static str {
         match self {
             Cause::Permitted => "permitted",
+            Cause::Approved => "approved",
             Cause::ApprovalRequired => "approval_required",
             Cause::Forbidden => "forbidden",
             Cause::NotPermitted => "not_permitted",
@@ -121,7 +124,9 @@ impl Decision {
             Cause::UnknownClient => "the client is not known".to_owned(),
             Cause::UnknownTool => "the tool is not known".to_owned(),
             Cause::PolicyError => "the policy engine failed, so the call is denied".to_owned(),
-            Cause::Permitted | Cause::ApprovalRequired | Cause::Forbidden => String::new(),
+            Cause::Permitted | Cause::Approved | Cause::ApprovalRequired | Cause::Forbidden => {
+                String::new()
+            }
         }
     }
 }

@@ -1,0 +1,12 @@
+//! Approvals: an `ask` turned into a human decision, bound to the exact
+//! call and usable once.
+//!
+//! The answer to a question comes back through the client (MCP elicitation),
+//! so what binds it to the call must be something the client cannot forge:
+//! a sealed state (HMAC-SHA256 under a key that never leaves this process)
+//! naming the client's fingerprint, a digest of the call (tool, arguments,
+//! policy set), an expiry and a nonce, which is spent on first use.
+
+mod seal;
+
+pub use seal::{ApprovalSeal, SealError, action_digest};

@@ -1,0 +1,241 @@
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use thiserror::Error;
+
+use crate::audit::sha256_hex;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Why a sealed state is refused. Each is audited; none runs the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SealError {
+    #[error("tampered")]
+    Tampered,
+    #[error("expired")]
+    Expired,
+    #[error("already used")]
+    Replayed,
+    #[error("issued to another client")]
+    Foreign,
+    #[error("issued for another call")]
+    OtherCall,
+}
+
+impl SealError {
+    pub fn code(self) -> &'static str {
+        match self {
+            SealError::Tampered => "tampered",
+            SealError::Expired => "expired",
+            SealError::Replayed => "replayed",
+            SealError::Foreign => "foreign",
+            SealError::OtherCall => "other_call",
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sealed {
+    fingerprint: String,
+    digest: String,
+    expires: u64,
+    nonce: String,
+}
+
+/// The digest an approval is bound to: SHA-256 over the canonical encoding
+/// of the tool, its arguments and the policy set deciding it. Changing any
+/// argument, or the policies, makes an old approval worthless.
+pub fn action_digest(tool: &str, arguments: &Value, policy_set: &str) -> String {
+    sha256_hex(&json!({"tool": tool, "arguments": arguments, "policy_set": policy_set}))
+}
+
+/// Seals and opens approval states for one server process.
+pub struct ApprovalSeal {
+    key: [u8; 32],
+    ttl: Duration,
+    /// Nonces spent, with their expiry, so a state works once.
+    spent: Mutex<HashMap<String, u64>>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl ApprovalSeal {
+    /// A new seal with a fresh random key; states live for `ttl`.
+    pub fn new(ttl: Duration) -> Result<Self, getrandom::Error> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key)?;
+        Ok(Self {
+            key,
+            ttl,
+            spent: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC takes a key of any length: this cannot fail.
+        match HmacSha256::new_from_slice(&self.key) {
+            Ok(mac) => mac,
+            Err(_) => unreachable!("HMAC accepts keys of any length"),
+        }
+    }
+
+    /// A state for a question about the call with `digest`, asked of the
+    /// client with `fingerprint`.
+    pub fn seal(&self, fingerprint: &str, digest: &str) -> Result<String, getrandom::Error> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)?;
+        let sealed = Sealed {
+            fingerprint: fingerprint.to_owned(),
+            digest: digest.to_owned(),
+            expires: now() + self.ttl.as_secs().max(1),
+            nonce: nonce.iter().map(|b| format!("{b:02x}")).collect(),
+        };
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&sealed).unwrap_or_default());
+        let mut mac = self.mac();
+        mac.update(payload.as_bytes());
+        let tag = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+        Ok(format!("{payload}.{tag}"))
+    }
+
+    /// Opens a state for the call with `digest` by the client with
+    /// `fingerprint`, spending its nonce. Every check is made before the
+    /// nonce is spent, so a refused state cannot burn a valid one.
+    pub fn open(&self, state: &str, fingerprint: &str, digest: &str) -> Result<(), SealError> {
+        let (payload, tag) = state.split_once('.').ok_or(SealError::Tampered)?;
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| SealError::Tampered)?;
+        let mut mac = self.mac();
+        mac.update(payload.as_bytes());
+        mac.verify_slice(&tag).map_err(|_| SealError::Tampered)?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(payload)
+            .map_err(|_| SealError::Tampered)?;
+        let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| SealError::Tampered)?;
+        let now = now();
+        if sealed.expires <= now {
+            return Err(SealError::Expired);
+        }
+        if sealed.fingerprint != fingerprint {
+            return Err(SealError::Foreign);
+        }
+        if sealed.digest != digest {
+            return Err(SealError::OtherCall);
+        }
+        let mut spent = self
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        spent.retain(|_, expires| *expires > now);
+        if spent.insert(sealed.nonce, sealed.expires).is_some() {
+            return Err(SealError::Replayed);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seal() -> ApprovalSeal {
+        ApprovalSeal::new(Duration::from_secs(600)).unwrap()
+    }
+
+    #[test]
+    fn a_state_opens_once_for_its_client_and_call() {
+        let s = seal();
+        let state = s.seal("fp", "d").unwrap();
+        assert_eq!(s.open(&state, "fp", "d"), Ok(()));
+        assert_eq!(s.open(&state, "fp", "d"), Err(SealError::Replayed));
+    }
+
+    #[test]
+    fn another_client_or_call_is_refused_without_spending_the_state() {
+        let s = seal();
+        let state = s.seal("fp", "d").unwrap();
+        assert_eq!(s.open(&state, "other", "d"), Err(SealError::Foreign));
+        assert_eq!(s.open(&state, "fp", "changed"), Err(SealError::OtherCall));
+        assert_eq!(s.open(&state, "fp", "d"), Ok(()));
+    }
+
+    #[test]
+    fn a_tampered_state_is_refused() {
+        let s = seal();
+        let state = s.seal("fp", "d").unwrap();
+        let (payload, tag) = state.split_once('.').unwrap();
+        let forged = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap())
+            .unwrap()
+            .replace("\"fp\"", "\"fq\"");
+        let forged = format!("{}.{tag}", URL_SAFE_NO_PAD.encode(forged));
+        assert_eq!(s.open(&forged, "fq", "d"), Err(SealError::Tampered));
+        assert_eq!(s.open("garbage", "fp", "d"), Err(SealError::Tampered));
+        assert_eq!(
+            s.open(&format!("{payload}.AAAA"), "fp", "d"),
+            Err(SealError::Tampered)
+        );
+        // Another process's key: refused too.
+        assert_eq!(seal().open(&state, "fp", "d"), Err(SealError::Tampered));
+    }
+
+    #[test]
+    fn an_expired_state_is_refused() {
+        let s = ApprovalSeal::new(Duration::from_secs(1)).unwrap();
+        let state = s.seal("fp", "d").unwrap();
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(s.open(&state, "fp", "d"), Err(SealError::Expired));
+    }
+
+    #[test]
+    fn the_digest_binds_tool_arguments_and_policies() {
+        let a = action_digest(
+            "builtin/write_file",
+            &json!({"path": "a", "content": "x"}),
+            "h",
+        );
+        assert_eq!(
+            a,
+            action_digest(
+                "builtin/write_file",
+                &json!({"content": "x", "path": "a"}),
+                "h"
+            )
+        );
+        assert_ne!(
+            a,
+            action_digest(
+                "builtin/write_file",
+                &json!({"path": "a", "content": "y"}),
+                "h"
+            )
+        );
+        assert_ne!(
+            a,
+            action_digest(
+                "builtin/edit_file",
+                &json!({"path": "a", "content": "x"}),
+                "h"
+            )
+        );
+        assert_ne!(
+            a,
+            action_digest(
+                "builtin/write_file",
+                &json!({"path": "a", "content": "x"}),
+                "h2"
+            )
+        );
+    }
+}
