@@ -347,6 +347,7 @@ permit (principal, action in Portcullis::Action::"use_tool", resource == Portcul
     assert_eq!(
         described,
         [
+            "discover_tool builtin/delete_file allow->deny",
             "discover_tool builtin/edit_file allow->deny",
             "discover_tool builtin/list_dir allow->deny",
             "discover_tool builtin/search allow->deny",
@@ -359,7 +360,7 @@ permit (principal, action in Portcullis::Action::"use_tool", resource == Portcul
     );
     assert_eq!(
         summary["transitions"],
-        json!({"allow->deny": 6, "ask->deny": 1})
+        json!({"allow->deny": 7, "ask->deny": 1})
     );
     // Reads keep their outcome; only the permit that allows them changed.
     let reasons: Vec<&str> = summary["reasons_changed"]

@@ -132,6 +132,7 @@ async fn an_allowed_read_runs_and_returns_structured_content() {
     assert_eq!(
         names,
         [
+            "delete_file",
             "edit_file",
             "list_dir",
             "read_file",
@@ -319,7 +320,14 @@ async fn the_wrappers_list_and_call_like_the_direct_tools() {
         .collect();
     assert_eq!(
         names,
-        ["edit_file", "list_dir", "read_file", "search", "write_file"]
+        [
+            "delete_file",
+            "edit_file",
+            "list_dir",
+            "read_file",
+            "search",
+            "write_file"
+        ]
     );
     let direct = call(&client, "read_file", json!({"path": "README.md"}))
         .await
@@ -439,7 +447,7 @@ async fn the_policies_and_schema_are_readable_resources() {
 async fn a_2026_client_gets_the_same_decisions() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
     let client = connect_modern(&served).await;
-    assert_eq!(tool_names(&client).await.len(), 7);
+    assert_eq!(tool_names(&client).await.len(), 8);
     let result = call(&client, "read_file", json!({"path": "README.md"}))
         .await
         .unwrap();

@@ -134,12 +134,13 @@ mod tests {
     }
 
     #[test]
-    fn builtin_registry_has_the_five_workspace_tools() {
+    fn builtin_registry_has_the_six_workspace_tools() {
         let registry = Registry::builtin().unwrap();
         let ids: Vec<String> = registry.iter().map(|t| t.spec.id.to_string()).collect();
         assert_eq!(
             ids,
             [
+                "builtin/delete_file",
                 "builtin/edit_file",
                 "builtin/list_dir",
                 "builtin/read_file",

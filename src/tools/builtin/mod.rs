@@ -4,6 +4,7 @@
 //! checked before the decision: anything they let through reaches the facts
 //! and, if allowed, the tool.
 
+mod delete_file;
 mod edit_file;
 mod list_dir;
 mod read_file;
@@ -37,15 +38,17 @@ pub enum Builtin {
     Search,
     WriteFile,
     EditFile,
+    DeleteFile,
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 5] = [
+    pub const ALL: [Builtin; 6] = [
         Builtin::ReadFile,
         Builtin::ListDir,
         Builtin::Search,
         Builtin::WriteFile,
         Builtin::EditFile,
+        Builtin::DeleteFile,
     ];
 
     pub fn spec(self) -> ToolSpec {
@@ -55,6 +58,7 @@ impl Builtin {
             Builtin::Search => search::spec(),
             Builtin::WriteFile => write_file::spec(),
             Builtin::EditFile => edit_file::spec(),
+            Builtin::DeleteFile => delete_file::spec(),
         }
     }
 
@@ -66,6 +70,7 @@ impl Builtin {
             Builtin::Search => search::run(call),
             Builtin::WriteFile => write_file::run(call),
             Builtin::EditFile => edit_file::run(call),
+            Builtin::DeleteFile => delete_file::run(call),
         }
     }
 }
