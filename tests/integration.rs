@@ -6,6 +6,7 @@
     reason = "a test fails by panicking, helpers included"
 )]
 
+mod approvals;
 mod audit;
 mod cli_check;
 mod cli_init;
