@@ -302,14 +302,12 @@ impl Replay {
         let entities = &self.entities[&key];
         let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
         let resource = entity_uid("Portcullis::Tool", resource)?;
-        let decision = engine.decide_in(
-            entities,
-            &principal,
-            action,
-            &resource,
-            facts,
-            &recorded.approval_channel,
-        );
+        let channel = recorded.approval_channel.as_str();
+        let decision = if recorded.approved {
+            engine.decide_approved_in(entities, &principal, action, &resource, facts, channel)
+        } else {
+            engine.decide_in(entities, &principal, action, &resource, facts, channel)
+        };
         Ok(Some((
             decision.outcome,
             decision.cause.as_str().to_owned(),
