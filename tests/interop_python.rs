@@ -37,7 +37,7 @@ fn venv() -> PathBuf {
 }
 
 #[test]
-fn the_python_sdk_lists_calls_follows_progress_and_cancels_in_both_eras() {
+fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras() {
     let venv = venv();
     let output = Command::new(venv.join("bin/pytest"))
         .args(["-q", "-p", "no:cacheprovider"])
@@ -51,5 +51,5 @@ fn the_python_sdk_lists_calls_follows_progress_and_cancels_in_both_eras() {
         output.status.success(),
         "pytest failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("14 passed"), "{stdout}");
+    assert!(stdout.contains("28 passed"), "{stdout}");
 }

@@ -30,16 +30,25 @@ def portcullis(*args: str) -> str:
 
 
 class Setup:
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, tier: str = "paired"):
         self.base = base
+        self.serve_flags: list[str] = []
         portcullis("init", str(base))
         (base / "policies" / "20_allowlist.cedar").write_text(ALLOW_BUILTIN)
+        tiers_file = base / "policies" / "tiers.json"
+        tiers = json.loads(tiers_file.read_text())
+        tiers.append({
+            "uid": {"type": "Portcullis::Tier", "id": "trusted"},
+            "attrs": {"capabilities": ["read", "write", "network", "destructive"]},
+            "parents": [],
+        })
+        tiers_file.write_text(json.dumps(tiers))
         self.root = base / "workspace"
         self.root.mkdir()
         (self.root / "README.md").write_text("# interop workspace\n")
         self.store = base / "state" / "tokens.json"
         created = portcullis(
-            "token", "create", "python-sdk", "--store", str(self.store),
+            "token", "create", "python-sdk", "--tier", tier, "--store", str(self.store),
             "--policies", str(base / "policies"), "--schema", str(base / "schemas"), "--format", "json",
         )
         self.token = json.loads(created)["token"]
@@ -51,6 +60,7 @@ class Setup:
                 "serve", "--root", str(self.root), "--store", str(self.store),
                 "--audit", str(self.base / "audit" / "audit.jsonl"),
                 "--policies", str(self.base / "policies"), "--schema", str(self.base / "schemas"),
+                *self.serve_flags,
             ],
             env={"PORTCULLIS_TOKEN": self.token if token is None else token},
         )
@@ -59,6 +69,12 @@ class Setup:
 @pytest.fixture
 def setup(tmp_path: Path) -> Setup:
     return Setup(tmp_path)
+
+
+@pytest.fixture
+def trusted_setup(tmp_path: Path) -> Setup:
+    """A client of a tier that has the destructive capability."""
+    return Setup(tmp_path, tier="trusted")
 
 
 @pytest.fixture
