@@ -23,6 +23,7 @@ pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod facts;
+pub mod gate;
 pub mod keeper;
 pub mod mcp;
 pub mod pdp;

@@ -7,6 +7,7 @@ mod audit;
 mod check;
 mod demo;
 mod exit;
+mod gate;
 mod init;
 mod policy;
 mod serve;
@@ -48,6 +49,8 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Decide one tool call, as the server would, and explain the decision.
     Check(check::CheckArgs),
+    /// Judge a shell command (allow, ask or deny) without running it.
+    Gate(gate::GateArgs),
     /// Write the default policies and schema into a folder, for a team to edit.
     Init(init::InitArgs),
     /// Serve MCP over stdio for the client whose token is in PORTCULLIS_TOKEN.
@@ -85,6 +88,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Policy(command) => policy::run(command, cli.format),
         Command::Check(args) => check::run(&args, cli.format),
+        Command::Gate(args) => gate::run(&args, cli.format),
         Command::Init(args) => init::run(&args, cli.format),
         Command::Serve(args) => serve::run(&args),
         Command::Token(command) => token::run(command, cli.format),

@@ -1,10 +1,15 @@
 //! Trusted facts: what policies test about a call, computed in Rust from the
 //! request and the registry, never taken from what the client claims.
 
+mod command;
 mod path_classes;
 mod paths;
 mod tool_call;
 
+pub use command::{
+    CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, MAX_COMMAND_BYTES,
+    command_facts,
+};
 pub use path_classes::{PathClassError, PathClasses};
 pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve};
 pub use tool_call::{CallFactsError, ToolCallFacts, ToolFacts, Transport, tool_call_facts};

@@ -14,6 +14,8 @@ use super::defaults;
 pub const TIERS_FILE: &str = "tiers.json";
 /// The table of path classes, inside the policies folder.
 pub const PATH_CLASSES_FILE: &str = "path_classes.toml";
+/// The command class table, inside the policies folder.
+pub const COMMANDS_FILE: &str = "commands.toml";
 /// The folder of fixture tests, inside the policies folder.
 pub const TESTS_DIR: &str = "tests";
 /// The folder of entity files that fixtures refer to, inside the tests folder.
@@ -52,6 +54,7 @@ pub struct PolicyBundle {
     pub schemas: Vec<SourceFile>,
     pub tiers: SourceFile,
     pub path_classes: SourceFile,
+    pub commands: SourceFile,
     /// Fixture tests (`policies/tests/*.json`); not part of the set hash.
     pub tests: Vec<SourceFile>,
     /// Entity files fixtures refer to (`policies/tests/entities/*.json`).
@@ -74,6 +77,7 @@ impl PolicyBundle {
             schemas: many(defaults::SCHEMAS),
             tiers: file(defaults::TIERS.0, defaults::TIERS.1),
             path_classes: file(defaults::PATH_CLASSES.0, defaults::PATH_CLASSES.1),
+            commands: file(defaults::COMMANDS.0, defaults::COMMANDS.1),
             tests: many(defaults::TESTS),
             test_entities: many(defaults::TEST_ENTITIES),
         }
@@ -96,6 +100,7 @@ impl PolicyBundle {
             }
             bundle.tiers = read_file(dir, "policies", TIERS_FILE)?;
             bundle.path_classes = read_file(dir, "policies", PATH_CLASSES_FILE)?;
+            bundle.commands = read_file(dir, "policies", COMMANDS_FILE)?;
             let tests = dir.join(TESTS_DIR);
             bundle.tests = read_dir_files_if_present(&tests, "policies/tests", "json")?;
             bundle.test_entities = read_dir_files_if_present(
@@ -124,12 +129,15 @@ impl PolicyBundle {
         let mut schemas = Vec::new();
         let mut tiers = None;
         let mut path_classes = None;
+        let mut commands = None;
         for file in files {
             let logical = file.logical.as_str();
             if logical == format!("policies/{TIERS_FILE}") {
                 tiers = Some(file);
             } else if logical == format!("policies/{PATH_CLASSES_FILE}") {
                 path_classes = Some(file);
+            } else if logical == format!("policies/{COMMANDS_FILE}") {
+                commands = Some(file);
             } else if logical.starts_with("policies/") && logical.ends_with(".cedar") {
                 policies.push(file);
             } else if logical.starts_with("schemas/") && logical.ends_with(".cedarschema") {
@@ -145,6 +153,7 @@ impl PolicyBundle {
             schemas,
             tiers: tiers.ok_or("no policies/tiers.json")?,
             path_classes: path_classes.ok_or("no policies/path_classes.toml")?,
+            commands: commands.ok_or("no policies/commands.toml")?,
             tests: Vec::new(),
             test_entities: Vec::new(),
         })
@@ -153,10 +162,11 @@ impl PolicyBundle {
     /// Every file that decides: policies, schema, tiers, path classes (not
     /// the fixture tests), in a fixed order.
     pub fn deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.policies
-            .iter()
-            .chain(self.schemas.iter())
-            .chain([&self.tiers, &self.path_classes])
+        self.policies.iter().chain(self.schemas.iter()).chain([
+            &self.tiers,
+            &self.path_classes,
+            &self.commands,
+        ])
     }
 
     /// Every file, tests included: what `portcullis init` writes out.

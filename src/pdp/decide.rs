@@ -7,7 +7,7 @@ use cedar_policy::{
 
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
 use super::engine::Engine;
-use crate::facts::ToolFacts;
+use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::tools::ToolId;
 
 /// Which tool action is asked about.
@@ -75,6 +75,64 @@ impl Engine {
             ToolAction::Discover => &self.actions.discover_tool,
             ToolAction::Call => &self.actions.call_tool,
         };
+        self.two_pass(
+            entities,
+            principal,
+            action,
+            resource,
+            Facts::Tool(facts),
+            approval_channel,
+        )
+    }
+
+    /// Decides a shell command for the command gate (action `run_command`).
+    pub fn decide_command(
+        &self,
+        client: &str,
+        facts: &CommandFacts,
+        transport: Transport,
+        approval_channel: &str,
+    ) -> Decision {
+        let Some(principal) = self.clients.get(client) else {
+            return self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new());
+        };
+        self.decide_command_in(
+            &self.entities,
+            principal,
+            facts,
+            transport,
+            approval_channel,
+        )
+    }
+
+    /// `decide_command` on given entities (replay).
+    pub fn decide_command_in(
+        &self,
+        entities: &Entities,
+        principal: &EntityUid,
+        facts: &CommandFacts,
+        transport: Transport,
+        approval_channel: &str,
+    ) -> Decision {
+        self.two_pass(
+            entities,
+            principal,
+            &self.actions.run_command,
+            &self.shell,
+            Facts::Command(facts, transport),
+            approval_channel,
+        )
+    }
+
+    fn two_pass(
+        &self,
+        entities: &Entities,
+        principal: &EntityUid,
+        action: &EntityUid,
+        resource: &EntityUid,
+        facts: Facts<'_>,
+        approval_channel: &str,
+    ) -> Decision {
         let unapproved = match self.evaluate(
             entities,
             principal,
@@ -170,7 +228,7 @@ impl Engine {
             principal,
             action,
             resource,
-            facts,
+            Facts::Tool(facts),
             true,
             approval_channel,
         ) {
@@ -204,15 +262,20 @@ impl Engine {
         principal: &EntityUid,
         action: &EntityUid,
         resource: &EntityUid,
-        facts: &ToolFacts,
+        facts: Facts<'_>,
         approved: bool,
         approval_channel: &str,
     ) -> Result<Response, DecisionError> {
-        let context =
-            tool_context(facts, approved, approval_channel).map_err(|err| DecisionError {
-                policy: None,
-                message: format!("the context does not build: {err}"),
-            })?;
+        let context = match facts {
+            Facts::Tool(facts) => tool_context(facts, approved, approval_channel),
+            Facts::Command(facts, transport) => {
+                command_context(facts, transport, approved, approval_channel)
+            }
+        }
+        .map_err(|err| DecisionError {
+            policy: None,
+            message: format!("the context does not build: {err}"),
+        })?;
         // No schema here: the load checked that this context shape and these
         // entity types build against the schema (`Engine::load`), and the
         // shape is fixed by `tool_context`. Checking again per request
@@ -308,6 +371,48 @@ pub(super) fn tool_context(
         ("path_classes", RestrictedExpression::new_set(classes)),
     ];
     Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+}
+
+/// The context record of a command (schema type `Portcullis::CommandFacts`).
+pub(super) fn command_context(
+    facts: &CommandFacts,
+    transport: Transport,
+    approved: bool,
+    approval_channel: &str,
+) -> Result<Context, Box<ContextCreationError>> {
+    let set = |items: &std::collections::BTreeSet<String>| {
+        RestrictedExpression::new_set(
+            items
+                .iter()
+                .map(|i| RestrictedExpression::new_string(i.clone())),
+        )
+    };
+    let pairs = [
+        ("approved", RestrictedExpression::new_bool(approved)),
+        (
+            "approval_channel",
+            RestrictedExpression::new_string(approval_channel.to_owned()),
+        ),
+        (
+            "transport",
+            RestrictedExpression::new_string(transport.as_str().to_owned()),
+        ),
+        ("classes", set(&facts.classes)),
+        ("programs", set(&facts.programs)),
+        (
+            "writes_inside_root",
+            RestrictedExpression::new_bool(facts.writes_inside_root),
+        ),
+        ("opaque", RestrictedExpression::new_bool(facts.opaque)),
+    ];
+    Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+}
+
+/// The facts a request is decided on.
+#[derive(Clone, Copy)]
+pub(super) enum Facts<'a> {
+    Tool(&'a ToolFacts),
+    Command(&'a CommandFacts, Transport),
 }
 
 /// The evaluation errors of a response, sorted, or `None` when there are none.

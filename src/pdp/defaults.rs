@@ -16,6 +16,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     file!("policies/20_allowlist.cedar"),
     file!("policies/30_paths.cedar"),
     file!("policies/40_approvals.cedar"),
+    file!("policies/50_commands.cedar"),
 ];
 
 pub const SCHEMAS: &[(&str, &str)] = &[file!("schemas/portcullis.cedarschema")];
@@ -24,12 +25,15 @@ pub const TIERS: (&str, &str) = file!("policies/tiers.json");
 
 pub const PATH_CLASSES: (&str, &str) = file!("policies/path_classes.toml");
 
+pub const COMMANDS: (&str, &str) = file!("policies/commands.toml");
+
 pub const TESTS: &[(&str, &str)] = &[
     file!("policies/tests/hard_constraints.json"),
     file!("policies/tests/tiers.json"),
     file!("policies/tests/allowlist.json"),
     file!("policies/tests/paths.json"),
     file!("policies/tests/approvals.json"),
+    file!("policies/tests/commands.json"),
 ];
 
 pub const TEST_ENTITIES: &[(&str, &str)] = &[file!("policies/tests/entities/fixtures.json")];
@@ -66,7 +70,7 @@ mod tests {
         let embedded: BTreeSet<String> = POLICIES
             .iter()
             .chain(SCHEMAS)
-            .chain([&TIERS, &PATH_CLASSES])
+            .chain([&TIERS, &PATH_CLASSES, &COMMANDS])
             .chain(TESTS)
             .chain(TEST_ENTITIES)
             .map(|(logical, _)| (*logical).to_owned())

@@ -1,7 +1,7 @@
 //! A loaded policy set: everything a decision needs, built once per load and
 //! shared read-only by every request.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema};
@@ -9,12 +9,12 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::bundle::PolicyBundle;
-use super::decide::tool_context;
+use super::decide::{command_context, tool_context};
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin};
 use super::problem::{Problem, ProblemKind};
-use crate::facts::{PathClasses, ToolFacts, Transport};
+use crate::facts::{CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport};
 use crate::tools::{Registry, ToolId};
 
 /// The policy set did not load; nothing can be decided with it.
@@ -29,6 +29,7 @@ pub struct LoadError {
 pub(super) struct Actions {
     pub discover_tool: EntityUid,
     pub call_tool: EntityUid,
+    pub run_command: EntityUid,
 }
 
 #[derive(Debug)]
@@ -43,6 +44,8 @@ pub struct Engine {
     pub(super) actions: Actions,
     pub(super) identity: Arc<PolicySetIdentity>,
     path_classes: PathClasses,
+    command_classes: CommandClasses,
+    pub(super) shell: EntityUid,
     tiers: Vec<String>,
     tier_capabilities: HashMap<String, Vec<String>>,
     /// The entities as JSON, kept for fixtures and audit records.
@@ -69,6 +72,16 @@ impl Engine {
                     ))
                 })
                 .ok();
+        let command_classes =
+            CommandClasses::parse(&bundle.commands.display, &bundle.commands.text)
+                .map_err(|err| {
+                    problems.push(Problem::new(
+                        ProblemKind::CommandClasses,
+                        &bundle.commands.display,
+                        err.to_string(),
+                    ))
+                })
+                .ok();
         let tiers = entities::tier_entities(&bundle.tiers)
             .map_err(|problem| problems.push(problem))
             .ok();
@@ -81,7 +94,9 @@ impl Engine {
                 });
             }
         };
-        let (Some(path_classes), Some((tier_json, tier_names))) = (path_classes, tiers) else {
+        let (Some(path_classes), Some(command_classes), Some((tier_json, tier_names))) =
+            (path_classes, command_classes, tiers)
+        else {
             return Err(LoadError { problems });
         };
 
@@ -119,6 +134,7 @@ impl Engine {
         let mut entities_json = tier_json;
         entities_json.extend(entities::tool_entities(registry));
         entities_json.extend(clients.iter().map(entities::client_entity));
+        entities_json.push(entities::shell_entity());
         let entities =
             Entities::from_json_value(Value::Array(entities_json.clone()), Some(&compiled.schema))
                 .map_err(|err| LoadError {
@@ -154,9 +170,11 @@ impl Engine {
         let actions = Actions {
             discover_tool: uid("Portcullis::Action", "discover_tool")?,
             call_tool: uid("Portcullis::Action", "call_tool")?,
+            run_command: uid("Portcullis::Action", "run_command")?,
         };
+        let shell = uid(entities::SHELL_TYPE, entities::SHELL_ID)?;
 
-        check_request_shape(&compiled.schema, &actions, &tool_uids)?;
+        check_request_shape(&compiled.schema, &actions, &tool_uids, &shell)?;
 
         let identity = Arc::new(PolicySetIdentity {
             hash: bundle.hash(),
@@ -175,6 +193,8 @@ impl Engine {
             actions,
             identity,
             path_classes,
+            command_classes,
+            shell,
             tiers: tier_names.into_iter().collect(),
             tier_capabilities,
             entities_json,
@@ -187,6 +207,10 @@ impl Engine {
 
     pub fn path_classes(&self) -> &PathClasses {
         &self.path_classes
+    }
+
+    pub fn command_classes(&self) -> &CommandClasses {
+        &self.command_classes
     }
 
     pub fn schema(&self) -> &Schema {
@@ -255,6 +279,7 @@ fn check_request_shape(
     schema: &Schema,
     actions: &Actions,
     tools: &HashMap<ToolId, EntityUid>,
+    shell: &EntityUid,
 ) -> Result<(), LoadError> {
     let refuse =
         |message: String| LoadError {
@@ -286,5 +311,27 @@ fn check_request_shape(
             ))
         })?;
     }
+    let command = CommandFacts {
+        classes: BTreeSet::from(["probe".to_owned()]),
+        programs: BTreeSet::from(["probe".to_owned()]),
+        writes_inside_root: true,
+        opaque: false,
+        parts: Vec::new(),
+    };
+    let context = command_context(&command, Transport::Stdio, true, "probe")
+        .map_err(|err| refuse(err.to_string()))?;
+    Request::new(
+        principal,
+        actions.run_command.clone(),
+        shell.clone(),
+        context,
+        Some(schema),
+    )
+    .map_err(|err| {
+        refuse(format!(
+            "the request portcullis builds for {} does not match the schema: {err}",
+            actions.run_command
+        ))
+    })?;
     Ok(())
 }

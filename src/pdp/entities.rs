@@ -15,6 +15,9 @@ pub const TIER_TYPE: &str = "Portcullis::Tier";
 pub const CLIENT_TYPE: &str = "Portcullis::Client";
 pub const SERVER_TYPE: &str = "Portcullis::Server";
 pub const TOOL_TYPE: &str = "Portcullis::Tool";
+pub const SHELL_TYPE: &str = "Portcullis::Shell";
+/// The one shell the command gate judges commands for.
+pub const SHELL_ID: &str = "local";
 
 /// A client portcullis knows, with the tier its token was issued for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -104,6 +107,11 @@ pub fn entity_uid(kind: &str, id: &str) -> Result<cedar_policy::EntityUid, Strin
     let text = format!("{kind}::{}", Value::String(id.to_owned()));
     text.parse()
         .map_err(|err| format!("bad entity id {text}: {err}"))
+}
+
+/// The shell entity, resource of every `run_command` request.
+pub fn shell_entity() -> Value {
+    json!({"uid": {"type": SHELL_TYPE, "id": SHELL_ID}, "attrs": {}, "parents": []})
 }
 
 /// A client entity: its tier is its parent and its `tier` attribute.

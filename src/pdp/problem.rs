@@ -33,6 +33,8 @@ pub enum ProblemKind {
     UnknownTier,
     /// The path class table does not load.
     PathClasses,
+    /// The command class table does not load.
+    CommandClasses,
 }
 
 /// One problem, with where it is when that is known.

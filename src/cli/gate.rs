@@ -1,0 +1,126 @@
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::policy::report_problems;
+use super::{Exit, Format, PolicyArgs, print_json};
+use crate::facts::{Root, Transport};
+use crate::gate::judge;
+use crate::pdp::{ClientRecord, Engine, Outcome, ProblemKind};
+use crate::tools::Registry;
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+    /// The client asking.
+    #[arg(long, default_value = "cli")]
+    pub client: String,
+    /// The client's tier (declared in tiers.json).
+    #[arg(long, default_value = "paired")]
+    pub tier: String,
+    /// The workspace root that writes are judged against.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    /// The folder the command would run in, relative to the root.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// The command line, as one string (as a shell would get it).
+    #[arg(long, conflicts_with = "argv")]
+    pub command: Option<String>,
+    /// The command as words, after `--` (each word is quoted as written).
+    #[arg(last = true)]
+    pub argv: Vec<String>,
+}
+
+/// Quotes words so a shell reads them back as the same words.
+fn shell_join(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
+    let command = match (&args.command, args.argv.is_empty()) {
+        (Some(command), _) => command.clone(),
+        (None, false) => shell_join(&args.argv),
+        (None, true) => anyhow::bail!("give the command with --command STRING or after --"),
+    };
+    let bundle = args.policies.bundle()?;
+    let registry = Registry::builtin()?;
+    let client = ClientRecord {
+        name: args.client.clone(),
+        tier: args.tier.clone(),
+    };
+    let engine = match Engine::load(&bundle, &registry, std::slice::from_ref(&client)) {
+        Ok(engine) => engine,
+        Err(err)
+            if err
+                .problems
+                .iter()
+                .all(|p| p.kind == ProblemKind::UnknownTier) =>
+        {
+            let message = err
+                .problems
+                .first()
+                .map(|p| p.message.clone())
+                .unwrap_or_default();
+            anyhow::bail!("--tier: {message}");
+        }
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            return Ok(Exit::ValidationFailure);
+        }
+    };
+    let root = Root::new(&args.root).map_err(|err| anyhow::anyhow!("--root: {err}"))?;
+    let answer = judge(
+        &engine,
+        &client.name,
+        &root,
+        args.cwd.as_deref(),
+        &command,
+        Transport::Cli,
+    )
+    .map_err(|err| anyhow::anyhow!("{err}"))?;
+    match format {
+        Format::Json => print_json(&answer.to_json())?,
+        Format::Human => {
+            let decision = &answer.decision;
+            println!(
+                "{} ({}, layer {}): {command}",
+                decision.outcome.as_str().to_uppercase(),
+                decision.cause.as_str(),
+                answer.layer()
+            );
+            for policy in &decision.policies {
+                println!("  {}: {}", policy.id, policy.reason);
+            }
+            for part in &answer.facts.parts {
+                let classes: Vec<&str> = part.classes.iter().map(String::as_str).collect();
+                println!("  {}  [{}]", shell_join(&part.argv), classes.join(", "));
+            }
+            if answer.facts.opaque {
+                println!("  opaque: part of the command cannot be seen through");
+            }
+            if !answer.facts.writes_inside_root {
+                println!("  writes outside the root");
+            }
+        }
+    }
+    Ok(match answer.decision.outcome {
+        Outcome::Allow => Exit::Ok,
+        Outcome::Ask => Exit::Ask,
+        Outcome::Deny => Exit::Deny,
+    })
+}

@@ -1,0 +1,387 @@
+//! Shell source to simple commands, with tree-sitter-bash.
+//!
+//! Every `command` node anywhere in the tree is a simple command: inside
+//! `;`, `&&`, `||`, pipelines, `&`, subshells, `{ }` groups, `$(...)`,
+//! backticks, process substitution, `if`/`for`/`while`/`case` bodies and
+//! function bodies. A word the parser cannot reduce to a literal (a
+//! variable, a substitution) is kept as `None`: in command position it
+//! makes the command opaque.
+
+use tree_sitter::{Node, Parser};
+
+/// Longest command text accepted, in bytes.
+pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
+/// Deepest nesting of `bash -c`, `eval` and heredocs followed.
+pub const MAX_DEPTH: usize = 8;
+
+/// One simple command as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Simple {
+    /// The words; `None` where a word is not a literal.
+    pub words: Vec<Option<String>>,
+    /// Text fed to this command's stdin by a heredoc or here-string.
+    pub stdin_text: Option<String>,
+    /// Whether this command reads its stdin from a pipe.
+    pub piped_into: bool,
+}
+
+/// What the parser found in a piece of shell text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parsed {
+    pub commands: Vec<Simple>,
+    /// Targets of output redirections; `None` where not a literal.
+    pub writes: Vec<Option<String>>,
+    /// The text did not parse cleanly.
+    pub unparseable: bool,
+}
+
+pub fn parse(source: &str) -> Parsed {
+    let mut parser = Parser::new();
+    if parser
+        .set_language(&tree_sitter_bash::LANGUAGE.into())
+        .is_err()
+    {
+        return Parsed {
+            unparseable: true,
+            ..Parsed::default()
+        };
+    }
+    let Some(tree) = parser.parse(source, None) else {
+        return Parsed {
+            unparseable: true,
+            ..Parsed::default()
+        };
+    };
+    let root = tree.root_node();
+    let mut parsed = Parsed {
+        unparseable: root.has_error(),
+        ..Parsed::default()
+    };
+    walk(root, source, &mut parsed, false);
+    parsed
+}
+
+fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
+    source.get(node.byte_range()).unwrap_or("")
+}
+
+fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
+    match node.kind() {
+        "command" => {
+            out.commands.push(simple(node, source, piped_into, None));
+            // Substitutions inside the words are commands too.
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                walk_inner(child, source, out);
+            }
+        }
+        "redirected_statement" => {
+            let mut stdin_text = None;
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                match child.kind() {
+                    "heredoc_redirect" => stdin_text = heredoc_body(child, source),
+                    "herestring_redirect" => {
+                        let mut c = child.walk();
+                        stdin_text = child
+                            .named_children(&mut c)
+                            .last()
+                            .and_then(|w| literal(w, source));
+                    }
+                    "file_redirect" => redirect(child, source, out),
+                    _ => {}
+                }
+            }
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                if child.kind() == "command" && node.child_by_field_name("body") == Some(child) {
+                    out.commands
+                        .push(simple(child, source, piped_into, stdin_text.clone()));
+                    let mut c = child.walk();
+                    for grandchild in child.children(&mut c) {
+                        walk_inner(grandchild, source, out);
+                    }
+                } else if !matches!(child.kind(), "file_redirect") {
+                    walk(child, source, out, piped_into);
+                }
+            }
+        }
+        "pipeline" => {
+            let mut cursor = node.walk();
+            let mut first = true;
+            for child in node.named_children(&mut cursor) {
+                walk(child, source, out, !first || piped_into);
+                first = false;
+            }
+        }
+        "file_redirect" => redirect(node, source, out),
+        _ => {
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                walk(child, source, out, piped_into);
+            }
+        }
+    }
+}
+
+/// Walks the parts of a command's words for nested commands.
+fn walk_inner(node: Node<'_>, source: &str, out: &mut Parsed) {
+    match node.kind() {
+        "command_substitution" | "process_substitution" => {
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                walk(child, source, out, false);
+            }
+        }
+        "file_redirect" => redirect(node, source, out),
+        _ => {
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                walk_inner(child, source, out);
+            }
+        }
+    }
+}
+
+fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
+    let operator = {
+        let mut cursor = node.walk();
+        node.children(&mut cursor)
+            .find(|c| !c.is_named())
+            .map(|c| text(c, source).to_owned())
+            .unwrap_or_default()
+    };
+    let Some(destination) = node.child_by_field_name("destination") else {
+        return;
+    };
+    walk_inner(destination, source, out);
+    // Only output redirections write; `>&2` and `2>&1` name descriptors.
+    let writes =
+        operator.contains('>') && !operator.contains('&') || operator == "&>" || operator == "&>>";
+    if writes {
+        out.writes.push(literal(destination, source));
+    }
+}
+
+fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
+    let mut cursor = node.walk();
+    let body = node
+        .children(&mut cursor)
+        .find(|c| c.kind() == "heredoc_body")?;
+    Some(text(body, source).to_owned())
+}
+
+fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<String>) -> Simple {
+    let mut words = Vec::new();
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        match child.kind() {
+            // `VAR=x cmd`: the assignment is not part of argv.
+            "variable_assignment" | "file_redirect" | "herestring_redirect" | "comment" => {}
+            "command_name" => {
+                let mut c = child.walk();
+                let word = child.named_children(&mut c).next();
+                words.push(word.and_then(|w| literal(w, source)));
+            }
+            _ => words.push(literal(child, source)),
+        }
+    }
+    Simple {
+        words,
+        stdin_text,
+        piped_into,
+    }
+}
+
+/// The literal value of a word, or `None` if it depends on the environment.
+pub fn literal(node: Node<'_>, source: &str) -> Option<String> {
+    match node.kind() {
+        "word" | "number" => Some(unescape(text(node, source))),
+        "raw_string" => {
+            let t = text(node, source);
+            Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_owned())
+        }
+        "ansi_c_string" => {
+            let t = text(node, source);
+            Some(ansi_c(t.get(2..t.len().saturating_sub(1)).unwrap_or("")))
+        }
+        "string" => {
+            let mut value = String::new();
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                match child.kind() {
+                    "string_content" => value.push_str(&unescape_double(text(child, source))),
+                    _ => return None,
+                }
+            }
+            Some(value)
+        }
+        "concatenation" => {
+            let mut value = String::new();
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                value.push_str(&literal(child, source)?);
+            }
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
+fn unescape(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(next) = chars.next().filter(|n| *n != '\n') {
+                out.push(next);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape_double(content: &str) -> String {
+    let mut out = String::with_capacity(content.len());
+    let mut chars = content.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && matches!(chars.peek(), Some('"' | '\\' | '$' | '`')) {
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else if c == '\\' && chars.peek() == Some(&'\n') {
+            chars.next();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Decodes the escapes of `$'...'`, so `$'\x72m'` is judged as `rm`.
+fn ansi_c(body: &str) -> String {
+    let mut out = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('a') => out.push('\u{7}'),
+            Some('b') => out.push('\u{8}'),
+            Some('e' | 'E') => out.push('\u{1b}'),
+            Some('f') => out.push('\u{c}'),
+            Some('v') => out.push('\u{b}'),
+            Some('x') => out.push(radix(&mut chars, 16, 2)),
+            Some('u') => out.push(radix(&mut chars, 16, 4)),
+            Some('U') => out.push(radix(&mut chars, 16, 8)),
+            Some(d @ '0'..='7') => {
+                let mut value = d.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match chars.peek().and_then(|c| c.to_digit(8)) {
+                        Some(v) => {
+                            value = value * 8 + v;
+                            chars.next();
+                        }
+                        None => break,
+                    }
+                }
+                out.push(char::from_u32(value).unwrap_or('\u{fffd}'));
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn radix(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, base: u32, max: usize) -> char {
+    let mut value = 0u32;
+    for _ in 0..max {
+        match chars.peek().and_then(|c| c.to_digit(base)) {
+            Some(v) => {
+                value = value * base + v;
+                chars.next();
+            }
+            None => break,
+        }
+    }
+    char::from_u32(value).unwrap_or('\u{fffd}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argvs(source: &str) -> Vec<Vec<Option<String>>> {
+        parse(source)
+            .commands
+            .into_iter()
+            .map(|c| c.words)
+            .collect()
+    }
+
+    fn lit(words: &[&str]) -> Vec<Option<String>> {
+        words.iter().map(|w| Some((*w).to_owned())).collect()
+    }
+
+    #[test]
+    fn every_simple_command_is_found() {
+        let found = argvs("cd x && rm -rf / ; echo $(whoami) `id` | wc -l\nls <(cat a)");
+        assert!(found.contains(&lit(&["cd", "x"])));
+        assert!(found.contains(&lit(&["rm", "-rf", "/"])));
+        assert!(found.contains(&lit(&["whoami"])));
+        assert!(found.contains(&lit(&["id"])));
+        assert!(found.contains(&lit(&["wc", "-l"])));
+        assert!(found.contains(&lit(&["cat", "a"])));
+        assert_eq!(found.len(), 8, "{found:?}");
+    }
+
+    #[test]
+    fn quoting_is_undone_and_expansions_are_unknown() {
+        assert_eq!(
+            argvs(r#"'r'"m" -rf \/ $'\x72m' "$HOME""#),
+            vec![vec![
+                Some("rm".into()),
+                Some("-rf".into()),
+                Some("/".into()),
+                Some("rm".into()),
+                None
+            ]]
+        );
+        assert_eq!(argvs("$CMD arg"), vec![vec![None, Some("arg".into())]]);
+    }
+
+    #[test]
+    fn redirect_targets_are_writes() {
+        let parsed = parse("echo a > out.txt 2>&1; cat < in >> log; ls &> all");
+        assert_eq!(
+            parsed.writes,
+            vec![
+                Some("out.txt".into()),
+                Some("log".into()),
+                Some("all".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn heredocs_and_pipes_are_seen() {
+        let parsed = parse("bash <<EOF\nrm -rf /\nEOF\n");
+        assert_eq!(parsed.commands[0].stdin_text.as_deref(), Some("rm -rf /\n"));
+        let parsed = parse("curl x | sh");
+        assert!(!parsed.commands[0].piped_into && parsed.commands[1].piped_into);
+    }
+
+    #[test]
+    fn broken_input_is_unparseable() {
+        assert!(parse("echo 'unterminated").unparseable);
+        assert!(parse("if then fi (").unparseable);
+    }
+}

@@ -1,0 +1,395 @@
+//! Seeing through wrappers: `sudo`, `env`, `timeout`, `bash -c`, `eval`,
+//! `find -exec`, `xargs`, ... are unwrapped, recursively, so the program
+//! that really runs is judged, not the wrapper in front of it.
+
+use std::collections::BTreeSet;
+
+use super::parse::{MAX_DEPTH, Parsed, Simple, parse};
+
+/// Folders whose programs are the system's own.
+const SYSTEM_DIRS: [&str; 6] = [
+    "/bin",
+    "/usr/bin",
+    "/usr/local/bin",
+    "/sbin",
+    "/usr/sbin",
+    "/usr/local/sbin",
+];
+const SHELLS: [&str; 8] = ["bash", "sh", "zsh", "dash", "ksh", "ash", "mksh", "fish"];
+
+/// Classes the unwrapper itself gives.
+pub const OPAQUE: &str = "opaque";
+pub const PRIVILEGE: &str = "privilege";
+pub const PIPE_TO_SHELL: &str = "pipe_to_shell";
+pub const NONSTANDARD_PATH: &str = "nonstandard_path";
+
+/// One program that would run, with what the wrappers around it add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// The program as written (a path stays a path).
+    pub program: String,
+    /// Its basename, which the class table matches.
+    pub name: String,
+    pub args: Vec<String>,
+    /// Classes that come from how it is run, not from the table.
+    pub extra: BTreeSet<String>,
+}
+
+/// Everything that would run.
+#[derive(Debug, Clone, Default)]
+pub struct Unwrapped {
+    pub runs: Vec<Run>,
+    /// Output redirection targets (`None`: not a literal).
+    pub writes: Vec<Option<String>>,
+    /// Something could not be seen through.
+    pub opaque: bool,
+    /// A `cd` or `pushd` changes where relative paths point.
+    pub changes_directory: bool,
+}
+
+pub fn unwrap_source(source: &str, depth: usize, out: &mut Unwrapped) {
+    let parsed: Parsed = parse(source);
+    if parsed.unparseable {
+        out.opaque = true;
+    }
+    out.writes.extend(parsed.writes);
+    for simple in parsed.commands {
+        unwrap_simple(&simple, depth, out);
+    }
+}
+
+fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
+    let mut words: Vec<Option<String>> = simple.words.clone();
+    let mut extra = BTreeSet::new();
+    loop {
+        // `VAR=x` words in front (after env and the like) set the environment.
+        while words
+            .first()
+            .and_then(|w| w.as_deref())
+            .is_some_and(is_assignment)
+        {
+            words.remove(0);
+        }
+        let Some(first) = words.first() else {
+            return;
+        };
+        let Some(first) = first.clone() else {
+            // A variable or substitution in command position.
+            out.opaque = true;
+            return;
+        };
+        let name = basename(&first).to_owned();
+        let rest: Vec<Option<String>> = words[1..].to_vec();
+        match name.as_str() {
+            "sudo" | "doas" => {
+                extra.insert(PRIVILEGE.to_owned());
+                words = skip_options(
+                    &rest,
+                    &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"],
+                );
+                if words.is_empty() {
+                    record(out, &first, &name, &[], &extra);
+                    return;
+                }
+            }
+            "env" => {
+                let (after, split) = skip_env_options(&rest);
+                if let Some(script) = split {
+                    match script {
+                        Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
+                        _ => out.opaque = true,
+                    }
+                    return;
+                }
+                words = after;
+                words.retain(|w| !w.as_deref().is_some_and(is_assignment));
+                if words.is_empty() {
+                    record(out, &first, &name, &[], &extra);
+                    return;
+                }
+            }
+            "timeout" => {
+                words = skip_options(&rest, &["-s", "-k", "--signal", "--kill-after"]);
+                if !words.is_empty() {
+                    words.remove(0);
+                }
+            }
+            "nice" => words = skip_options(&rest, &["-n", "--adjustment"]),
+            "stdbuf" => words = skip_options(&rest, &["-i", "-o", "-e"]),
+            "nohup" | "builtin" | "time" => words = skip_options(&rest, &[]),
+            "exec" => words = skip_options(&rest, &["-a"]),
+            "command" => {
+                let after = skip_options(&rest, &[]);
+                let lookup = rest
+                    .iter()
+                    .any(|w| matches!(w.as_deref(), Some("-v" | "-V")));
+                if lookup {
+                    record(out, &first, &name, &literals(&rest), &extra);
+                    return;
+                }
+                words = after;
+            }
+            "xargs" => {
+                words = skip_options(
+                    &rest,
+                    &[
+                        "-n",
+                        "-I",
+                        "-P",
+                        "-d",
+                        "-L",
+                        "-s",
+                        "-a",
+                        "-E",
+                        "--max-args",
+                        "--max-procs",
+                    ],
+                );
+                if words.is_empty() {
+                    words = vec![Some("echo".to_owned())];
+                }
+            }
+            shell if SHELLS.contains(&shell) => {
+                unwrap_shell(&first, &name, &rest, simple, depth, &extra, out);
+                return;
+            }
+            "eval" => {
+                let script: Option<Vec<String>> = rest.iter().cloned().collect();
+                match script {
+                    Some(script) if depth < MAX_DEPTH => {
+                        unwrap_source(&script.join(" "), depth + 1, out)
+                    }
+                    _ => out.opaque = true,
+                }
+                return;
+            }
+            "source" | "." => {
+                // Runs a file portcullis cannot see.
+                out.opaque = true;
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
+            "find" => {
+                unwrap_find(&first, &name, &rest, depth, &extra, out);
+                return;
+            }
+            "git" => {
+                let args = git_args(&rest);
+                record(out, &first, &name, &args, &extra);
+                return;
+            }
+            "cd" | "pushd" | "popd" => {
+                out.changes_directory = true;
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
+            _ => {
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
+        }
+    }
+}
+
+fn unwrap_shell(
+    program: &str,
+    name: &str,
+    rest: &[Option<String>],
+    simple: &Simple,
+    depth: usize,
+    extra: &BTreeSet<String>,
+    out: &mut Unwrapped,
+) {
+    let mut index = 0;
+    let mut script_follows = false;
+    let mut operands = false;
+    while index < rest.len() {
+        match rest[index].as_deref() {
+            Some(flag) if flag.starts_with('-') && !flag.starts_with("--") && flag.len() > 1 => {
+                if flag.contains('c') {
+                    script_follows = true;
+                    index += 1;
+                    break;
+                }
+            }
+            Some(flag) if flag.starts_with("--") => {}
+            Some("+o" | "-o") => index += 1,
+            _ => {
+                operands = true;
+                break;
+            }
+        }
+        index += 1;
+    }
+    let _ = name;
+    if script_follows {
+        match rest.get(index).cloned().flatten() {
+            Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
+            _ => out.opaque = true,
+        }
+        return;
+    }
+    if operands {
+        // A script file: portcullis cannot see into it.
+        out.opaque = true;
+        record(out, program, basename(program), &literals(rest), extra);
+        return;
+    }
+    if simple.piped_into {
+        let mut extra = extra.clone();
+        extra.insert(PIPE_TO_SHELL.to_owned());
+        record(out, program, basename(program), &[], &extra);
+        return;
+    }
+    match &simple.stdin_text {
+        Some(script) if depth < MAX_DEPTH => unwrap_source(script, depth + 1, out),
+        _ => out.opaque = true,
+    }
+}
+
+fn unwrap_find(
+    program: &str,
+    name: &str,
+    rest: &[Option<String>],
+    depth: usize,
+    extra: &BTreeSet<String>,
+    out: &mut Unwrapped,
+) {
+    let mut own = Vec::new();
+    let mut index = 0;
+    while index < rest.len() {
+        let word = rest[index].clone();
+        if matches!(
+            word.as_deref(),
+            Some("-exec" | "-execdir" | "-ok" | "-okdir")
+        ) {
+            own.push(word.unwrap_or_default());
+            let mut inner = Vec::new();
+            index += 1;
+            while index < rest.len() && !matches!(rest[index].as_deref(), Some(";" | "+")) {
+                inner.push(
+                    rest[index]
+                        .clone()
+                        .filter(|w| w != "{}")
+                        .or_else(|| Some("FILE".to_owned())),
+                );
+                index += 1;
+            }
+            if depth < MAX_DEPTH {
+                let simple = Simple {
+                    words: inner,
+                    stdin_text: None,
+                    piped_into: false,
+                };
+                unwrap_simple(&simple, depth + 1, out);
+            } else {
+                out.opaque = true;
+            }
+        } else {
+            own.push(word.unwrap_or_else(|| "$?".to_owned()));
+        }
+        index += 1;
+    }
+    record(out, program, name, &own, extra);
+}
+
+/// `git -c k=v -C dir --no-pager status` is `git status`.
+fn git_args(rest: &[Option<String>]) -> Vec<String> {
+    let mut index = 0;
+    while index < rest.len() {
+        match rest[index].as_deref() {
+            Some("-c" | "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path") => {
+                index += 2
+            }
+            Some(flag) if flag.starts_with('-') => index += 1,
+            _ => break,
+        }
+    }
+    literals(&rest[index.min(rest.len())..])
+}
+
+fn record(
+    out: &mut Unwrapped,
+    program: &str,
+    name: &str,
+    args: &[String],
+    extra: &BTreeSet<String>,
+) {
+    let mut extra = extra.clone();
+    if program.contains('/') {
+        let standard = SYSTEM_DIRS
+            .iter()
+            .any(|dir| std::path::Path::new(program).parent() == Some(std::path::Path::new(dir)));
+        if !standard {
+            extra.insert(NONSTANDARD_PATH.to_owned());
+        }
+    }
+    out.runs.push(Run {
+        program: program.to_owned(),
+        name: name.to_owned(),
+        args: args.to_vec(),
+        extra,
+    });
+}
+
+/// Arguments as text; what is not a literal reads as `$?`.
+fn literals(words: &[Option<String>]) -> Vec<String> {
+    words
+        .iter()
+        .map(|w| w.clone().unwrap_or_else(|| "$?".to_owned()))
+        .collect()
+}
+
+fn basename(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or(program)
+}
+
+fn is_assignment(word: &str) -> bool {
+    match word.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        }
+        None => false,
+    }
+}
+
+/// Drops leading options; those in `with_value` take the next word too.
+fn skip_options(words: &[Option<String>], with_value: &[&str]) -> Vec<Option<String>> {
+    let mut index = 0;
+    while index < words.len() {
+        match words[index].as_deref() {
+            Some("--") => {
+                index += 1;
+                break;
+            }
+            Some(flag) if flag.starts_with('-') && flag.len() > 1 => {
+                let takes_value = with_value.contains(&flag);
+                index += if takes_value { 2 } else { 1 };
+            }
+            _ => break,
+        }
+    }
+    words[index.min(words.len())..].to_vec()
+}
+
+/// `env`'s options; `-S STRING` splits a string into a command line.
+fn skip_env_options(words: &[Option<String>]) -> (Vec<Option<String>>, Option<Option<String>>) {
+    let mut index = 0;
+    while index < words.len() {
+        match words[index].as_deref() {
+            Some("--") => {
+                index += 1;
+                break;
+            }
+            Some("-S" | "--split-string") => {
+                return (Vec::new(), Some(words.get(index + 1).cloned().flatten()));
+            }
+            Some("-u" | "--unset" | "-C" | "--chdir") => index += 2,
+            Some(flag) if flag.starts_with('-') && flag.len() > 1 => index += 1,
+            _ => break,
+        }
+    }
+    (words[index.min(words.len())..].to_vec(), None)
+}

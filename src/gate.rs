@@ -1,0 +1,101 @@
+//! The command gate: allow, ask or deny for a shell command, before the
+//! agent's harness runs it. portcullis parses and judges; it never runs
+//! the command. The CLI (`portcullis gate`) and the MCP tool `gate` both
+//! come here, and both decide through the one decision point (action
+//! `run_command`).
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use crate::facts::{
+    CommandError, CommandFacts, PathError, Root, Transport, command_facts, resolve,
+};
+use crate::pdp::{Decision, Engine};
+
+/// The channel an approval of a command would come through: the harness
+/// asks its user.
+pub const GATE_APPROVAL_CHANNEL: &str = "harness";
+
+#[derive(Debug, Error)]
+pub enum GateError {
+    #[error("{0}")]
+    Command(#[from] CommandError),
+    #[error("cwd: {0}")]
+    Cwd(#[from] PathError),
+}
+
+/// A judged command.
+#[derive(Debug, Clone)]
+pub struct GateAnswer {
+    pub decision: Decision,
+    pub facts: CommandFacts,
+}
+
+#[derive(Serialize)]
+struct PartView<'a> {
+    argv: &'a [String],
+    program: &'a str,
+    classes: Vec<&'a str>,
+}
+
+impl GateAnswer {
+    /// Which layer decided: the file of the first determining policy, or
+    /// `default` when none did (nothing permits the command).
+    pub fn layer(&self) -> String {
+        self.decision
+            .policies
+            .first()
+            .map(|p| {
+                let file = p.file.rsplit('/').next().unwrap_or(&p.file);
+                file.trim_end_matches(".cedar").to_owned()
+            })
+            .unwrap_or_else(|| "default".to_owned())
+    }
+
+    /// The structured answer of `gate`, for machines.
+    pub fn to_json(&self) -> Value {
+        let parts: Vec<PartView<'_>> = self
+            .facts
+            .parts
+            .iter()
+            .map(|p| PartView {
+                argv: &p.argv,
+                program: &p.program,
+                classes: p.classes.iter().map(String::as_str).collect(),
+            })
+            .collect();
+        let reason = if self.decision.policies.is_empty() {
+            "no policy allows this command without a human's approval".to_owned()
+        } else {
+            self.decision.reason()
+        };
+        json!({
+            "decision": self.decision.outcome,
+            "cause": self.decision.cause,
+            "layer": self.layer(),
+            "reason": reason,
+            "policies": self.decision.policies.iter().map(|p| json!({"id": p.id, "reason": p.reason})).collect::<Vec<_>>(),
+            "commands": parts,
+            "classes": self.facts.classes,
+            "opaque": self.facts.opaque,
+            "writes_inside_root": self.facts.writes_inside_root,
+        })
+    }
+}
+
+/// Judges `command` as run by `client` in `cwd` (relative to the root;
+/// the root if absent).
+pub fn judge(
+    engine: &Engine,
+    client: &str,
+    root: &Root,
+    cwd: Option<&str>,
+    command: &str,
+    transport: Transport,
+) -> Result<GateAnswer, GateError> {
+    let cwd = resolve(root, cwd.unwrap_or("."))?;
+    let facts = command_facts(command, &cwd.canonical, root, engine.command_classes())?;
+    let decision = engine.decide_command(client, &facts, transport, GATE_APPROVAL_CHANNEL);
+    Ok(GateAnswer { decision, facts })
+}
