@@ -70,6 +70,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         arguments_sha256: Some(format!("{i:064x}")),
         facts: Some(facts.clone()),
         approved: false,
+        command: None,
         approval_channel: "client_elicitation".into(),
         entities: engine.entities_for("bench", "paired", tool),
         policy_set: (**engine.identity()).clone(),

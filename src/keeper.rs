@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::action_digest;
 use crate::audit::{AuditLog, ClientRef, DecisionRecord, Kind, RecordedPolicy, sha256_hex};
 use crate::facts::{ResolvedPath, Root, ToolFacts, Transport, is_vcs_metadata, tool_call_facts};
+use crate::gate::{GATE_APPROVAL_CHANNEL, GateAnswer, GateError, judge};
 use crate::pdp::{Decision, Engine, Outcome, ToolAction, ToolQuery};
 use crate::tools::{
     BUILTIN_SERVER, CancelFlag, Invocation, Progress, RegisteredTool, Registry, Runner,
@@ -86,6 +87,15 @@ pub enum CallOutcome {
     Failed(ToolFailure),
     /// The caller cancelled; nothing is sent back.
     Cancelled,
+}
+
+/// Why the gate gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GateFailure {
+    #[error(transparent)]
+    Input(#[from] GateError),
+    #[error("the audit log is unavailable")]
+    AuditUnavailable,
 }
 
 /// The audit log could not be written: nothing that needs a record happens.
@@ -408,6 +418,65 @@ impl Keeper {
         }
     }
 
+    /// Judges a shell command for the command gate and records the
+    /// decision. Nothing runs: the answer goes back to the harness.
+    pub async fn gate(
+        &self,
+        request_id: &str,
+        command: &str,
+        cwd: Option<&str>,
+    ) -> Result<GateAnswer, GateFailure> {
+        let answer = judge(
+            &self.engine,
+            &self.client.name,
+            &self.root,
+            cwd,
+            command,
+            self.transport,
+        )?;
+        let decision = &answer.decision;
+        let record = DecisionRecord {
+            session: self.session.clone(),
+            request_id: request_id.to_owned(),
+            transport: self.transport.as_str().to_owned(),
+            client: ClientRef {
+                name: self.client.name.clone(),
+                fingerprint: self.client.fingerprint.clone(),
+                tier: self.client.tier.clone(),
+            },
+            action: "run_command".to_owned(),
+            tool: "gate".to_owned(),
+            resource: None,
+            arguments_sha256: Some(sha256_hex(&json!({"command": command, "cwd": cwd}))),
+            facts: None,
+            approved: false,
+            command: Some(answer.facts.clone()),
+            approval_channel: GATE_APPROVAL_CHANNEL.to_owned(),
+            entities: self
+                .engine
+                .command_entities(&self.client.name, &self.client.tier),
+            policy_set: (**self.engine.identity()).clone(),
+            decision: decision.outcome,
+            cause: decision.cause.as_str().to_owned(),
+            policies: decision
+                .policies
+                .iter()
+                .map(|p| RecordedPolicy {
+                    id: p.id.clone(),
+                    reason: p.reason.to_string(),
+                })
+                .collect(),
+            errors: decision.errors.clone(),
+            message: None,
+        };
+        let body = serde_json::to_value(record).unwrap_or(Value::Null);
+        self.audit
+            .append(Kind::Decision, body)
+            .await
+            .map_err(|_| GateFailure::AuditUnavailable)?;
+        Ok(answer)
+    }
+
     /// Writes a decision record; the seq when it is durable.
     async fn record(
         &self,
@@ -484,6 +553,7 @@ impl Keeper {
             arguments_sha256: recorded.arguments.map(sha256_hex),
             facts: decision.and(recorded.facts.cloned()),
             approved: recorded.approved,
+            command: None,
             approval_channel: APPROVAL_CHANNEL.to_owned(),
             entities,
             policy_set: (**identity).clone(),

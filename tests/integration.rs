@@ -12,6 +12,7 @@ mod cli_check;
 mod cli_init;
 mod cli_policy;
 mod cli_token;
+mod gate_corpus;
 mod interop_python;
 mod mcp_client;
 mod mcp_raw;

@@ -120,7 +120,10 @@ async fn the_empty_allowlist_lists_only_the_wrappers() {
     let server = info.server_info.clone().unwrap();
     assert_eq!(server.name, "portcullis");
     assert_eq!(server.version, env!("CARGO_PKG_VERSION"));
-    assert_eq!(tool_names(&client).await, ["tools_list", "tool_call"]);
+    assert_eq!(
+        tool_names(&client).await,
+        ["tools_list", "tool_call", "gate"]
+    );
     client.cancel().await.unwrap();
 }
 
@@ -139,7 +142,8 @@ async fn an_allowed_read_runs_and_returns_structured_content() {
             "search",
             "write_file",
             "tools_list",
-            "tool_call"
+            "tool_call",
+            "gate"
         ]
     );
     let result = call(&client, "read_file", json!({"path": "README.md"}))
@@ -447,7 +451,7 @@ async fn the_policies_and_schema_are_readable_resources() {
 async fn a_2026_client_gets_the_same_decisions() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
     let client = connect_modern(&served).await;
-    assert_eq!(tool_names(&client).await.len(), 8);
+    assert_eq!(tool_names(&client).await.len(), 9);
     let result = call(&client, "read_file", json!({"path": "README.md"}))
         .await
         .unwrap();
@@ -479,7 +483,7 @@ async fn a_claimed_client_name_changes_nothing() {
         let client = recorder.serve(transport(&served)).await.unwrap();
         assert_eq!(
             tool_names(&client).await,
-            ["tools_list", "tool_call"],
+            ["tools_list", "tool_call", "gate"],
             "{claimed}"
         );
         assert_eq!(

@@ -96,7 +96,7 @@ fn a_notification_before_initialize_does_not_kill_the_server() {
     session.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#);
     let listed = session.next();
     assert_eq!(listed["id"], 1);
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 9);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use thiserror::Error;
 use super::record::Kind;
 use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
-use crate::facts::ToolFacts;
+use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
     DecisionError, Engine, Outcome, PolicyBundle, PolicySetIdentity, ToolAction, entity_uid,
 };
@@ -58,6 +58,9 @@ pub struct DecisionRecord {
     /// Decided with `approved = true`, after a human approved the call.
     #[serde(default)]
     pub approved: bool,
+    /// For the command gate (`run_command`): the facts of the command.
+    #[serde(default)]
+    pub command: Option<CommandFacts>,
     pub approval_channel: String,
     /// The entities the decision read: the client, its tier, the tool and
     /// its server.
@@ -271,6 +274,9 @@ impl Replay {
         &mut self,
         recorded: &DecisionRecord,
     ) -> Result<Option<(Outcome, String, Vec<String>)>, String> {
+        if recorded.action == "run_command" {
+            return self.redecide_command(recorded);
+        }
         let (Some(facts), Some(resource)) = (&recorded.facts, &recorded.resource) else {
             return Ok(None);
         };
@@ -308,6 +314,51 @@ impl Replay {
         } else {
             engine.decide_in(entities, &principal, action, &resource, facts, channel)
         };
+        Ok(Some((
+            decision.outcome,
+            decision.cause.as_str().to_owned(),
+            decision.policies.into_iter().map(|p| p.id).collect(),
+        )))
+    }
+
+    fn redecide_command(
+        &mut self,
+        recorded: &DecisionRecord,
+    ) -> Result<Option<(Outcome, String, Vec<String>)>, String> {
+        let Some(facts) = &recorded.command else {
+            return Ok(None);
+        };
+        let transport = match recorded.transport.as_str() {
+            "stdio" => Transport::Stdio,
+            "http" => Transport::Http,
+            _ => Transport::Cli,
+        };
+        let engine = self
+            .engine_for(&recorded.policy_set.hash)
+            .map_err(|e| e.to_string())?;
+        let key = format!(
+            "{}\n{}\n{}\n{}\nshell",
+            engine.identity().hash,
+            recorded.session,
+            recorded.client.name,
+            recorded.client.tier
+        );
+        if !self.entities.contains_key(&key) {
+            if self.entities.len() >= ENTITY_CACHE_LIMIT {
+                self.entities.clear();
+            }
+            let entities = record_entities(&engine, &recorded.entities)?;
+            self.entities.insert(key.clone(), entities);
+        }
+        let entities = &self.entities[&key];
+        let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
+        let decision = engine.decide_command_in(
+            entities,
+            &principal,
+            facts,
+            transport,
+            &recorded.approval_channel,
+        );
         Ok(Some((
             decision.outcome,
             decision.cause.as_str().to_owned(),

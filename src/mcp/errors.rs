@@ -36,22 +36,22 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
         CallOutcome::ApprovalRefused(decision) => Ok(refused(
             &decision,
             "approval_declined",
-            format!("the approval was given, and the policies still refuse the call: {}", decision.reason()),
+            format!(
+                "the approval was given, and the policies still refuse the call: {}",
+                decision.reason()
+            ),
             None,
         )),
         CallOutcome::NeedsApproval { decision, .. } => Ok(refused(
             &decision,
             "approval_unavailable",
-            format!("this call needs a human approval ({}), and no approver can be reached from this client", decision.reason()),
+            format!(
+                "this call needs a human approval ({}), and no approver can be reached from this client",
+                decision.reason()
+            ),
             None,
         )),
-        CallOutcome::AuditUnavailable => Ok(CallToolResult::structured_error(json!({
-            "decision": "deny",
-            "reason_code": "audit_unavailable",
-            "policies": [],
-            "reason": "the call was allowed, but its decision could not be recorded, so it did not run",
-        }))
-        .into()),
+        CallOutcome::AuditUnavailable => Ok(audit_unavailable()),
         CallOutcome::Completed(output) => Ok(CallToolResult::structured(output).into()),
         CallOutcome::Failed(failure) => Ok(CallToolResult::structured_error(json!({
             "reason_code": "tool_failed",
@@ -61,6 +61,17 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
         CallOutcome::Cancelled => return None,
     };
     Some(response)
+}
+
+/// The answer when a decision could not be recorded: nothing ran.
+pub fn audit_unavailable() -> CallToolResponse {
+    CallToolResult::structured_error(json!({
+        "decision": "deny",
+        "reason_code": "audit_unavailable",
+        "policies": [],
+        "reason": "the decision could not be recorded, so nothing ran",
+    }))
+    .into()
 }
 
 /// The answer to a call whose approval was declined, cancelled, timed out

@@ -14,12 +14,13 @@ use tokio::sync::mpsc;
 use super::approvals::{self, Approvals, Retry};
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
-use crate::keeper::{Approval, CallOutcome, Keeper};
+use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
 use crate::pdp::PolicyBundle;
 use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool};
 
 const TOOLS_LIST: &str = "tools_list";
 const TOOL_CALL: &str = "tool_call";
+const GATE: &str = "gate";
 
 /// The rmcp handler. One per process: a stdio process serves one client.
 pub struct PortcullisServer {
@@ -28,6 +29,7 @@ pub struct PortcullisServer {
     resources: Vec<PolicyResource>,
     tool_call_arguments: ArgumentValidator,
     no_arguments: ArgumentValidator,
+    gate_arguments: ArgumentValidator,
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -50,6 +52,20 @@ fn tool_call_schema() -> Value {
     })
 }
 
+fn gate_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "maxLength": crate::facts::MAX_COMMAND_BYTES,
+                        "description": "The shell command line, as the shell would get it."},
+            "cwd": {"type": "string", "minLength": 1, "maxLength": 4096,
+                    "description": "The folder it would run in, relative to the workspace root; the root if absent."}
+        },
+        "required": ["command"],
+        "additionalProperties": false
+    })
+}
+
 fn no_arguments_schema() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
 }
@@ -62,6 +78,7 @@ impl PortcullisServer {
             resources: policy_resources(bundle),
             tool_call_arguments: compiled(&tool_call_schema()),
             no_arguments: compiled(&no_arguments_schema()),
+            gate_arguments: compiled(&gate_schema()),
         }
     }
 
@@ -80,7 +97,7 @@ impl PortcullisServer {
         .with_annotations(annotations)
     }
 
-    fn wrappers() -> [Tool; 2] {
+    fn wrappers() -> [Tool; 3] {
         [
             Tool::new(
                 TOOLS_LIST,
@@ -102,6 +119,14 @@ impl PortcullisServer {
                  tools_list shows.",
                 object(tool_call_schema()),
             ),
+            Tool::new(
+                GATE,
+                "Ask whether a shell command may run, before your harness runs it: allow, ask (get \
+                 your user's approval first) or deny, with the reason and every program the command \
+                 would run. It never runs anything. Use it for every shell command.",
+                object(gate_schema()),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true)),
         ]
     }
 
@@ -224,6 +249,20 @@ impl ServerHandler for PortcullisServer {
                     self.tools_list(&request_id(&context)).await?,
                 )
                 .into());
+            }
+            GATE => {
+                self.gate_arguments
+                    .check(&arguments)
+                    .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
+                let command = arguments["command"].as_str().unwrap_or_default();
+                let cwd = arguments.get("cwd").and_then(Value::as_str);
+                return match self.keeper.gate(&request_id(&context), command, cwd).await {
+                    Ok(answer) => Ok(CallToolResult::structured(answer.to_json()).into()),
+                    Err(GateFailure::Input(err)) => {
+                        Err(ErrorData::invalid_params(err.to_string(), None))
+                    }
+                    Err(GateFailure::AuditUnavailable) => Ok(errors::audit_unavailable()),
+                };
             }
             TOOL_CALL => {
                 self.tool_call_arguments

@@ -257,6 +257,22 @@ impl Engine {
             .collect()
     }
 
+    /// The entities a command decision reads: the client, its tier and
+    /// the shell (for audit records).
+    pub fn command_entities(&self, client: &str, tier: &str) -> Vec<Value> {
+        self.entities_json
+            .iter()
+            .filter(|e| {
+                let kind = e.pointer("/uid/type").and_then(Value::as_str);
+                let id = e.pointer("/uid/id").and_then(Value::as_str);
+                (kind == Some(entities::CLIENT_TYPE) && id == Some(client))
+                    || (kind == Some(entities::TIER_TYPE) && id == Some(tier))
+                    || kind == Some(entities::SHELL_TYPE)
+            })
+            .cloned()
+            .collect()
+    }
+
     pub fn entities_json(&self) -> &[Value] {
         &self.entities_json
     }

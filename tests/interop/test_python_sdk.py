@@ -13,7 +13,7 @@ async def test_lists_the_allowed_tools_and_the_wrappers(setup, mode):
     async with Client(setup.params(), mode=mode) as client:
         assert client.protocol_version == EXPECTED_VERSION[mode]
         names = [t.name for t in (await client.list_tools()).tools]
-        assert names == ["delete_file", "edit_file", "list_dir", "read_file", "search", "write_file", "tools_list", "tool_call"]
+        assert names == ["delete_file", "edit_file", "list_dir", "read_file", "search", "write_file", "tools_list", "tool_call", "gate"]
 
 
 async def test_an_allowed_call_returns_structured_content(setup, mode):

@@ -115,6 +115,34 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
             }
         }
         "file_redirect" => redirect(node, source, out),
+        // `[ ... ]`, `[[ ... ]]` and `export`/`declare`/`local`/`readonly`
+        // are commands too, though the grammar names them apart.
+        "test_command" | "declaration_command" | "unset_command" => {
+            let mut words = Vec::new();
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                if child.is_named() {
+                    words.push(literal(child, source).or_else(|| {
+                        (child.kind() == "variable_assignment")
+                            .then(|| text(child, source).to_owned())
+                    }));
+                    walk_inner(child, source, out);
+                } else if words.is_empty() {
+                    let keyword = text(child, source);
+                    let name = if keyword.starts_with('[') {
+                        "test"
+                    } else {
+                        keyword
+                    };
+                    words.push(Some(name.to_owned()));
+                }
+            }
+            out.commands.push(Simple {
+                words,
+                stdin_text: None,
+                piped_into,
+            });
+        }
         _ => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
@@ -173,11 +201,19 @@ fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
 
 fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<String>) -> Simple {
     let mut words = Vec::new();
+    let mut stdin_text = stdin_text;
     let mut cursor = node.walk();
     for child in node.named_children(&mut cursor) {
         match child.kind() {
+            "herestring_redirect" => {
+                let mut c = child.walk();
+                stdin_text = child
+                    .named_children(&mut c)
+                    .last()
+                    .and_then(|w| literal(w, source));
+            }
             // `VAR=x cmd`: the assignment is not part of argv.
-            "variable_assignment" | "file_redirect" | "herestring_redirect" | "comment" => {}
+            "variable_assignment" | "file_redirect" | "comment" => {}
             "command_name" => {
                 let mut c = child.walk();
                 let word = child.named_children(&mut c).next();
