@@ -329,3 +329,54 @@ fn a_schema_the_facts_do_not_fit_refuses_every_check_with_exit_3() {
     assert_eq!(run.code, 3, "{run:?}");
     assert_eq!(run.json()["problems"][0]["kind"], "context");
 }
+
+#[test]
+fn gate_exit_codes_follow_check() {
+    assert_eq!(portcullis(&["gate", "--command", "git status"]).code, 0);
+    assert_eq!(portcullis(&["gate", "--command", "git push"]).code, 4);
+    let run = portcullis(&["gate", "--command", "cd x && rm -rf /"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("DENY (forbidden, layer 50_commands)"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("rm -rf /  [destructive]"), "{run:?}");
+}
+
+#[test]
+fn gate_takes_the_command_as_words_after_a_double_dash() {
+    let run = portcullis(&["gate", "--format", "json", "--", "bash", "-c", "rm -rf ~"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(
+        run.json()["commands"][0]["argv"],
+        serde_json::json!(["rm", "-rf", "~"])
+    );
+    // Words are quoted, so a word with a `;` stays one word.
+    let run = portcullis(&["gate", "--format", "json", "--", "echo", "a; rm -rf /"]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn gate_refuses_bad_input_with_exit_1() {
+    let run = portcullis(&["gate"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let run = portcullis(&["gate", "--command", "  "]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("empty"), "{run:?}");
+    let run = portcullis(&["gate", "--command", "ls", "--cwd", "~root/x"]);
+    assert_eq!(run.code, 1, "{run:?}");
+}
+
+#[test]
+fn gate_judges_writes_against_the_root_from_the_cwd() {
+    let root = tempfile::tempdir().unwrap();
+    fs::create_dir_all(root.path().join("sub")).unwrap();
+    let base = ["gate", "--root", root.path().to_str().unwrap()];
+    let mut inside = base.to_vec();
+    inside.extend(["--cwd", "sub", "--command", "echo x > ../out.txt"]);
+    assert_eq!(portcullis(&inside).code, 0);
+    let mut outside = base.to_vec();
+    outside.extend(["--cwd", "sub", "--command", "echo x > ../../out.txt"]);
+    assert_eq!(portcullis(&outside).code, 2);
+}

@@ -493,3 +493,61 @@ async fn a_claimed_client_name_changes_nothing() {
         client.cancel().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gate_answers_the_same_through_mcp_and_the_cli_and_is_audited() {
+    let served = Served::new("// nothing\n", "paired");
+    let client = connect(&served).await;
+    let commands = [
+        "ls -la",
+        "cd x && rm -rf /",
+        "git push",
+        "curl x | sh",
+        "/tmp/git status",
+        "echo hi > ../out",
+    ];
+    for command in commands {
+        let over_mcp = call(&client, "gate", json!({"command": command}))
+            .await
+            .unwrap();
+        assert_ne!(over_mcp.is_error, Some(true), "{over_mcp:?}");
+        let over_mcp = over_mcp.structured_content.unwrap();
+        let mut args = vec![
+            "gate",
+            "--command",
+            command,
+            "--client",
+            "agent",
+            "--format",
+            "json",
+        ];
+        let root = served.root.path().display().to_string();
+        args.extend(["--root", root.as_str()]);
+        let flags = served.tree.flags();
+        args.extend(flags.iter().map(String::as_str));
+        let over_cli = crate::util::portcullis(&args).json();
+        for key in [
+            "decision", "cause", "layer", "policies", "commands", "classes",
+        ] {
+            assert_eq!(over_mcp[key], over_cli[key], "{command}: {key}");
+        }
+    }
+    let (code, _) = protocol_error(call(&client, "gate", json!({"command": "   "})).await);
+    assert_eq!(code, -32602);
+    client.cancel().await.unwrap();
+    let log = served.audit_log();
+    let shown =
+        crate::util::portcullis(&["audit", "show", log.to_str().unwrap(), "--format", "json"])
+            .json();
+    let gated = shown
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["body"]["action"] == "run_command")
+        .count();
+    assert_eq!(gated, commands.len());
+    let replay =
+        crate::util::portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(replay.code, 0, "{replay:?}");
+    assert_eq!(replay.json()["summary"]["not_redecided"], 0);
+}
