@@ -65,10 +65,12 @@ pub struct ApprovalSeal {
     spent: Mutex<HashMap<String, u64>>,
 }
 
+/// Milliseconds since the epoch: expiry is checked to the millisecond, so
+/// a state lives its whole time to live, not up to a second less.
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl ApprovalSeal {
@@ -99,7 +101,10 @@ impl ApprovalSeal {
         let sealed = Sealed {
             fingerprint: fingerprint.to_owned(),
             digest: digest.to_owned(),
-            expires: now() + self.ttl.as_secs().max(1),
+            expires: now()
+                + u64::try_from(self.ttl.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
             nonce: nonce.iter().map(|b| format!("{b:02x}")).collect(),
         };
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&sealed).unwrap_or_default());

@@ -288,24 +288,7 @@ impl Replay {
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|e| e.to_string())?;
-        // Within one session the registry and the client are fixed, so the
-        // same client and tool name the same entities.
-        let key = format!(
-            "{}\n{}\n{}\n{}\n{}",
-            engine.identity().hash,
-            recorded.session,
-            recorded.client.name,
-            recorded.client.tier,
-            resource
-        );
-        if !self.entities.contains_key(&key) {
-            if self.entities.len() >= ENTITY_CACHE_LIMIT {
-                self.entities.clear();
-            }
-            let entities = record_entities(&engine, &recorded.entities)?;
-            self.entities.insert(key.clone(), entities);
-        }
-        let entities = &self.entities[&key];
+        let entities = self.entities_for(&engine, recorded, resource)?;
         let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
         let resource = entity_uid("Portcullis::Tool", resource)?;
         let channel = recorded.approval_channel.as_str();
@@ -336,21 +319,7 @@ impl Replay {
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|e| e.to_string())?;
-        let key = format!(
-            "{}\n{}\n{}\n{}\nshell",
-            engine.identity().hash,
-            recorded.session,
-            recorded.client.name,
-            recorded.client.tier
-        );
-        if !self.entities.contains_key(&key) {
-            if self.entities.len() >= ENTITY_CACHE_LIMIT {
-                self.entities.clear();
-            }
-            let entities = record_entities(&engine, &recorded.entities)?;
-            self.entities.insert(key.clone(), entities);
-        }
-        let entities = &self.entities[&key];
+        let entities = self.entities_for(&engine, recorded, "shell")?;
         let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
         let decision = engine.decide_command_in(
             entities,
@@ -364,6 +333,34 @@ impl Replay {
             decision.cause.as_str().to_owned(),
             decision.policies.into_iter().map(|p| p.id).collect(),
         )))
+    }
+
+    /// The entities of a record, built once per policy set, session,
+    /// client and resource: within one session the registry and the client
+    /// are fixed, so the same client and resource name the same entities.
+    fn entities_for(
+        &mut self,
+        engine: &Engine,
+        recorded: &DecisionRecord,
+        resource: &str,
+    ) -> Result<&Entities, String> {
+        let key = format!(
+            "{}\n{}\n{}\n{}\n{resource}",
+            engine.identity().hash,
+            recorded.session,
+            recorded.client.name,
+            recorded.client.tier
+        );
+        if !self.entities.contains_key(&key) {
+            if self.entities.len() >= ENTITY_CACHE_LIMIT {
+                self.entities.clear();
+            }
+            let entities = record_entities(engine, &recorded.entities)?;
+            self.entities.insert(key.clone(), entities);
+        }
+        self.entities
+            .get(&key)
+            .ok_or_else(|| "entity cache".to_owned())
     }
 
     fn engine_for(&mut self, hash: &str) -> Result<Arc<Engine>, ReplayError> {

@@ -4,11 +4,11 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 
-use super::policy::report_problems;
+use super::policy::load_for_client;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, ToolFacts, Transport, tool_call_facts};
-use crate::pdp::{ClientRecord, Decision, Engine, Outcome, ProblemKind, ToolAction, ToolQuery};
-use crate::tools::{Registry, ToolId};
+use crate::pdp::{ClientRecord, Decision, Outcome, ToolAction, ToolQuery};
+use crate::tools::ToolId;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -53,31 +53,13 @@ struct ResolvedArgument {
 }
 
 pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
-    let bundle = args.policies.bundle()?;
-    let registry = Registry::builtin()?;
     let client = ClientRecord {
         name: args.client.clone(),
         tier: args.tier.clone(),
     };
-    let engine = match Engine::load(&bundle, &registry, std::slice::from_ref(&client)) {
-        Ok(engine) => engine,
-        Err(err)
-            if err
-                .problems
-                .iter()
-                .all(|p| p.kind == ProblemKind::UnknownTier) =>
-        {
-            let message = err
-                .problems
-                .first()
-                .map(|p| p.message.clone())
-                .unwrap_or_default();
-            anyhow::bail!("--tier: {message}");
-        }
-        Err(err) => {
-            report_problems(&err.problems, format)?;
-            return Ok(Exit::ValidationFailure);
-        }
+    let (registry, engine) = match load_for_client(&args.policies, &client, format)? {
+        Ok(loaded) => loaded,
+        Err(exit) => return Ok(exit),
     };
 
     let arguments: serde_json::Value = serde_json::from_str(&args.args)

@@ -2,12 +2,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::policy::report_problems;
+use super::policy::load_for_client;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, Transport};
 use crate::gate::judge;
-use crate::pdp::{ClientRecord, Engine, Outcome, ProblemKind};
-use crate::tools::Registry;
+use crate::pdp::{ClientRecord, Outcome};
 
 #[derive(Debug, Args)]
 pub struct GateArgs {
@@ -57,31 +56,13 @@ pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
         (None, false) => shell_join(&args.argv),
         (None, true) => anyhow::bail!("give the command with --command STRING or after --"),
     };
-    let bundle = args.policies.bundle()?;
-    let registry = Registry::builtin()?;
     let client = ClientRecord {
         name: args.client.clone(),
         tier: args.tier.clone(),
     };
-    let engine = match Engine::load(&bundle, &registry, std::slice::from_ref(&client)) {
-        Ok(engine) => engine,
-        Err(err)
-            if err
-                .problems
-                .iter()
-                .all(|p| p.kind == ProblemKind::UnknownTier) =>
-        {
-            let message = err
-                .problems
-                .first()
-                .map(|p| p.message.clone())
-                .unwrap_or_default();
-            anyhow::bail!("--tier: {message}");
-        }
-        Err(err) => {
-            report_problems(&err.problems, format)?;
-            return Ok(Exit::ValidationFailure);
-        }
+    let (_, engine) = match load_for_client(&args.policies, &client, format)? {
+        Ok(loaded) => loaded,
+        Err(exit) => return Ok(exit),
     };
     let root = Root::new(&args.root).map_err(|err| anyhow::anyhow!("--root: {err}"))?;
     let answer = judge(

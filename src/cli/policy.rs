@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::pdp::{self, Engine, PolicyBundle, Problem};
+use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind};
 use crate::tools::Registry;
 
 #[derive(Debug, Subcommand)]
@@ -50,6 +50,38 @@ pub(super) fn load(
     let registry = Registry::builtin()?;
     match Engine::load(&bundle, &registry, &[]) {
         Ok(engine) => Ok(Ok((bundle, engine))),
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            Ok(Err(Exit::ValidationFailure))
+        }
+    }
+}
+
+/// Loads the policy set with one client (for `check` and `gate`). A tier
+/// the set does not declare is a usage error; any other problem is
+/// reported, with the exit code of a set that does not load.
+pub(super) fn load_for_client(
+    args: &PolicyArgs,
+    client: &ClientRecord,
+    format: Format,
+) -> anyhow::Result<Result<(Registry, Engine), Exit>> {
+    let bundle = args.bundle()?;
+    let registry = Registry::builtin()?;
+    match Engine::load(&bundle, &registry, std::slice::from_ref(client)) {
+        Ok(engine) => Ok(Ok((registry, engine))),
+        Err(err)
+            if err
+                .problems
+                .iter()
+                .all(|p| p.kind == ProblemKind::UnknownTier) =>
+        {
+            let message = err
+                .problems
+                .first()
+                .map(|p| p.message.clone())
+                .unwrap_or_default();
+            anyhow::bail!("--tier: {message}");
+        }
         Err(err) => {
             report_problems(&err.problems, format)?;
             Ok(Err(Exit::ValidationFailure))

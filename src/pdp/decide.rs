@@ -40,14 +40,9 @@ impl Engine {
     /// `approval_channel` (ask?), else deny. Any error in any pass is a deny:
     /// Cedar skips a policy that errors, even a forbid.
     pub fn decide(&self, query: &ToolQuery<'_>) -> Decision {
-        // Cedar does not check that the principal and resource exist; a
-        // missing one makes attribute-reading forbids error, and Cedar skips
-        // erroring policies. So existence is checked here, first.
-        let Some(principal) = self.clients.get(query.client) else {
-            return self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new());
-        };
-        let Some(resource) = self.tools.get(query.tool) else {
-            return self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new());
+        let (principal, resource) = match self.known(query) {
+            Ok(known) => known,
+            Err(denied) => return denied,
         };
         self.decide_in(
             &self.entities,
@@ -57,6 +52,20 @@ impl Engine {
             query.facts,
             query.approval_channel,
         )
+    }
+
+    /// The client and tool of a query. Cedar does not check that the
+    /// principal and resource exist; a missing one makes attribute-reading
+    /// forbids error, and Cedar skips erroring policies. So existence is
+    /// checked here, first, and a stranger is denied.
+    fn known(&self, query: &ToolQuery<'_>) -> Result<(&EntityUid, &EntityUid), Decision> {
+        let Some(principal) = self.clients.get(query.client) else {
+            return Err(self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new()));
+        };
+        let Some(resource) = self.tools.get(query.tool) else {
+            return Err(self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new()));
+        };
+        Ok((principal, resource))
     }
 
     /// The two passes, on given entities. `decide` checks that the
@@ -193,11 +202,9 @@ impl Engine {
     /// pass with `approved = true`. Allow only if Cedar allows with no
     /// errors; a policy may still refuse the channel.
     pub fn decide_approved(&self, query: &ToolQuery<'_>) -> Decision {
-        let Some(principal) = self.clients.get(query.client) else {
-            return self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new());
-        };
-        let Some(resource) = self.tools.get(query.tool) else {
-            return self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new());
+        let (principal, resource) = match self.known(query) {
+            Ok(known) => known,
+            Err(denied) => return denied,
         };
         self.decide_approved_in(
             &self.entities,
