@@ -439,11 +439,7 @@ impl Keeper {
             session: self.session.clone(),
             request_id: request_id.to_owned(),
             transport: self.transport.as_str().to_owned(),
-            client: ClientRef {
-                name: self.client.name.clone(),
-                fingerprint: self.client.fingerprint.clone(),
-                tier: self.client.tier.clone(),
-            },
+            client: self.client_ref(),
             action: "run_command".to_owned(),
             tool: "gate".to_owned(),
             resource: None,
@@ -458,14 +454,7 @@ impl Keeper {
             policy_set: (**self.engine.identity()).clone(),
             decision: decision.outcome,
             cause: decision.cause.as_str().to_owned(),
-            policies: decision
-                .policies
-                .iter()
-                .map(|p| RecordedPolicy {
-                    id: p.id.clone(),
-                    reason: p.reason.to_string(),
-                })
-                .collect(),
+            policies: recorded_policies(decision),
             errors: decision.errors.clone(),
             message: None,
         };
@@ -475,6 +464,14 @@ impl Keeper {
             .await
             .map_err(|_| GateFailure::AuditUnavailable)?;
         Ok(answer)
+    }
+
+    fn client_ref(&self) -> ClientRef {
+        ClientRef {
+            name: self.client.name.clone(),
+            fingerprint: self.client.fingerprint.clone(),
+            tier: self.client.tier.clone(),
+        }
     }
 
     /// Writes a decision record; the seq when it is durable.
@@ -511,13 +508,7 @@ impl Keeper {
             Some(d) => (
                 d.outcome,
                 d.cause.as_str().to_owned(),
-                d.policies
-                    .iter()
-                    .map(|p| RecordedPolicy {
-                        id: p.id.clone(),
-                        reason: p.reason.to_string(),
-                    })
-                    .collect(),
+                recorded_policies(d),
                 d.errors.clone(),
             ),
             None => (
@@ -538,11 +529,7 @@ impl Keeper {
             session: self.session.clone(),
             request_id: recorded.request_id.to_owned(),
             transport: self.transport.as_str().to_owned(),
-            client: ClientRef {
-                name: self.client.name.clone(),
-                fingerprint: self.client.fingerprint.clone(),
-                tier: self.client.tier.clone(),
-            },
+            client: self.client_ref(),
             action: match recorded.action {
                 ToolAction::Discover => "discover_tool",
                 ToolAction::Call => "call_tool",
@@ -623,4 +610,16 @@ impl Keeper {
             .cloned()
             .collect()
     }
+}
+
+/// The determining policies of a decision, as a record keeps them.
+fn recorded_policies(decision: &Decision) -> Vec<RecordedPolicy> {
+    decision
+        .policies
+        .iter()
+        .map(|p| RecordedPolicy {
+            id: p.id.clone(),
+            reason: p.reason.to_string(),
+        })
+        .collect()
 }
