@@ -247,7 +247,7 @@ impl Keeper {
             .find(|tool| Self::mcp_name(&tool.spec) == name)
         else {
             let message = json!(format!("Unknown tool: {name}"));
-            self.record_refusal(&recorded, "unknown_tool", message)
+            self.record_refusal(&mut Vec::new(), &recorded, "unknown_tool", message)
                 .await;
             return CallOutcome::UnknownTool(name.to_owned());
         };
@@ -255,19 +255,21 @@ impl Keeper {
         let no_paths = ToolFacts::without_paths(self.transport);
         let discovery = self.decide(ToolAction::Discover, tool, &no_paths);
         recorded.facts = Some(&no_paths);
-        let discovered = self.record(&recorded, Some(&discovery), None).await;
         if discovery.outcome != Outcome::Allow {
+            self.record(&mut Vec::new(), &recorded, Some(&discovery), None)
+                .await
+                .ok();
             return CallOutcome::UnknownTool(name.to_owned());
         }
-        if discovered.is_err() {
-            return CallOutcome::AuditUnavailable;
-        }
+        // The discovery record goes out with the call's own record, in one
+        // batch: one durable write before the call, not two.
+        let mut pending = vec![self.decision_body(&recorded, Some(&discovery), None)];
 
         recorded.action = ToolAction::Call;
         recorded.facts = None;
         if let Err(err) = tool.arguments.check(&arguments) {
             let message = err.to_string();
-            self.record_refusal(&recorded, "invalid_arguments", json!(message))
+            self.record_refusal(&mut pending, &recorded, "invalid_arguments", json!(message))
                 .await;
             return CallOutcome::InvalidArguments(message);
         }
@@ -281,7 +283,7 @@ impl Keeper {
             Ok(call) => call,
             Err(err) => {
                 let message = format!("invalid arguments: {err}");
-                self.record_refusal(&recorded, "invalid_arguments", json!(message))
+                self.record_refusal(&mut pending, &recorded, "invalid_arguments", json!(message))
                     .await;
                 return CallOutcome::InvalidArguments(message);
             }
@@ -298,7 +300,9 @@ impl Keeper {
             recorded.approved = true;
         }
         recorded.facts = Some(&call.facts);
-        let seq = self.record(&recorded, Some(&decision), None).await;
+        let seq = self
+            .record(&mut pending, &recorded, Some(&decision), None)
+            .await;
         match decision.outcome {
             Outcome::Deny if recorded.approved => return CallOutcome::ApprovalRefused(decision),
             Outcome::Deny => {
@@ -354,7 +358,9 @@ impl Keeper {
         };
         let body = json!({"decision_seq": seq, "session": self.session, "request_id": request_id,
                           "status": status, "reason": reason});
-        if let Err(err) = self.audit.append(Kind::Outcome, body).await {
+        // The effect has happened; the answer need not wait for this
+        // record. The writer keeps order, so it lands before any later one.
+        if let Err(err) = self.audit.submit(Kind::Outcome, body) {
             tracing::error!(error = %err, seq, "the outcome record could not be written");
         }
         outcome
@@ -474,27 +480,40 @@ impl Keeper {
         }
     }
 
-    /// Writes a decision record; the seq when it is durable.
+    /// Writes the pending decision records and this one, in one batch; the
+    /// seq of this one when all are durable.
     async fn record(
         &self,
+        pending: &mut Vec<Value>,
         recorded: &Recorded<'_>,
         decision: Option<&Decision>,
         refusal: Option<(&str, Value)>,
     ) -> Result<u64, AuditUnavailable> {
-        let body = self.decision_body(recorded, decision, refusal);
-        self.audit
-            .append(Kind::Decision, body)
-            .await
-            .map_err(|err| {
-                tracing::error!(error = %err, "a decision record could not be written");
-                AuditUnavailable
-            })
+        let mut bodies: Vec<(Kind, Value)> =
+            pending.drain(..).map(|b| (Kind::Decision, b)).collect();
+        bodies.push((
+            Kind::Decision,
+            self.decision_body(recorded, decision, refusal),
+        ));
+        let seqs = self.audit.append_many(bodies).await.map_err(|err| {
+            tracing::error!(error = %err, "a decision record could not be written");
+            AuditUnavailable
+        })?;
+        seqs.last().copied().ok_or(AuditUnavailable)
     }
 
     /// Records a refusal made before Cedar was asked (unknown tool, bad
     /// arguments). The client is refused whether or not this lands.
-    async fn record_refusal(&self, recorded: &Recorded<'_>, cause: &str, message: Value) {
-        let _ = self.record(recorded, None, Some((cause, message))).await;
+    async fn record_refusal(
+        &self,
+        pending: &mut Vec<Value>,
+        recorded: &Recorded<'_>,
+        cause: &str,
+        message: Value,
+    ) {
+        let _ = self
+            .record(pending, recorded, None, Some((cause, message)))
+            .await;
     }
 
     fn decision_body(

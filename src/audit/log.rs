@@ -152,6 +152,15 @@ impl AuditLog {
         Ok(seqs)
     }
 
+    /// Queues a record without waiting for it: for records nothing waits
+    /// on (an outcome, after its effect). The writer keeps order.
+    pub fn submit(&self, kind: Kind, body: Value) -> Result<(), AuditError> {
+        let (done, _) = oneshot::channel();
+        self.jobs
+            .send(Job { kind, body, done })
+            .map_err(|_| AuditError::Stopped)
+    }
+
     /// As `append`, for callers outside an async runtime.
     pub fn append_blocking(&self, kind: Kind, body: Value) -> Result<u64, AuditError> {
         let (done, wait) = oneshot::channel();
