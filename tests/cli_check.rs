@@ -380,3 +380,31 @@ fn gate_judges_writes_against_the_root_from_the_cwd() {
     outside.extend(["--cwd", "sub", "--command", "echo x > ../../out.txt"]);
     assert_eq!(portcullis(&outside).code, 2);
 }
+
+#[test]
+fn a_team_adds_a_command_class_and_a_policy_without_rust() {
+    let tree = crate::util::Tree::new();
+    let table = tree.policies().join("commands.toml");
+    let mut text = fs::read_to_string(&table).unwrap();
+    text.push_str("\n[[rule]]\nclass = \"cloud\"\nprogram = \"aws|gcloud|az\"\n");
+    fs::write(&table, text).unwrap();
+    tree.write_policy(
+        "60_cloud.cedar",
+        "@id(\"commands.no_cloud\")\n@reason(\"cloud CLIs are off limits here\")\nforbid (principal, action in Portcullis::Action::\"run_command\", resource)\nwhen { context.classes.contains(\"cloud\") };\n",
+    );
+    let run = tree.run(&["gate", "--command", "ls && aws s3 ls", "--format", "json"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["policies"][0]["id"], "commands.no_cloud");
+    assert_eq!(json["commands"][1]["classes"], serde_json::json!(["cloud"]));
+    // A bad rule is refused with its file and rule number.
+    let mut text = fs::read_to_string(&table).unwrap();
+    text.push_str("\n[[rule]]\nclass = \"broken\"\nprogram = \"(\"\n");
+    fs::write(&table, text).unwrap();
+    let run = tree.run(&["policy", "validate"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr.contains("commands.toml") && run.stderr.contains("class `broken`"),
+        "{run:?}"
+    );
+}

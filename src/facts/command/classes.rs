@@ -148,3 +148,70 @@ impl CommandClasses {
         classes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> Result<CommandClasses, CommandClassError> {
+        CommandClasses::parse("commands.toml", text)
+    }
+
+    #[test]
+    fn rules_match_program_and_arguments() {
+        let t = table(
+            "[[rule]]\nclass = \"vcs_read\"\nprogram = \"git\"\nargs = \"^status\"\n\
+             [[rule]]\nclass = \"read_only\"\nprogram = \"ls|cat\"\nunless_args = \"secret\"\n",
+        )
+        .unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            t.classify("git", &args(&["status"])),
+            BTreeSet::from(["vcs_read".to_owned()])
+        );
+        assert_eq!(
+            t.classify("git", &args(&["push"])),
+            BTreeSet::from([UNKNOWN.to_owned()])
+        );
+        assert_eq!(
+            t.classify("cat", &args(&["a"])),
+            BTreeSet::from(["read_only".to_owned()])
+        );
+        assert_eq!(
+            t.classify("cat", &args(&["secret"])),
+            BTreeSet::from([UNKNOWN.to_owned()])
+        );
+        // The program pattern is anchored: `catalog` is not `cat`.
+        assert_eq!(
+            t.classify("catalog", &[]),
+            BTreeSet::from([UNKNOWN.to_owned()])
+        );
+    }
+
+    #[test]
+    fn bad_tables_are_refused_with_the_file_and_rule() {
+        assert!(matches!(
+            table("[[rule]]\nclass = 1"),
+            Err(CommandClassError::Syntax { .. })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"Bad\"\nprogram = \"x\""),
+            Err(CommandClassError::BadName { index: 1, .. })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"x\"\nprogram = \"(\""),
+            Err(CommandClassError::BadRegex {
+                field: "program",
+                ..
+            })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"x\"\nprogram = \"x\"\nargs = \"[\""),
+            Err(CommandClassError::BadRegex { field: "args", .. })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"x\"\nprogram = \"x\"\nextra = 1"),
+            Err(CommandClassError::Syntax { .. })
+        ));
+    }
+}
