@@ -142,45 +142,26 @@ impl Engine {
         facts: Facts<'_>,
         approval_channel: &str,
     ) -> Decision {
-        let unapproved = match self.evaluate(
+        let request = Pass {
             entities,
             principal,
             action,
             resource,
             facts,
-            false,
-            NO_APPROVAL,
-        ) {
-            Ok(response) => response,
-            Err(error) => {
-                return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error]);
-            }
         };
-        if let Some(errors) = errors_of(&unapproved) {
-            return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
-        }
+        let unapproved = match self.pass(&request, false, NO_APPROVAL) {
+            Ok(response) => response,
+            Err(denied) => return denied,
+        };
         if unapproved.decision() == CedarDecision::Allow {
             let policies = self.determining(&unapproved);
             return self.decision(Outcome::Allow, Cause::Permitted, policies, Vec::new());
         }
 
-        let approved = match self.evaluate(
-            entities,
-            principal,
-            action,
-            resource,
-            facts,
-            true,
-            approval_channel,
-        ) {
+        let approved = match self.pass(&request, true, approval_channel) {
             Ok(response) => response,
-            Err(error) => {
-                return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error]);
-            }
+            Err(denied) => return denied,
         };
-        if let Some(errors) = errors_of(&approved) {
-            return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
-        }
         if approved.decision() == CedarDecision::Allow {
             // What stands between the call and an allow: the forbids that
             // held without the approval.
@@ -230,23 +211,17 @@ impl Engine {
             ToolAction::Discover => &self.actions.discover_tool,
             ToolAction::Call => &self.actions.call_tool,
         };
-        let response = match self.evaluate(
+        let request = Pass {
             entities,
             principal,
             action,
             resource,
-            Facts::Tool(facts),
-            true,
-            approval_channel,
-        ) {
-            Ok(response) => response,
-            Err(error) => {
-                return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error]);
-            }
+            facts: Facts::Tool(facts),
         };
-        if let Some(errors) = errors_of(&response) {
-            return self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors);
-        }
+        let response = match self.pass(&request, true, approval_channel) {
+            Ok(response) => response,
+            Err(denied) => return denied,
+        };
         let policies = self.determining(&response);
         if response.decision() == CedarDecision::Allow {
             return self.decision(Outcome::Allow, Cause::Approved, policies, Vec::new());
@@ -259,20 +234,40 @@ impl Engine {
         self.decision(Outcome::Deny, cause, policies, Vec::new())
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the parts of one Cedar request, passed through"
-    )]
+    /// One pass: a Cedar response with no errors, or the deny that any
+    /// error makes it (Cedar skips an erroring policy, even a forbid).
+    fn pass(
+        &self,
+        request: &Pass<'_>,
+        approved: bool,
+        approval_channel: &str,
+    ) -> Result<Response, Decision> {
+        let response = self
+            .evaluate(request, approved, approval_channel)
+            .map_err(|error| {
+                self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error])
+            })?;
+        match errors_of(&response) {
+            Some(errors) => {
+                Err(self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), errors))
+            }
+            None => Ok(response),
+        }
+    }
+
     fn evaluate(
         &self,
-        entities: &Entities,
-        principal: &EntityUid,
-        action: &EntityUid,
-        resource: &EntityUid,
-        facts: Facts<'_>,
+        request: &Pass<'_>,
         approved: bool,
         approval_channel: &str,
     ) -> Result<Response, DecisionError> {
+        let Pass {
+            entities,
+            principal,
+            action,
+            resource,
+            facts,
+        } = *request;
         let context = match facts {
             Facts::Tool(facts) => tool_context(facts, approved, approval_channel),
             Facts::Command(facts, transport) => {
@@ -413,6 +408,15 @@ pub(super) fn command_context(
         ("opaque", RestrictedExpression::new_bool(facts.opaque)),
     ];
     Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+}
+
+/// What stays the same between the two passes of a decision.
+struct Pass<'a> {
+    entities: &'a Entities,
+    principal: &'a EntityUid,
+    action: &'a EntityUid,
+    resource: &'a EntityUid,
+    facts: Facts<'a>,
 }
 
 /// The facts a request is decided on.
