@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::policy::load_for_client;
-use super::{Exit, Format, PolicyArgs, print_json};
+use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, ToolFacts, Transport, tool_call_facts};
 use crate::pdp::{ClientRecord, Decision, Outcome, ToolAction, ToolQuery};
 use crate::tools::ToolId;
@@ -14,12 +14,8 @@ use crate::tools::ToolId;
 pub struct CheckArgs {
     #[command(flatten)]
     pub policies: PolicyArgs,
-    /// The client making the call.
-    #[arg(long, default_value = "cli")]
-    pub client: String,
-    /// The client's tier (declared in tiers.json).
-    #[arg(long, default_value = "paired")]
-    pub tier: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// The tool, as `server/name` (or a bare name when only one server has it).
     #[arg(long)]
     pub tool: String,
@@ -53,10 +49,7 @@ struct ResolvedArgument {
 }
 
 pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
-    let client = ClientRecord {
-        name: args.client.clone(),
-        tier: args.tier.clone(),
-    };
+    let client = args.client.record();
     let (registry, engine) = match load_for_client(&args.policies, &client, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),

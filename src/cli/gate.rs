@@ -3,21 +3,17 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::policy::load_for_client;
-use super::{Exit, Format, PolicyArgs, print_json};
+use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, Transport};
 use crate::gate::judge;
-use crate::pdp::{ClientRecord, Outcome};
+use crate::pdp::Outcome;
 
 #[derive(Debug, Args)]
 pub struct GateArgs {
     #[command(flatten)]
     pub policies: PolicyArgs,
-    /// The client asking.
-    #[arg(long, default_value = "cli")]
-    pub client: String,
-    /// The client's tier (declared in tiers.json).
-    #[arg(long, default_value = "paired")]
-    pub tier: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// The workspace root that writes are judged against.
     #[arg(long, default_value = ".")]
     pub root: PathBuf,
@@ -56,10 +52,7 @@ pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
         (None, false) => shell_join(&args.argv),
         (None, true) => anyhow::bail!("give the command with --command STRING or after --"),
     };
-    let client = ClientRecord {
-        name: args.client.clone(),
-        tier: args.tier.clone(),
-    };
+    let client = args.client.record();
     let (_, engine) = match load_for_client(&args.policies, &client, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),

@@ -19,7 +19,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use exit::Exit;
 
-use crate::pdp::{BundleError, PolicyBundle};
+use crate::pdp::{BundleError, ClientRecord, PolicyBundle};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -75,6 +75,26 @@ pub struct PolicyArgs {
     /// Folder of `*.cedarschema` files [default: the built-in schema].
     #[arg(long, env = "PORTCULLIS_SCHEMA", value_name = "DIR")]
     pub schema: Option<PathBuf>,
+}
+
+/// The client a simulated request comes from (`check`, `gate`).
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// The client making the request.
+    #[arg(long = "client", default_value = "cli")]
+    pub name: String,
+    /// The client's tier (declared in tiers.json).
+    #[arg(long, default_value = "paired")]
+    pub tier: String,
+}
+
+impl ClientArgs {
+    pub fn record(&self) -> ClientRecord {
+        ClientRecord {
+            name: self.name.clone(),
+            tier: self.tier.clone(),
+        }
+    }
 }
 
 impl PolicyArgs {

@@ -68,6 +68,13 @@ impl Engine {
         Ok((principal, resource))
     }
 
+    fn tool_action(&self, action: ToolAction) -> &EntityUid {
+        match action {
+            ToolAction::Discover => &self.actions.discover_tool,
+            ToolAction::Call => &self.actions.call_tool,
+        }
+    }
+
     /// The two passes, on given entities. `decide` checks that the
     /// principal and resource exist first; replay passes the entities a
     /// record names, which hold both.
@@ -80,10 +87,7 @@ impl Engine {
         facts: &ToolFacts,
         approval_channel: &str,
     ) -> Decision {
-        let action = match action {
-            ToolAction::Discover => &self.actions.discover_tool,
-            ToolAction::Call => &self.actions.call_tool,
-        };
+        let action = self.tool_action(action);
         self.two_pass(
             entities,
             principal,
@@ -207,10 +211,7 @@ impl Engine {
         facts: &ToolFacts,
         approval_channel: &str,
     ) -> Decision {
-        let action = match action {
-            ToolAction::Discover => &self.actions.discover_tool,
-            ToolAction::Call => &self.actions.call_tool,
-        };
+        let action = self.tool_action(action);
         let request = Pass {
             entities,
             principal,
