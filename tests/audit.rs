@@ -517,15 +517,15 @@ fn a_kill_9_during_a_burst_leaves_a_log_that_verifies_and_records_every_effect()
 #[test]
 fn a_log_that_cannot_be_written_denies_the_call() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
-    // A file-size limit that lets the start record in and nothing much
-    // after: the writes fail with EFBIG (SIGXFSZ ignored so they fail
-    // instead of killing the process).
+    // A file-size limit that lets the start record and the policy snapshot
+    // in and not many calls after: the writes fail with EFBIG (SIGXFSZ
+    // ignored so they fail instead of killing the process).
     let mut inner = Vec::new();
     for arg in served.serve_args() {
         inner.push(format!("'{arg}'"));
     }
     let script = format!(
-        "trap '' XFSZ; ulimit -f 28; exec '{}' {}",
+        "trap '' XFSZ; ulimit -f 128; exec '{}' {}",
         env!("CARGO_BIN_EXE_portcullis"),
         inner.join(" ")
     );
@@ -538,9 +538,9 @@ fn a_log_that_cannot_be_written_denies_the_call() {
     let mut session = Session::start_command(command);
     session.initialize();
     session.send(INITIALIZED);
-    // Each call appends about 3 KiB; within a dozen calls the limit is hit.
+    // Each call appends about 3 KiB; within some forty calls the limit is hit.
     let mut codes = Vec::new();
-    for id in 1..=16 {
+    for id in 1..=80 {
         session.send(&call_frame(id, "read_file", json!({"path": "README.md"})));
         let response = session.next();
         let code = response["result"]["structuredContent"]["reason_code"]
@@ -580,4 +580,47 @@ fn replay_without_the_policy_snapshot_says_which_set_is_missing() {
     assert!(run.stderr.contains("cannot be rebuilt"), "{run:?}");
     // Verify needs no snapshot.
     assert_eq!(verify(&log).code, 0);
+}
+
+#[test]
+fn a_log_recorded_before_the_gate_judged_vcs_metadata_replays_in_full() {
+    // Written by the release before `[[program]]` descriptions and the
+    // command facts `writes_vcs_metadata` / `touches_vcs_metadata`: its
+    // snapshot holds the old schema and the old deny-list command table.
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit-before-command-vcs");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    fs::copy(fixture.join("audit.jsonl"), &log).unwrap();
+    fs::copy(
+        fixture.join("audit.jsonl.head"),
+        dir.path().join("audit.jsonl.head"),
+    )
+    .unwrap();
+    let snapshots = dir.path().join("audit.jsonl.policies");
+    fs::create_dir(&snapshots).unwrap();
+    for entry in fs::read_dir(fixture.join("audit.jsonl.policies")).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), snapshots.join(entry.file_name())).unwrap();
+    }
+    assert_eq!(verify(&log).code, 0);
+    let run = portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let summary = &run.json()["summary"];
+    assert_eq!(summary["redecided"], 10, "{summary}");
+    assert_eq!(summary["same"], 10, "{summary}");
+    assert_eq!(summary["changes"], json!([]), "{summary}");
+    // The current policies, as a candidate, read the old records too: the
+    // redirect into a file that was allowed then is a write now.
+    let run = portcullis(&[
+        "audit",
+        "replay",
+        log.to_str().unwrap(),
+        "--policies",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("policies")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "facts are replayed as recorded: {run:?}");
 }

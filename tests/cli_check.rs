@@ -375,10 +375,41 @@ fn gate_judges_writes_against_the_root_from_the_cwd() {
     let base = ["gate", "--root", root.path().to_str().unwrap()];
     let mut inside = base.to_vec();
     inside.extend(["--cwd", "sub", "--command", "echo x > ../out.txt"]);
-    assert_eq!(portcullis(&inside).code, 0);
+    // A write inside the root is a write: a human approves it.
+    assert_eq!(portcullis(&inside).code, 4);
     let mut outside = base.to_vec();
     outside.extend(["--cwd", "sub", "--command", "echo x > ../../out.txt"]);
-    assert_eq!(portcullis(&outside).code, 2);
+    let run = portcullis(&outside);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("hard.no_command_write_outside_root"),
+        "{run:?}"
+    );
+    // Into VCS metadata, by any write: a hard constraint, named.
+    fs::create_dir_all(root.path().join(".git")).unwrap();
+    for command in [
+        "echo x > .git/config",
+        "echo x >> ../.git/hooks/pre-commit",
+        "sort -o .git/config names.txt",
+        "ls | tee .git/HEAD",
+        "cp hook ../.git/hooks/pre-commit",
+        "sed -i s/a/b/ ../.git/config",
+    ] {
+        let mut vcs = base.to_vec();
+        vcs.extend(["--cwd", "sub", "--format", "json", "--command", command]);
+        let run = portcullis(&vcs);
+        assert_eq!(run.code, 2, "{command}: {run:?}");
+        let ids: Vec<String> = run.json()["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            ids.contains(&"hard.no_command_vcs_metadata_write".to_owned()),
+            "{command}: {ids:?}"
+        );
+    }
 }
 
 #[test]

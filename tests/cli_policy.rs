@@ -7,7 +7,7 @@ fn validate_accepts_the_builtin_set() {
     let run = portcullis(&["policy", "validate"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.starts_with("ok: 13 policies in 6 files"),
+        run.stdout.starts_with("ok: 14 policies in 6 files"),
         "{run:?}"
     );
 }
@@ -126,7 +126,7 @@ fn test_runs_the_shipped_fixtures() {
     let run = portcullis(&["policy", "test"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.trim_end().ends_with("39 passed, 0 failed"),
+        run.stdout.trim_end().ends_with("44 passed, 0 failed"),
         "{run:?}"
     );
 }
@@ -156,7 +156,7 @@ fn test_reports_a_failing_fixture_with_why_and_exits_1() {
         "{run:?}"
     );
     assert!(
-        run.stdout.trim_end().ends_with("38 passed, 1 failed"),
+        run.stdout.trim_end().ends_with("43 passed, 1 failed"),
         "{run:?}"
     );
 }

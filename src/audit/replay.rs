@@ -375,17 +375,19 @@ impl Replay {
                 hash: hash.to_owned(),
                 message,
             })?;
-        let engine = Arc::new(Engine::load(&bundle, &self.registry, &[]).map_err(|err| {
-            ReplayError::PolicySet {
-                hash: hash.to_owned(),
-                message: err
-                    .problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            }
-        })?);
+        let engine = Arc::new(Engine::load_recorded(&bundle, &self.registry, &[]).map_err(
+            |err| {
+                ReplayError::PolicySet {
+                    hash: hash.to_owned(),
+                    message: err
+                        .problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                }
+            },
+        )?);
         self.engines.insert(hash.to_owned(), Arc::clone(&engine));
         Ok(engine)
     }

@@ -7,8 +7,8 @@ mod paths;
 mod tool_call;
 
 pub use command::{
-    CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, MAX_COMMAND_BYTES,
-    command_facts,
+    CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, KNOWN_NODE_KINDS,
+    MAX_COMMAND_BYTES, command_facts,
 };
 pub use path_classes::{PathClassError, PathClasses};
 pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve};

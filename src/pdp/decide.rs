@@ -271,9 +271,13 @@ impl Engine {
         } = *request;
         let context = match facts {
             Facts::Tool(facts) => tool_context(facts, approved, approval_channel),
-            Facts::Command(facts, transport) => {
-                command_context(facts, transport, approved, approval_channel)
-            }
+            Facts::Command(facts, transport) => command_context(
+                facts,
+                transport,
+                approved,
+                approval_channel,
+                self.command_shape,
+            ),
         }
         .map_err(|err| DecisionError {
             policy: None,
@@ -376,12 +380,22 @@ pub(super) fn tool_context(
     Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
 }
 
+/// Which `CommandFacts` record the schema declares. Policy sets recorded
+/// before the gate judged VCS metadata lack its two attributes; replay
+/// decides their records with the record they were decided with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CommandShape {
+    Current,
+    WithoutVcsMetadata,
+}
+
 /// The context record of a command (schema type `Portcullis::CommandFacts`).
 pub(super) fn command_context(
     facts: &CommandFacts,
     transport: Transport,
     approved: bool,
     approval_channel: &str,
+    shape: CommandShape,
 ) -> Result<Context, Box<ContextCreationError>> {
     let set = |items: &std::collections::BTreeSet<String>| {
         RestrictedExpression::new_set(
@@ -408,7 +422,27 @@ pub(super) fn command_context(
         ),
         ("opaque", RestrictedExpression::new_bool(facts.opaque)),
     ];
-    Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+    let vcs = [
+        (
+            "writes_vcs_metadata",
+            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
+        ),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
+        ),
+    ];
+    let vcs = match shape {
+        CommandShape::Current => &vcs[..],
+        CommandShape::WithoutVcsMetadata => &[],
+    };
+    Context::from_pairs(
+        pairs
+            .into_iter()
+            .chain(vcs.iter().cloned())
+            .map(|(k, v)| (k.to_owned(), v)),
+    )
+    .map_err(Box::new)
 }
 
 /// What stays the same between the two passes of a decision.

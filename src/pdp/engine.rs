@@ -9,13 +9,21 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::bundle::PolicyBundle;
-use super::decide::{command_context, tool_context};
+use super::decide::{CommandShape, command_context, tool_context};
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin};
 use super::problem::{Problem, ProblemKind};
 use crate::facts::{CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport};
 use crate::tools::{Registry, ToolId};
+
+/// Where a policy set comes from: the team's folder now, or an audit
+/// snapshot of an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provenance {
+    Current,
+    Recorded,
+}
 
 /// The policy set did not load; nothing can be decided with it.
 #[derive(Debug, Error)]
@@ -46,6 +54,7 @@ pub struct Engine {
     path_classes: PathClasses,
     command_classes: CommandClasses,
     pub(super) shell: EntityUid,
+    pub(super) command_shape: CommandShape,
     tiers: Vec<String>,
     tier_capabilities: HashMap<String, Vec<String>>,
     /// The entities as JSON, kept for fixtures and audit records.
@@ -60,8 +69,34 @@ impl Engine {
         registry: &Registry,
         clients: &[ClientRecord],
     ) -> Result<Self, LoadError> {
+        Self::load_as(bundle, registry, clients, Provenance::Current)
+    }
+
+    /// Loads a policy set recorded in an audit snapshot, for replay: it is
+    /// held to the rules of when it was recorded (a command table from
+    /// before `[[program]]` descriptions, a schema from before the gate's
+    /// VCS metadata facts), because its decisions are replayed from the
+    /// recorded facts, not re-derived.
+    pub fn load_recorded(
+        bundle: &PolicyBundle,
+        registry: &Registry,
+        clients: &[ClientRecord],
+    ) -> Result<Self, LoadError> {
+        Self::load_as(bundle, registry, clients, Provenance::Recorded)
+    }
+
+    fn load_as(
+        bundle: &PolicyBundle,
+        registry: &Registry,
+        clients: &[ClientRecord],
+        provenance: Provenance,
+    ) -> Result<Self, LoadError> {
         let mut problems = Vec::new();
-        let compiled = load::compile(bundle);
+        let required: &[&str] = match provenance {
+            Provenance::Current => &load::HARD_CONSTRAINTS,
+            Provenance::Recorded => &[],
+        };
+        let compiled = load::compile(bundle, required);
         let path_classes =
             PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
                 .map_err(|err| {
@@ -72,16 +107,19 @@ impl Engine {
                     ))
                 })
                 .ok();
-        let command_classes =
-            CommandClasses::parse(&bundle.commands.display, &bundle.commands.text)
-                .map_err(|err| {
-                    problems.push(Problem::new(
-                        ProblemKind::CommandClasses,
-                        &bundle.commands.display,
-                        err.to_string(),
-                    ))
-                })
-                .ok();
+        let parse_commands = match provenance {
+            Provenance::Current => CommandClasses::parse,
+            Provenance::Recorded => CommandClasses::parse_recorded,
+        };
+        let command_classes = parse_commands(&bundle.commands.display, &bundle.commands.text)
+            .map_err(|err| {
+                problems.push(Problem::new(
+                    ProblemKind::CommandClasses,
+                    &bundle.commands.display,
+                    err.to_string(),
+                ))
+            })
+            .ok();
         let tiers = entities::tier_entities(&bundle.tiers)
             .map_err(|problem| problems.push(problem))
             .ok();
@@ -174,7 +212,8 @@ impl Engine {
         };
         let shell = uid(entities::SHELL_TYPE, entities::SHELL_ID)?;
 
-        check_request_shape(&compiled.schema, &actions, &tool_uids, &shell)?;
+        let command_shape =
+            check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
 
         let identity = Arc::new(PolicySetIdentity {
             hash: bundle.hash(),
@@ -195,6 +234,7 @@ impl Engine {
             path_classes,
             command_classes,
             shell,
+            command_shape,
             tiers: tier_names.into_iter().collect(),
             tier_capabilities,
             entities_json,
@@ -296,7 +336,8 @@ fn check_request_shape(
     actions: &Actions,
     tools: &HashMap<ToolId, EntityUid>,
     shell: &EntityUid,
-) -> Result<(), LoadError> {
+    provenance: Provenance,
+) -> Result<CommandShape, LoadError> {
     let refuse =
         |message: String| LoadError {
             problems: vec![Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
@@ -331,23 +372,34 @@ fn check_request_shape(
         classes: BTreeSet::from(["probe".to_owned()]),
         programs: BTreeSet::from(["probe".to_owned()]),
         writes_inside_root: true,
+        writes_vcs_metadata: false,
+        touches_vcs_metadata: false,
         opaque: false,
         parts: Vec::new(),
     };
-    let context = command_context(&command, Transport::Stdio, true, "probe")
-        .map_err(|err| refuse(err.to_string()))?;
-    Request::new(
-        principal,
-        actions.run_command.clone(),
-        shell.clone(),
-        context,
-        Some(schema),
-    )
-    .map_err(|err| {
-        refuse(format!(
-            "the request portcullis builds for {} does not match the schema: {err}",
-            actions.run_command
-        ))
-    })?;
-    Ok(())
+    let fits = |shape: CommandShape| -> Result<(), LoadError> {
+        let context = command_context(&command, Transport::Stdio, true, "probe", shape)
+            .map_err(|err| refuse(err.to_string()))?;
+        Request::new(
+            principal.clone(),
+            actions.run_command.clone(),
+            shell.clone(),
+            context,
+            Some(schema),
+        )
+        .map(|_| ())
+        .map_err(|err| {
+            refuse(format!(
+                "the request portcullis builds for {} does not match the schema: {err}",
+                actions.run_command
+            ))
+        })
+    };
+    match (fits(CommandShape::Current), provenance) {
+        (Ok(()), _) => Ok(CommandShape::Current),
+        (Err(_), Provenance::Recorded) if fits(CommandShape::WithoutVcsMetadata).is_ok() => {
+            Ok(CommandShape::WithoutVcsMetadata)
+        }
+        (Err(err), _) => Err(err),
+    }
 }

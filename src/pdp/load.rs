@@ -12,11 +12,13 @@ use super::problem::{Problem, ProblemKind};
 
 /// The `forbid` policies that must be present in every policy set. Deleting
 /// the file that holds them must not quietly lift them.
-pub const HARD_CONSTRAINTS: [&str; 4] = [
+pub const HARD_CONSTRAINTS: [&str; 6] = [
     "hard.no_process_spawn",
     "hard.no_worktree",
     "hard.no_vcs_metadata_write",
     "hard.no_write_outside_root",
+    "hard.no_command_vcs_metadata_write",
+    "hard.no_command_write_outside_root",
 ];
 
 /// Where a policy came from and why it exists.
@@ -36,10 +38,13 @@ pub struct CompiledSet {
 
 /// Parses and validates the bundle's schema and policies, collecting every
 /// problem rather than stopping at the first.
-pub fn compile(bundle: &PolicyBundle) -> Result<CompiledSet, Vec<Problem>> {
+/// `required` lists the hard constraints the set must hold: all of them
+/// for a set that will decide, none for a recorded set being replayed
+/// (it decided what it decided, with the constraints of its day).
+pub fn compile(bundle: &PolicyBundle, required: &[&str]) -> Result<CompiledSet, Vec<Problem>> {
     let mut problems = Vec::new();
     let schema = compile_schema(&bundle.schemas, &mut problems);
-    let (policies, origins) = compile_policies(&bundle.policies, &mut problems);
+    let (policies, origins) = compile_policies(&bundle.policies, required, &mut problems);
     let Some(schema) = schema else {
         return Err(problems);
     };
@@ -107,6 +112,7 @@ fn compile_schema(files: &[SourceFile], problems: &mut Vec<Problem>) -> Option<S
 
 fn compile_policies(
     files: &[SourceFile],
+    required: &[&str],
     problems: &mut Vec<Problem>,
 ) -> (PolicySet, HashMap<PolicyId, PolicyOrigin>) {
     let mut set = PolicySet::new();
@@ -178,7 +184,7 @@ fn compile_policies(
     if problems.len() > problems_before {
         return (set, origins);
     }
-    for required in HARD_CONSTRAINTS {
+    for required in required {
         let id = PolicyId::new(required);
         let is_forbid = set
             .policy(&id)

@@ -3,8 +3,9 @@
 //! stays inside the root, and whether anything could not be seen. Nothing
 //! here runs anything.
 
-mod classes;
+mod description;
 mod parse;
+mod table;
 mod unwrap;
 
 use std::collections::BTreeSet;
@@ -13,15 +14,25 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use classes::{CommandClassError, CommandClasses};
-pub use parse::MAX_COMMAND_BYTES;
+pub use parse::{KNOWN_NODE_KINDS, MAX_COMMAND_BYTES};
+pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITES_FILES};
 use unwrap::OPAQUE;
 
 use super::paths::{Root, resolve};
 use unwrap::{Unwrapped, unwrap_source};
 
 /// Redirection targets that are not files.
-const DEVICES: [&str; 4] = ["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"];
+const DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/stdin",
+    "/dev/tty",
+];
+/// Redirections to these are network connections made by the shell itself.
+const SOCKETS: [&str; 2] = ["/dev/tcp/", "/dev/udp/"];
+/// The class of a network connection.
+const NETWORK: &str = "network";
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CommandError {
@@ -48,6 +59,14 @@ pub struct CommandFacts {
     pub classes: BTreeSet<String>,
     pub programs: BTreeSet<String>,
     pub writes_inside_root: bool,
+    /// Some file the command writes (a redirect, an output option) lies in
+    /// version-control metadata.
+    #[serde(default)]
+    pub writes_vcs_metadata: bool,
+    /// Some file the command reads or writes by a redirect or an output
+    /// option lies in version-control metadata.
+    #[serde(default)]
+    pub touches_vcs_metadata: bool,
     pub opaque: bool,
     pub parts: Vec<CommandPart>,
 }
@@ -74,12 +93,28 @@ pub fn command_facts(
         classes: BTreeSet::new(),
         programs: BTreeSet::new(),
         writes_inside_root: true,
+        writes_vcs_metadata: false,
+        touches_vcs_metadata: false,
         opaque: unwrapped.opaque,
         parts: Vec::new(),
     };
+    let paths = Paths {
+        cwd,
+        root,
+        moved: unwrapped.changes_directory,
+    };
+    let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
+    let inside_root = |folder: &str| paths.inside_root(folder);
     for run in &unwrapped.runs {
-        let mut classes = table.classify(&run.name, &run.args);
+        let classified = table.classify(&run.name, &run.args, &inside_root);
+        let mut classes = classified.classes;
         classes.extend(run.extra.iter().cloned());
+        if unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program) {
+            // A function or alias of that name: not the program.
+            classes.insert(OPAQUE.to_owned());
+            facts.opaque = true;
+        }
+        writes.extend(classified.writes.into_iter().map(Some));
         facts.classes.extend(classes.iter().cloned());
         facts.programs.insert(run.program.clone());
         let mut argv = vec![run.program.clone()];
@@ -90,7 +125,8 @@ pub fn command_facts(
             classes,
         });
     }
-    judge_writes(&unwrapped, cwd, root, &mut facts);
+    judge_assignments(&unwrapped, table, &mut facts);
+    judge_files(&writes, &unwrapped.reads, &paths, &mut facts);
     if facts.parts.is_empty() && !facts.opaque {
         // Only assignments, comments or empty groups: nothing to run,
         // but nothing seen either.
@@ -102,8 +138,68 @@ pub fn command_facts(
     Ok(facts)
 }
 
-fn judge_writes(unwrapped: &Unwrapped, cwd: &Path, root: &Root, facts: &mut CommandFacts) {
-    for target in &unwrapped.writes {
+/// Variable assignments in any form: harmless ones pass, the rest change
+/// what the command means (`env_change`), and those that change what runs
+/// or loads make it opaque.
+fn judge_assignments(unwrapped: &Unwrapped, table: &CommandClasses, facts: &mut CommandFacts) {
+    for name in &unwrapped.assignments {
+        match table.assignment(name) {
+            Assignment::Harmless => {}
+            Assignment::Change => {
+                facts.classes.insert(ENV_CHANGE.to_owned());
+            }
+            Assignment::Loading => {
+                facts.classes.insert(ENV_CHANGE.to_owned());
+                facts.opaque = true;
+            }
+        }
+    }
+}
+
+/// Where the command's relative paths point.
+struct Paths<'a> {
+    cwd: &'a Path,
+    root: &'a Root,
+    /// A `cd` ran first: relative paths point somewhere unknown.
+    moved: bool,
+}
+
+impl Paths<'_> {
+    /// Resolves a path the command names, as `write_file` would; `None`
+    /// when where it points is unknown.
+    fn resolve(&self, target: &str) -> Option<super::paths::ResolvedPath> {
+        let relative = !target.starts_with('/') && !target.starts_with('~');
+        if relative && self.moved {
+            return None;
+        }
+        let absolute = if relative {
+            self.cwd.join(target).to_string_lossy().into_owned()
+        } else {
+            target.to_owned()
+        };
+        resolve(self.root, &absolute).ok()
+    }
+
+    fn inside_root(&self, folder: &str) -> bool {
+        self.resolve(folder)
+            .is_some_and(|r| r.inside_root && !r.in_vcs_metadata)
+    }
+}
+
+/// Files the command writes (redirects, output options) and reads by
+/// redirect: writes are judged by the same path facts as `write_file`.
+fn judge_files(
+    writes: &[Option<String>],
+    reads: &[Option<String>],
+    paths: &Paths<'_>,
+    facts: &mut CommandFacts,
+) {
+    let mut network = false;
+    for (target, written) in writes
+        .iter()
+        .map(|w| (w, true))
+        .chain(reads.iter().map(|r| (r, false)))
+    {
         let Some(target) = target else {
             facts.opaque = true;
             continue;
@@ -111,20 +207,25 @@ fn judge_writes(unwrapped: &Unwrapped, cwd: &Path, root: &Root, facts: &mut Comm
         if DEVICES.contains(&target.as_str()) {
             continue;
         }
-        let relative = !target.starts_with('/') && !target.starts_with('~');
-        if relative && unwrapped.changes_directory {
-            // After a `cd`, where a relative path points is unknown.
-            facts.opaque = true;
+        if SOCKETS.iter().any(|s| target.starts_with(s)) {
+            network = true;
             continue;
         }
-        let absolute = if relative {
-            cwd.join(target).to_string_lossy().into_owned()
-        } else {
-            target.clone()
-        };
-        match resolve(root, &absolute) {
-            Ok(resolved) => facts.writes_inside_root &= resolved.inside_root,
-            Err(_) => facts.opaque = true,
+        if written {
+            facts.classes.insert(WRITES_FILES.to_owned());
         }
+        match paths.resolve(target) {
+            Some(resolved) => {
+                facts.touches_vcs_metadata |= resolved.in_vcs_metadata;
+                if written {
+                    facts.writes_inside_root &= resolved.inside_root;
+                    facts.writes_vcs_metadata |= resolved.in_vcs_metadata;
+                }
+            }
+            None => facts.opaque = true,
+        }
+    }
+    if network {
+        facts.classes.insert(NETWORK.to_owned());
     }
 }

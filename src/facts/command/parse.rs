@@ -13,6 +13,77 @@ use tree_sitter::{Node, Parser};
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
 /// Deepest nesting of `bash -c`, `eval` and heredocs followed.
 pub const MAX_DEPTH: usize = 8;
+/// An argument that is not a literal and may split into several words
+/// (an unquoted expansion or substitution). A source literal that happens
+/// to read the same is only judged more strictly.
+pub const UNQUOTED_EXPANSION: &str = "$?";
+/// An argument that is a double-quoted string with an expansion inside: one
+/// word, of unknown text.
+pub const QUOTED_EXPANSION: &str = "\"$…\"";
+
+/// The named node kinds of tree-sitter-bash the gate knows how to read.
+/// A tree with any other named node (an `ERROR`, a kind a newer grammar
+/// adds, `$"..."` translation) is unparseable, so it is never allowed.
+pub const KNOWN_NODE_KINDS: &[&str] = &[
+    "ansi_c_string",
+    "arithmetic_expansion",
+    "array",
+    "binary_expression",
+    "brace_expression",
+    "c_style_for_statement",
+    "case_item",
+    "case_statement",
+    "command",
+    "command_name",
+    "command_substitution",
+    "comment",
+    "compound_statement",
+    "concatenation",
+    "declaration_command",
+    "do_group",
+    "elif_clause",
+    "else_clause",
+    "expansion",
+    "extglob_pattern",
+    "file_descriptor",
+    "file_redirect",
+    "for_statement",
+    "function_definition",
+    "heredoc_body",
+    "heredoc_content",
+    "heredoc_end",
+    "heredoc_redirect",
+    "heredoc_start",
+    "herestring_redirect",
+    "if_statement",
+    "list",
+    "negated_command",
+    "number",
+    "parenthesized_expression",
+    "pipeline",
+    "postfix_expression",
+    "process_substitution",
+    "program",
+    "raw_string",
+    "redirected_statement",
+    "regex",
+    "simple_expansion",
+    "special_variable_name",
+    "string",
+    "string_content",
+    "subscript",
+    "subshell",
+    "ternary_expression",
+    "test_command",
+    "test_operator",
+    "unary_expression",
+    "unset_command",
+    "variable_assignment",
+    "variable_assignments",
+    "variable_name",
+    "while_statement",
+    "word",
+];
 
 /// One simple command as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +94,8 @@ pub struct Simple {
     pub stdin_text: Option<String>,
     /// Whether this command reads its stdin from a pipe.
     pub piped_into: bool,
+    /// Variables assigned in front of it (`VAR=x cmd`).
+    pub assignments: Vec<String>,
 }
 
 /// What the parser found in a piece of shell text.
@@ -31,7 +104,15 @@ pub struct Parsed {
     pub commands: Vec<Simple>,
     /// Targets of output redirections; `None` where not a literal.
     pub writes: Vec<Option<String>>,
-    /// The text did not parse cleanly.
+    /// Sources of input redirections; `None` where not a literal.
+    pub reads: Vec<Option<String>>,
+    /// Variables assigned by a statement of their own or a `for` loop.
+    pub assignments: Vec<String>,
+    /// Names of functions the text defines.
+    pub functions: Vec<String>,
+    /// The text did not parse cleanly, or holds something the gate does
+    /// not read (an unknown node kind, a `${var@P}` prompt expansion, which
+    /// runs the substitutions in the variable's value).
     pub unparseable: bool,
 }
 
@@ -54,11 +135,40 @@ pub fn parse(source: &str) -> Parsed {
     };
     let root = tree.root_node();
     let mut parsed = Parsed {
-        unparseable: root.has_error(),
+        unparseable: root.has_error() || !only_known_nodes(root, source),
         ..Parsed::default()
     };
     walk(root, source, &mut parsed, false);
     parsed
+}
+
+/// Whether every named node of the tree is of a kind the gate reads, and
+/// no expansion uses the `@P` (prompt) operator.
+fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        if node.is_named() || node.is_error() || node.is_missing() {
+            let kind = node.kind();
+            if node.is_error() || node.is_missing() || !KNOWN_NODE_KINDS.contains(&kind) {
+                return false;
+            }
+            if kind == "expansion" && text(node, source).contains("@P") {
+                return false;
+            }
+        }
+        if cursor.goto_first_child() || cursor.goto_next_sibling() {
+            continue;
+        }
+        loop {
+            if !cursor.goto_parent() {
+                return true;
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
 }
 
 fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
@@ -115,6 +225,25 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
             }
         }
         "file_redirect" => redirect(node, source, out),
+        "variable_assignment" => {
+            if let Some(name) = assigned_name(node, source) {
+                out.assignments.push(name);
+            }
+            walk_children(node, source, out, piped_into);
+        }
+        "for_statement" => {
+            if let Some(variable) = node.child_by_field_name("variable") {
+                out.assignments.push(text(variable, source).to_owned());
+            }
+            walk_children(node, source, out, piped_into);
+        }
+        "function_definition" => {
+            if let Some(name) = node.child_by_field_name("name") {
+                out.functions
+                    .push(literal(name, source).unwrap_or_else(|| text(name, source).to_owned()));
+            }
+            walk_children(node, source, out, piped_into);
+        }
         // `[ ... ]`, `[[ ... ]]` and `export`/`declare`/`local`/`readonly`
         // are commands too, though the grammar names them apart.
         "test_command" | "declaration_command" | "unset_command" => {
@@ -141,15 +270,30 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
                 words,
                 stdin_text: None,
                 piped_into,
+                assignments: Vec::new(),
             });
         }
-        _ => {
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
-                walk(child, source, out, piped_into);
-            }
-        }
+        _ => walk_children(node, source, out, piped_into),
     }
+}
+
+fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        walk(child, source, out, piped_into);
+    }
+}
+
+/// The variable a `NAME=value` (or `NAME[i]=value`) assigns.
+fn assigned_name(node: Node<'_>, source: &str) -> Option<String> {
+    let name = node
+        .child_by_field_name("name")
+        .or_else(|| node.named_child(0))?;
+    let name = match name.kind() {
+        "subscript" => name.child_by_field_name("name").unwrap_or(name),
+        _ => name,
+    };
+    Some(text(name, source).to_owned())
 }
 
 /// Walks the parts of a command's words for nested commands.
@@ -183,11 +327,15 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
         return;
     };
     walk_inner(destination, source, out);
-    // Only output redirections write; `>&2` and `2>&1` name descriptors.
+    // `>&2`, `2>&1` and `<&3` name descriptors, not files.
     let writes =
         operator.contains('>') && !operator.contains('&') || operator == "&>" || operator == "&>>";
+    let reads = operator.contains('<') && !operator.contains('&');
     if writes {
         out.writes.push(literal(destination, source));
+    }
+    if reads {
+        out.reads.push(literal(destination, source));
     }
 }
 
@@ -201,6 +349,7 @@ fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
 
 fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<String>) -> Simple {
     let mut words = Vec::new();
+    let mut assignments = Vec::new();
     let mut stdin_text = stdin_text;
     let mut cursor = node.walk();
     for child in node.named_children(&mut cursor) {
@@ -213,20 +362,33 @@ fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<Str
                     .and_then(|w| literal(w, source));
             }
             // `VAR=x cmd`: the assignment is not part of argv.
-            "variable_assignment" | "file_redirect" | "comment" => {}
+            "variable_assignment" => assignments.extend(assigned_name(child, source)),
+            "file_redirect" | "comment" => {}
             "command_name" => {
                 let mut c = child.walk();
                 let word = child.named_children(&mut c).next();
-                words.push(word.and_then(|w| literal(w, source)));
+                words.push(word.and_then(|w| argument(w, source)));
             }
-            _ => words.push(literal(child, source)),
+            _ => words.push(argument(child, source)),
         }
     }
     Simple {
         words,
         stdin_text,
         piped_into,
+        assignments,
     }
+}
+
+/// A word as an argument: its literal text, `QUOTED_EXPANSION` for one
+/// word of unknown text (a double-quoted string with an expansion, a
+/// process substitution's `/dev/fd/N`), or `None` (it may split into
+/// several words).
+fn argument(node: Node<'_>, source: &str) -> Option<String> {
+    literal(node, source).or_else(|| {
+        matches!(node.kind(), "string" | "process_substitution")
+            .then(|| QUOTED_EXPANSION.to_owned())
+    })
 }
 
 /// The literal value of a word, or `None` if it depends on the environment.
@@ -388,7 +550,7 @@ mod tests {
                 Some("-rf".into()),
                 Some("/".into()),
                 Some("rm".into()),
-                None
+                Some(QUOTED_EXPANSION.into())
             ]]
         );
         assert_eq!(argvs("$CMD arg"), vec![vec![None, Some("arg".into())]]);

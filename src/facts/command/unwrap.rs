@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::parse::{MAX_DEPTH, Parsed, Simple, parse};
+use super::parse::{MAX_DEPTH, Parsed, QUOTED_EXPANSION, Simple, UNQUOTED_EXPANSION, parse};
 
 /// Folders whose programs are the system's own.
 const SYSTEM_DIRS: [&str; 6] = [
@@ -41,6 +41,15 @@ pub struct Unwrapped {
     pub runs: Vec<Run>,
     /// Output redirection targets (`None`: not a literal).
     pub writes: Vec<Option<String>>,
+    /// Input redirection sources (`None`: not a literal).
+    pub reads: Vec<Option<String>>,
+    /// Every variable the text assigns, in any form (`VAR=x cmd`,
+    /// `env VAR=x`, `export`, `declare`, `read VAR`, `for VAR in`, a plain
+    /// `VAR=x`).
+    pub assignments: Vec<String>,
+    /// Names the text defines as functions or aliases: a later use of
+    /// such a name is not the program of that name.
+    pub defined: BTreeSet<String>,
     /// Something could not be seen through.
     pub opaque: bool,
     /// A `cd` or `pushd` changes where relative paths point.
@@ -53,6 +62,9 @@ pub fn unwrap_source(source: &str, depth: usize, out: &mut Unwrapped) {
         out.opaque = true;
     }
     out.writes.extend(parsed.writes);
+    out.reads.extend(parsed.reads);
+    out.assignments.extend(parsed.assignments);
+    out.defined.extend(parsed.functions);
     for simple in parsed.commands {
         unwrap_simple(&simple, depth, out);
     }
@@ -61,19 +73,17 @@ pub fn unwrap_source(source: &str, depth: usize, out: &mut Unwrapped) {
 fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
     let mut words: Vec<Option<String>> = simple.words.clone();
     let mut extra = BTreeSet::new();
+    out.assignments.extend(simple.assignments.iter().cloned());
     loop {
         // `VAR=x` words in front (after env and the like) set the environment.
-        while words
-            .first()
-            .and_then(|w| w.as_deref())
-            .is_some_and(is_assignment)
-        {
+        while let Some(name) = words.first().and_then(|w| w.as_deref()).and_then(assigned) {
+            out.assignments.push(name.to_owned());
             words.remove(0);
         }
         let Some(first) = words.first() else {
             return;
         };
-        let Some(first) = first.clone() else {
+        let Some(first) = first.clone().filter(|w| w != QUOTED_EXPANSION) else {
             // A variable or substitution in command position.
             out.opaque = true;
             return;
@@ -93,16 +103,22 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 }
             }
             "env" => {
-                let (after, split) = skip_env_options(&rest);
+                let (after, split) = skip_env_options(&rest, out);
                 if let Some(script) = split {
-                    match script {
+                    match script.filter(|s| s != QUOTED_EXPANSION) {
                         Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
                         _ => out.opaque = true,
                     }
                     return;
                 }
                 words = after;
-                words.retain(|w| !w.as_deref().is_some_and(is_assignment));
+                words.retain(|w| match w.as_deref().and_then(assigned) {
+                    Some(name) => {
+                        out.assignments.push(name.to_owned());
+                        false
+                    }
+                    None => true,
+                });
                 if words.is_empty() {
                     record(out, &first, &name, &[], &extra);
                     return;
@@ -117,7 +133,14 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
             "nice" => words = skip_options(&rest, &["-n", "--adjustment"]),
             "stdbuf" => words = skip_options(&rest, &["-i", "-o", "-e"]),
             "nohup" | "builtin" | "time" => words = skip_options(&rest, &[]),
-            "exec" => words = skip_options(&rest, &["-a"]),
+            "exec" => {
+                words = skip_options(&rest, &["-a"]);
+                if words.is_empty() {
+                    // `exec 3>FILE`: changes the shell's own descriptors.
+                    record(out, &first, &name, &literals(&rest), &extra);
+                    return;
+                }
+            }
             "command" => {
                 let after = skip_options(&rest, &[]);
                 let lookup = rest
@@ -150,11 +173,11 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 }
             }
             shell if SHELLS.contains(&shell) => {
-                unwrap_shell(&first, &name, &rest, simple, depth, &extra, out);
+                unwrap_shell(&first, &rest, simple, depth, &extra, out);
                 return;
             }
             "eval" => {
-                let script: Option<Vec<String>> = rest.iter().cloned().collect();
+                let script: Option<Vec<String>> = rest.iter().map(script_word).collect();
                 match script {
                     Some(script) if depth < MAX_DEPTH => {
                         unwrap_source(&script.join(" "), depth + 1, out)
@@ -173,9 +196,40 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 unwrap_find(&first, &name, &rest, depth, &extra, out);
                 return;
             }
-            "git" => {
-                let args = git_args(&rest);
-                record(out, &first, &name, &args, &extra);
+            "trap" => {
+                // `trap 'CMD' SIGNAL` runs CMD later: it is judged now.
+                let operands = skip_options(&rest, &[]);
+                if operands.len() > 1 {
+                    match operands.first().and_then(script_word) {
+                        Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
+                        _ => out.opaque = true,
+                    }
+                }
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
+            "alias" => {
+                for word in rest.iter().flatten() {
+                    if let Some((alias, _)) = word.split_once('=') {
+                        out.defined.insert(alias.to_owned());
+                    }
+                }
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
+            "read" => {
+                out.assignments.extend(read_variables(&rest));
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                out.assignments.extend(
+                    rest.iter()
+                        .flatten()
+                        .filter(|w| !w.starts_with('-') && !w.starts_with('+'))
+                        .filter_map(|w| declared(w).map(str::to_owned)),
+                );
+                record(out, &first, &name, &literals(&rest), &extra);
                 return;
             }
             "cd" | "pushd" | "popd" => {
@@ -193,7 +247,6 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
 
 fn unwrap_shell(
     program: &str,
-    name: &str,
     rest: &[Option<String>],
     simple: &Simple,
     depth: usize,
@@ -221,9 +274,8 @@ fn unwrap_shell(
         }
         index += 1;
     }
-    let _ = name;
     if script_follows {
-        match rest.get(index).cloned().flatten() {
+        match rest.get(index).and_then(script_word) {
             Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
             _ => out.opaque = true,
         }
@@ -280,6 +332,7 @@ fn unwrap_find(
                     words: inner,
                     stdin_text: None,
                     piped_into: false,
+                    assignments: Vec::new(),
                 };
                 unwrap_simple(&simple, depth + 1, out);
             } else {
@@ -291,21 +344,6 @@ fn unwrap_find(
         index += 1;
     }
     record(out, program, name, &own, extra);
-}
-
-/// `git -c k=v -C dir --no-pager status` is `git status`.
-fn git_args(rest: &[Option<String>]) -> Vec<String> {
-    let mut index = 0;
-    while index < rest.len() {
-        match rest[index].as_deref() {
-            Some("-c" | "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path") => {
-                index += 2
-            }
-            Some(flag) if flag.starts_with('-') => index += 1,
-            _ => break,
-        }
-    }
-    literals(&rest[index.min(rest.len())..])
 }
 
 fn record(
@@ -332,27 +370,64 @@ fn record(
     });
 }
 
-/// Arguments as text; what is not a literal reads as `$?`.
+/// Arguments as text; what is not a literal reads as `UNQUOTED_EXPANSION`.
 fn literals(words: &[Option<String>]) -> Vec<String> {
     words
         .iter()
-        .map(|w| w.clone().unwrap_or_else(|| "$?".to_owned()))
+        .map(|w| w.clone().unwrap_or_else(|| UNQUOTED_EXPANSION.to_owned()))
         .collect()
+}
+
+/// A word that is shell text to run (`eval`, `bash -c`, `trap`), when
+/// its text is known.
+fn script_word(word: &Option<String>) -> Option<String> {
+    word.clone().filter(|w| w != QUOTED_EXPANSION)
+}
+
+/// The variables `read` assigns: its operands and the value of `-a`.
+fn read_variables(words: &[Option<String>]) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut index = 0;
+    while index < words.len() {
+        let word = words[index].as_deref().unwrap_or(UNQUOTED_EXPANSION);
+        index += 1;
+        if let Some(flags) = word.strip_prefix('-').filter(|f| !f.is_empty()) {
+            // The last flag of a cluster may take the next word.
+            match flags.chars().last() {
+                Some('a') => {
+                    names.extend(words.get(index).cloned().flatten());
+                    index += 1;
+                }
+                Some('d' | 'i' | 'n' | 'N' | 'p' | 't' | 'u') => index += 1,
+                _ => {}
+            }
+        } else {
+            names.push(word.to_owned());
+        }
+    }
+    names
 }
 
 fn basename(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
 }
 
-fn is_assignment(word: &str) -> bool {
-    match word.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        }
-        None => false,
-    }
+/// The variable a `NAME=value` word assigns.
+fn assigned(word: &str) -> Option<&str> {
+    let (name, _) = word.split_once('=')?;
+    let name = name.strip_suffix('+').unwrap_or(name);
+    is_identifier(name).then_some(name)
+}
+
+/// The variable a declaration operand (`NAME=value`, `NAME`) names.
+fn declared(word: &str) -> Option<&str> {
+    assigned(word).or_else(|| is_identifier(word).then_some(word))
+}
+
+fn is_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Drops leading options; those in `with_value` take the next word too.
@@ -374,8 +449,12 @@ fn skip_options(words: &[Option<String>], with_value: &[&str]) -> Vec<Option<Str
     words[index.min(words.len())..].to_vec()
 }
 
-/// `env`'s options; `-S STRING` splits a string into a command line.
-fn skip_env_options(words: &[Option<String>]) -> (Vec<Option<String>>, Option<Option<String>>) {
+/// `env`'s options; `-S STRING` splits a string into a command line, and
+/// `-u VAR` changes the environment as much as an assignment does.
+fn skip_env_options(
+    words: &[Option<String>],
+    out: &mut Unwrapped,
+) -> (Vec<Option<String>>, Option<Option<String>>) {
     let mut index = 0;
     while index < words.len() {
         match words[index].as_deref() {
@@ -386,7 +465,13 @@ fn skip_env_options(words: &[Option<String>]) -> (Vec<Option<String>>, Option<Op
             Some("-S" | "--split-string") => {
                 return (Vec::new(), Some(words.get(index + 1).cloned().flatten()));
             }
-            Some("-u" | "--unset" | "-C" | "--chdir") => index += 2,
+            Some("-u" | "--unset") => {
+                let name = words.get(index + 1).cloned().flatten();
+                out.assignments
+                    .push(name.unwrap_or_else(|| UNQUOTED_EXPANSION.to_owned()));
+                index += 2;
+            }
+            Some("-C" | "--chdir") => index += 2,
             Some(flag) if flag.starts_with('-') && flag.len() > 1 => index += 1,
             _ => break,
         }

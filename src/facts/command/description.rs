@@ -1,0 +1,405 @@
+//! A program's closed description (`[[program]]` in `commands.toml`): the
+//! options it may take, how its operands are read, what its script may
+//! say, and which options and operands name files it writes. A command gets
+//! the description's class only when every word fits; anything the
+//! description does not list (an option, a combined short flag holding one,
+//! an `--opt=value` form, a word that may split into options) means the
+//! command is not proven, and it falls to the other rules.
+
+use std::collections::HashSet;
+
+use regex::Regex;
+
+use super::parse::{QUOTED_EXPANSION, UNQUOTED_EXPANSION};
+
+/// Which operands a program writes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputOperands {
+    None,
+    All,
+    Last,
+}
+
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// Options whose value is a script (`sed -e`, `awk -e`).
+    pub options: HashSet<String>,
+    /// Without a script option, the first operand is the script.
+    pub operand: bool,
+    /// Every script must match this in full.
+    pub pattern: Option<Regex>,
+    /// No script may contain a match of this.
+    pub unless: Option<Regex>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Description {
+    pub names: Vec<String>,
+    pub class: String,
+    /// Words that must come first (after the program's global options),
+    /// one sequence of several alternatives: `git log`, `git stash list`.
+    pub subcommands: Vec<Vec<String>>,
+    pub flags: HashSet<String>,
+    /// Options that take a value: the next word, the rest of a short
+    /// cluster (`-k2`), or `--opt=value`.
+    pub options: HashSet<String>,
+    /// Options that take two values (`jq --arg NAME VALUE`).
+    pub pair_options: HashSet<String>,
+    /// Whole words accepted as flags (`head -20`).
+    pub flag_pattern: Option<Regex>,
+    /// Single-dash long options (`find -name`, `xxd -cols`): a word is
+    /// matched whole, never split into a cluster of short flags.
+    pub whole_words: bool,
+    /// Every word is an operand; the program has no options that matter
+    /// (`echo`, `true`).
+    pub free_words: bool,
+    pub max_operands: Option<usize>,
+    pub operand_pattern: Option<Regex>,
+    pub script: Option<Script>,
+    /// Options whose value is a file written (`sort -o`, `find -fprint`).
+    pub output_options: HashSet<String>,
+    /// Flags that make every operand a file written in place (`sed -i`);
+    /// they may carry an attached suffix (`-i.bak`, `--in-place=.bak`).
+    pub output_flags: HashSet<String>,
+    pub output_operands: OutputOperands,
+}
+
+/// What a description makes of a program's words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Every word is one the description allows.
+    pub fits: bool,
+    /// Files the words say the program writes.
+    pub writes: Vec<String>,
+}
+
+enum Word<'a> {
+    Flag,
+    Value,
+    Output(&'a str),
+    OutputFlag,
+    Script(&'a str),
+    Unknown,
+}
+
+impl Description {
+    /// Whether the description is about `words` at all: its subcommand
+    /// (if any) starts them. Returns the words after the subcommand.
+    pub fn applies<'w>(&self, words: &'w [String]) -> Option<&'w [String]> {
+        if self.subcommands.is_empty() {
+            return Some(words);
+        }
+        self.subcommands.iter().find_map(|sub| {
+            let matches = words.len() >= sub.len() && words.iter().zip(sub).all(|(w, s)| w == s);
+            matches.then(|| &words[sub.len()..])
+        })
+    }
+
+    /// Reads `words` (after the subcommand) against the description. The
+    /// scan goes on past a word that does not fit, so that the files a
+    /// command writes are found even when it is not read-only.
+    pub fn scan(&self, words: &[String]) -> Scan {
+        let mut scan = Scan {
+            fits: true,
+            ..Scan::default()
+        };
+        let mut operands: Vec<&str> = Vec::new();
+        let mut scripts: Vec<&str> = Vec::new();
+        let mut in_place = false;
+        let mut index = 0;
+        let mut options_end = self.free_words;
+        while index < words.len() {
+            let word = words[index].as_str();
+            index += 1;
+            if options_end || !looks_like_option(word) {
+                if word == UNQUOTED_EXPANSION && !options_end {
+                    // Word splitting may turn it into options.
+                    scan.fits = false;
+                }
+                operands.push(word);
+                continue;
+            }
+            if word == "--" && !self.whole_words {
+                options_end = true;
+                continue;
+            }
+            for item in self.read_option(word, words, &mut index) {
+                match item {
+                    Word::Flag | Word::Value => {}
+                    Word::Output(path) => scan.writes.push(path.to_owned()),
+                    Word::OutputFlag => in_place = true,
+                    Word::Script(script) => scripts.push(script),
+                    Word::Unknown => scan.fits = false,
+                }
+            }
+        }
+        if let Some(script) = &self.script
+            && script.operand
+            && scripts.is_empty()
+            && !operands.is_empty()
+        {
+            scripts.push(operands.remove(0));
+        }
+        if let Some(script) = &self.script {
+            for text in &scripts {
+                let whole = script
+                    .pattern
+                    .as_ref()
+                    .is_none_or(|p| p.find(text).is_some_and(|m| m.len() == text.len()));
+                let clean = script.unless.as_ref().is_none_or(|u| !u.is_match(text));
+                if !whole || !clean || *text == UNQUOTED_EXPANSION || *text == QUOTED_EXPANSION {
+                    scan.fits = false;
+                }
+            }
+        }
+        if self.max_operands.is_some_and(|max| operands.len() > max) {
+            scan.fits = false;
+        }
+        if let Some(pattern) = &self.operand_pattern
+            && !operands
+                .iter()
+                .all(|o| pattern.find(o).is_some_and(|m| m.len() == o.len()))
+        {
+            scan.fits = false;
+        }
+        let written: &[&str] = match (in_place, self.output_operands) {
+            (true, _) | (false, OutputOperands::All) => &operands,
+            (false, OutputOperands::Last) if operands.len() > 1 => &operands[operands.len() - 1..],
+            _ => &[],
+        };
+        scan.writes.extend(written.iter().map(|w| (*w).to_owned()));
+        if !scan.writes.is_empty() {
+            // A program that writes a file is not what its class says.
+            scan.fits = false;
+        }
+        scan
+    }
+
+    /// One option word: a long option, a single-dash long option, or a
+    /// cluster of short flags. Consumes the values it takes.
+    fn read_option<'a>(
+        &self,
+        word: &'a str,
+        words: &'a [String],
+        index: &mut usize,
+    ) -> Vec<Word<'a>> {
+        if self.flag_pattern.as_ref().is_some_and(|p| {
+            p.find(word)
+                .is_some_and(|m| m.start() == 0 && m.end() == word.len())
+        }) {
+            return vec![Word::Flag];
+        }
+        let mut next = || {
+            let value = words.get(*index).map(String::as_str);
+            *index += 1;
+            value
+        };
+        if word.starts_with("--") || self.whole_words {
+            let (name, attached) = match word.split_once('=') {
+                Some((name, value)) if word.starts_with("--") => (name, Some(value)),
+                _ => (word, None),
+            };
+            return vec![self.long(name, attached, &mut next)];
+        }
+        let mut items = Vec::new();
+        for (at, c) in word.char_indices().skip(1) {
+            let name = format!("-{c}");
+            let rest = &word[at + c.len_utf8()..];
+            let attached = (!rest.is_empty()).then_some(rest);
+            let takes_value = self.options.contains(&name)
+                || self.output_options.contains(&name)
+                || self
+                    .script
+                    .as_ref()
+                    .is_some_and(|s| s.options.contains(&name));
+            if takes_value && (attached.is_some() || !self.flags.contains(&name)) {
+                items.push(self.long(&name, attached, &mut next));
+                return items;
+            }
+            if self.flags.contains(&name) {
+                items.push(Word::Flag);
+                continue;
+            }
+            if self.output_flags.contains(&name) {
+                // `-i.bak`: the rest of the cluster is the suffix.
+                items.push(Word::OutputFlag);
+                return items;
+            }
+            items.push(Word::Unknown);
+            return items;
+        }
+        items
+    }
+
+    fn long<'a>(
+        &self,
+        name: &str,
+        attached: Option<&'a str>,
+        next: &mut impl FnMut() -> Option<&'a str>,
+    ) -> Word<'a> {
+        let mut value = || attached.or_else(&mut *next);
+        if attached.is_none() && self.flags.contains(name) {
+            return Word::Flag;
+        }
+        if self.output_flags.contains(name) {
+            return Word::OutputFlag;
+        }
+        if self.output_options.contains(name) {
+            return value().map_or(Word::Unknown, Word::Output);
+        }
+        if self
+            .script
+            .as_ref()
+            .is_some_and(|s| s.options.contains(name))
+        {
+            return value().map_or(Word::Unknown, Word::Script);
+        }
+        if self.options.contains(name) {
+            return value().map_or(Word::Unknown, |_| Word::Value);
+        }
+        if self.pair_options.contains(name) && attached.is_none() {
+            return match (next(), next()) {
+                (Some(_), Some(_)) => Word::Flag,
+                _ => Word::Unknown,
+            };
+        }
+        Word::Unknown
+    }
+}
+
+/// An option word: starts with `-` and is more than `-` (stdin).
+fn looks_like_option(word: &str) -> bool {
+    word.len() > 1 && word.starts_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(items: &[&str]) -> HashSet<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn sort() -> Description {
+        Description {
+            names: vec!["sort".into()],
+            class: "read_only".into(),
+            subcommands: Vec::new(),
+            flags: set(&["-n", "-r", "-u", "--reverse", "-c", "--check"]),
+            options: set(&["-k", "-t", "--key", "--check"]),
+            pair_options: HashSet::new(),
+            flag_pattern: None,
+            whole_words: false,
+            free_words: false,
+            max_operands: None,
+            operand_pattern: None,
+            script: None,
+            output_options: set(&["-o", "--output"]),
+            output_flags: HashSet::new(),
+            output_operands: OutputOperands::None,
+        }
+    }
+
+    #[test]
+    fn listed_options_fit_in_every_form() {
+        let d = sort();
+        for ok in [
+            "names.txt",
+            "-n names.txt",
+            "-nr names.txt",
+            "-k 2 -t , f",
+            "-k2 f",
+            "-rk2 f",
+            "--key=2 f",
+            "--key 2 f",
+            "--reverse f",
+            "--check f",
+            "--check=quiet f",
+            "-- -o",
+            "-",
+        ] {
+            assert!(d.scan(&words(ok)).fits, "{ok}");
+        }
+    }
+
+    #[test]
+    fn unlisted_options_and_outputs_do_not_fit() {
+        let d = sort();
+        for bad in [
+            "-T /tmp f",
+            "-nT f",
+            "--compress-program=sh f",
+            "--reverse=x f",
+            "-k",
+            UNQUOTED_EXPANSION,
+        ] {
+            assert!(!d.scan(&words(bad)).fits, "{bad}");
+        }
+        for (text, written) in [
+            ("-o out f", "out"),
+            ("-oout f", "out"),
+            ("-no out f", "out"),
+            ("--output=.git/config f", ".git/config"),
+            ("--output .git/x f", ".git/x"),
+        ] {
+            let scan = d.scan(&words(text));
+            assert!(!scan.fits, "{text}");
+            assert_eq!(scan.writes, vec![written.to_owned()], "{text}");
+        }
+    }
+
+    #[test]
+    fn scripts_are_judged_whole() {
+        let mut d = sort();
+        d.script = Some(Script {
+            options: set(&["-e", "--expression"]),
+            operand: true,
+            pattern: Some(Regex::new("[0-9,]*p").unwrap()),
+            unless: Some(Regex::new("e").unwrap()),
+        });
+        assert!(d.scan(&words("1,5p f")).fits);
+        assert!(d.scan(&words("-e 1,5p f")).fits);
+        assert!(!d.scan(&words("1,5w f")).fits);
+        assert!(!d.scan(&words("-e 1e")).fits);
+        assert!(!d.scan(&words("-e1w f")).fits);
+    }
+
+    #[test]
+    fn in_place_flags_and_output_operands_name_the_files_written() {
+        let mut d = sort();
+        d.output_flags = set(&["-i", "--in-place"]);
+        assert_eq!(d.scan(&words("-i a b")).writes, vec!["a", "b"]);
+        assert_eq!(d.scan(&words("-i.bak a")).writes, vec!["a"]);
+        assert_eq!(d.scan(&words("-ni a")).writes, vec!["a"]);
+        assert_eq!(d.scan(&words("--in-place=.b a")).writes, vec!["a"]);
+        d.output_operands = OutputOperands::Last;
+        assert_eq!(d.scan(&words("-n a b c")).writes, vec!["c"]);
+        assert!(d.scan(&words("a")).writes.is_empty());
+    }
+
+    #[test]
+    fn subcommands_select_the_description() {
+        let mut d = sort();
+        d.subcommands = vec![words("stash list"), words("log")];
+        assert_eq!(d.applies(&words("log -n")), Some(&words("-n")[..]));
+        assert_eq!(d.applies(&words("stash list")), Some(&[][..]));
+        assert_eq!(d.applies(&words("stash pop")), None);
+        assert_eq!(d.applies(&words("logs")), None);
+    }
+
+    #[test]
+    fn operand_limits() {
+        let mut d = sort();
+        d.max_operands = Some(0);
+        assert!(d.scan(&words("-n")).fits);
+        assert!(!d.scan(&words("name")).fits);
+        d.max_operands = None;
+        d.operand_pattern = Some(Regex::new(r"\+.*").unwrap());
+        assert!(d.scan(&words("+%s")).fits);
+        assert!(!d.scan(&words("0101")).fits);
+    }
+}

@@ -1,0 +1,765 @@
+//! The command table (`policies/commands.toml`): which classes a program
+//! with its arguments falls in. The security team edits it; a new class or
+//! a new read-only program needs no Rust.
+//!
+//! Two kinds of entry, because allow and deny need different evidence:
+//! - `[[program]]` is a closed description of a program's harmless uses.
+//!   Its class (e.g. `read_only`) is given only when every word fits; that
+//!   is the proof the allow policies rest on. It also names the options and
+//!   operands that are files the program writes.
+//! - `[[rule]]` adds a class when a regex matches (destructive, network,
+//!   ...). Rules can only make a command stricter, so they may not give
+//!   the proven classes.
+//!
+//! `[globals.PROGRAM]` lists the options a program takes before its
+//! subcommand (`git -C DIR log`), and `[environment]` says which variable
+//! assignments are harmless and which change what runs or loads.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use regex::Regex;
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::description::{Description, OutputOperands, Script};
+
+/// The class of a command no rule or description gives a class.
+pub const UNKNOWN: &str = "unknown";
+/// The class of a command that writes a file it names.
+pub const WRITES_FILES: &str = "writes_files";
+/// The class of an assignment to a variable the table does not call
+/// harmless.
+pub const ENV_CHANGE: &str = "env_change";
+/// Classes that allow: only a closed description may give them.
+pub const PROVEN_CLASSES: [&str; 2] = ["read_only", "vcs_read"];
+
+#[derive(Debug, Error)]
+pub enum CommandClassError {
+    #[error("{file}: {message}")]
+    Syntax { file: String, message: String },
+    #[error("{file}: {entry} {index} (class `{class}`): {field}: {message}")]
+    BadRegex {
+        file: String,
+        entry: &'static str,
+        index: usize,
+        class: String,
+        field: &'static str,
+        message: String,
+    },
+    #[error(
+        "{file}: {entry} {index}: the class name `{class}` must be a lower-case identifier (a-z, 0-9, _)"
+    )]
+    BadName {
+        file: String,
+        entry: &'static str,
+        index: usize,
+        class: String,
+    },
+    #[error(
+        "{file}: rule {index}: a [[rule]] may not give `{class}`; allow classes come only from a \
+         [[program]] description that lists every harmless option (see the README's command gate section)"
+    )]
+    UnprovenAllow {
+        file: String,
+        index: usize,
+        class: String,
+    },
+    #[error("{file}: program {index}: {message}")]
+    BadProgram {
+        file: String,
+        index: usize,
+        message: String,
+    },
+    #[error("{file}: environment: pattern `{pattern}`: {message}")]
+    BadVariable {
+        file: String,
+        pattern: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableFile {
+    #[serde(default)]
+    rule: Vec<RuleEntry>,
+    #[serde(default)]
+    program: Vec<ProgramEntry>,
+    #[serde(default)]
+    globals: HashMap<String, GlobalsEntry>,
+    #[serde(default)]
+    environment: Option<EnvironmentEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleEntry {
+    class: String,
+    /// Regex over the program's basename, anchored at both ends.
+    program: String,
+    /// Regex over the arguments joined by single spaces; the rule applies
+    /// only when it matches somewhere.
+    #[serde(default)]
+    args: Option<String>,
+    /// The rule does not apply when this matches the arguments.
+    #[serde(default)]
+    unless_args: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(one) => vec![one],
+            Self::Many(many) => many,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgramEntry {
+    /// Exact basenames, not patterns: a description is closed.
+    program: OneOrMany,
+    class: String,
+    #[serde(default)]
+    subcommand: Vec<String>,
+    #[serde(default)]
+    flags: Vec<String>,
+    #[serde(default)]
+    options: Vec<String>,
+    #[serde(default)]
+    pair_options: Vec<String>,
+    #[serde(default)]
+    flag_pattern: Option<String>,
+    #[serde(default)]
+    whole_words: bool,
+    #[serde(default)]
+    free_words: bool,
+    #[serde(default)]
+    max_operands: Option<usize>,
+    #[serde(default)]
+    operand_pattern: Option<String>,
+    #[serde(default)]
+    script_options: Vec<String>,
+    #[serde(default)]
+    script_operand: bool,
+    #[serde(default)]
+    script: Option<String>,
+    #[serde(default)]
+    script_unless: Option<String>,
+    #[serde(default)]
+    output_options: Vec<String>,
+    #[serde(default)]
+    output_flags: Vec<String>,
+    #[serde(default)]
+    output_operands: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GlobalsEntry {
+    /// Global options that take a value (so the subcommand can be found).
+    #[serde(default)]
+    options: Vec<String>,
+    /// Global flags and options that keep a command read-only.
+    #[serde(default)]
+    safe: Vec<String>,
+    /// Global options whose value is a folder that keeps a command
+    /// read-only while it resolves inside the root (`git -C DIR`).
+    #[serde(default)]
+    inside_root: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvironmentEntry {
+    #[serde(default)]
+    harmless: Vec<String>,
+    #[serde(default)]
+    loading: Vec<String>,
+    #[serde(default)]
+    lowercase_harmless: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    class: String,
+    program: Regex,
+    args: Option<Regex>,
+    unless_args: Option<Regex>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Globals {
+    options: HashSet<String>,
+    safe: HashSet<String>,
+    inside_root: HashSet<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Environment {
+    harmless: GlobSet,
+    loading: GlobSet,
+    lowercase_harmless: bool,
+}
+
+impl Default for Environment {
+    fn default() -> Self {
+        Self {
+            harmless: GlobSet::empty(),
+            loading: GlobSet::empty(),
+            lowercase_harmless: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CommandClasses {
+    rules: Vec<Rule>,
+    programs: HashMap<String, Vec<Description>>,
+    globals: HashMap<String, Globals>,
+    environment: Environment,
+    names: BTreeSet<String>,
+}
+
+/// What the table makes of one program with its arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Classified {
+    pub classes: BTreeSet<String>,
+    /// Files its options and operands say it writes.
+    pub writes: Vec<String>,
+}
+
+/// What an assignment to a variable means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignment {
+    Harmless,
+    /// A variable the table does not know: `env_change`.
+    Change,
+    /// A variable that changes what runs or loads (`LD_PRELOAD`, `PATH`):
+    /// nothing after it can be judged.
+    Loading,
+}
+
+fn valid_class(class: &str) -> bool {
+    class.starts_with(|c: char| c.is_ascii_lowercase())
+        && class
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn set(items: Vec<String>) -> HashSet<String> {
+    items.into_iter().collect()
+}
+
+impl CommandClasses {
+    /// Parses a team's table: a `[[rule]]` may not give a proven class.
+    pub fn parse(file: &str, text: &str) -> Result<Self, CommandClassError> {
+        Self::parse_with(file, text, true)
+    }
+
+    /// Parses a table recorded in an audit snapshot, as it was accepted
+    /// when it was recorded (replay decides from the recorded facts, so the
+    /// table only has to load).
+    pub fn parse_recorded(file: &str, text: &str) -> Result<Self, CommandClassError> {
+        Self::parse_with(file, text, false)
+    }
+
+    fn parse_with(file: &str, text: &str, strict: bool) -> Result<Self, CommandClassError> {
+        let table: TableFile = toml::from_str(text).map_err(|err| CommandClassError::Syntax {
+            file: file.to_owned(),
+            message: err.to_string().trim_end().to_owned(),
+        })?;
+        let mut names = BTreeSet::new();
+        let mut rules = Vec::new();
+        for (i, entry) in table.rule.into_iter().enumerate() {
+            let index = i + 1;
+            if !valid_class(&entry.class) {
+                return Err(CommandClassError::BadName {
+                    file: file.to_owned(),
+                    entry: "rule",
+                    index,
+                    class: entry.class,
+                });
+            }
+            if strict && PROVEN_CLASSES.contains(&entry.class.as_str()) {
+                return Err(CommandClassError::UnprovenAllow {
+                    file: file.to_owned(),
+                    index,
+                    class: entry.class,
+                });
+            }
+            let compile = |field: &'static str, pattern: &str| {
+                regex(file, "rule", index, &entry.class, field, pattern)
+            };
+            let program = compile("program", &format!("^(?:{})$", entry.program))?;
+            let args = entry
+                .args
+                .as_deref()
+                .map(|p| compile("args", p))
+                .transpose()?;
+            let unless_args = entry
+                .unless_args
+                .as_deref()
+                .map(|p| compile("unless_args", p))
+                .transpose()?;
+            names.insert(entry.class.clone());
+            rules.push(Rule {
+                class: entry.class,
+                program,
+                args,
+                unless_args,
+            });
+        }
+        let mut programs: HashMap<String, Vec<Description>> = HashMap::new();
+        for (i, entry) in table.program.into_iter().enumerate() {
+            let description = description(file, i + 1, entry)?;
+            names.insert(description.class.clone());
+            for name in &description.names {
+                programs
+                    .entry(name.clone())
+                    .or_default()
+                    .push(description.clone());
+            }
+        }
+        let globals = table
+            .globals
+            .into_iter()
+            .map(|(program, g)| {
+                (
+                    program,
+                    Globals {
+                        options: set(g.options),
+                        safe: set(g.safe),
+                        inside_root: set(g.inside_root),
+                    },
+                )
+            })
+            .collect();
+        let environment = match table.environment {
+            Some(entry) => environment(file, entry)?,
+            None => Environment::default(),
+        };
+        Ok(Self {
+            rules,
+            programs,
+            globals,
+            environment,
+            names,
+        })
+    }
+
+    /// The class names the table defines.
+    pub fn names(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+
+    /// The classes of a program (its basename) with its arguments, and
+    /// the files it writes; `unknown` when nothing gives it a class.
+    /// `inside_root` says whether a folder named by a global option
+    /// resolves inside the root.
+    pub fn classify(
+        &self,
+        program: &str,
+        args: &[String],
+        inside_root: &dyn Fn(&str) -> bool,
+    ) -> Classified {
+        let (globals_safe, rest) = match self.globals.get(program) {
+            Some(globals) => globals.split(args, inside_root),
+            None => (true, args),
+        };
+        let joined = rest.join(" ");
+        let mut classified = Classified::default();
+        classified.classes.extend(
+            self.rules
+                .iter()
+                .filter(|rule| rule.program.is_match(program))
+                .filter(|rule| rule.args.as_ref().is_none_or(|r| r.is_match(&joined)))
+                .filter(|rule| {
+                    rule.unless_args
+                        .as_ref()
+                        .is_none_or(|r| !r.is_match(&joined))
+                })
+                .map(|rule| rule.class.clone()),
+        );
+        for description in self.programs.get(program).into_iter().flatten() {
+            let Some(after) = description.applies(rest) else {
+                continue;
+            };
+            let scan = description.scan(after);
+            for write in scan.writes {
+                if !classified.writes.contains(&write) {
+                    classified.writes.push(write);
+                }
+            }
+            if scan.fits && globals_safe {
+                classified.classes.insert(description.class.clone());
+            }
+        }
+        if !classified.writes.is_empty() {
+            classified.classes.insert(WRITES_FILES.to_owned());
+        }
+        if classified.classes.is_empty() {
+            classified.classes.insert(UNKNOWN.to_owned());
+        }
+        classified
+    }
+
+    /// What assigning to `name` means, by the `[environment]` table.
+    pub fn assignment(&self, name: &str) -> Assignment {
+        let env = &self.environment;
+        if env.loading.is_match(name) {
+            Assignment::Loading
+        } else if env.harmless.is_match(name)
+            || (env.lowercase_harmless && !name.chars().any(|c| c.is_ascii_uppercase()))
+        {
+            Assignment::Harmless
+        } else {
+            Assignment::Change
+        }
+    }
+}
+
+impl Globals {
+    /// Splits the global options off; says whether all of them keep the
+    /// command read-only.
+    fn split<'a>(
+        &self,
+        args: &'a [String],
+        inside_root: &dyn Fn(&str) -> bool,
+    ) -> (bool, &'a [String]) {
+        let mut safe = true;
+        let mut index = 0;
+        while index < args.len() {
+            let word = args[index].as_str();
+            if !(word.len() > 1 && word.starts_with('-')) {
+                break;
+            }
+            index += 1;
+            if self.inside_root.contains(word) {
+                let folder = args.get(index).map(String::as_str);
+                index += 1;
+                safe &= folder.is_some_and(inside_root);
+            } else if self.options.contains(word) {
+                index += 1;
+                safe = false;
+            } else if !self.safe.contains(word) {
+                safe = false;
+            }
+        }
+        (safe, &args[index.min(args.len())..])
+    }
+}
+
+fn regex(
+    file: &str,
+    entry: &'static str,
+    index: usize,
+    class: &str,
+    field: &'static str,
+    pattern: &str,
+) -> Result<Regex, CommandClassError> {
+    Regex::new(pattern).map_err(|err| CommandClassError::BadRegex {
+        file: file.to_owned(),
+        entry,
+        index,
+        class: class.to_owned(),
+        field,
+        message: err.to_string(),
+    })
+}
+
+fn description(
+    file: &str,
+    index: usize,
+    entry: ProgramEntry,
+) -> Result<Description, CommandClassError> {
+    if !valid_class(&entry.class) {
+        return Err(CommandClassError::BadName {
+            file: file.to_owned(),
+            entry: "program",
+            index,
+            class: entry.class,
+        });
+    }
+    let bad = |message: String| CommandClassError::BadProgram {
+        file: file.to_owned(),
+        index,
+        message,
+    };
+    let names = entry.program.into_vec();
+    if names.is_empty() || names.iter().any(|n| n.is_empty() || n.contains('/')) {
+        return Err(bad(
+            "`program` must name one or more programs by their basename".to_owned(),
+        ));
+    }
+    let output_operands = match entry.output_operands.as_deref() {
+        None | Some("none") => OutputOperands::None,
+        Some("all") => OutputOperands::All,
+        Some("last") => OutputOperands::Last,
+        Some(other) => {
+            return Err(bad(format!(
+                "output_operands `{other}`: expected \"none\", \"all\" or \"last\""
+            )));
+        }
+    };
+    let has_script = entry.script.is_some()
+        || entry.script_unless.is_some()
+        || entry.script_operand
+        || !entry.script_options.is_empty();
+    let compile = |field: &'static str, pattern: &str| {
+        regex(file, "program", index, &entry.class, field, pattern)
+    };
+    let script = if has_script {
+        Some(Script {
+            options: set(entry.script_options),
+            operand: entry.script_operand,
+            pattern: entry
+                .script
+                .as_deref()
+                .map(|p| compile("script", &format!("^(?:{p})$")))
+                .transpose()?,
+            unless: entry
+                .script_unless
+                .as_deref()
+                .map(|p| compile("script_unless", p))
+                .transpose()?,
+        })
+    } else {
+        None
+    };
+    let subcommands = if entry.subcommand.is_empty() {
+        Vec::new()
+    } else {
+        entry
+            .subcommand
+            .iter()
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    Ok(Description {
+        names,
+        class: entry.class.clone(),
+        subcommands,
+        flags: set(entry.flags),
+        options: set(entry.options),
+        pair_options: set(entry.pair_options),
+        flag_pattern: entry
+            .flag_pattern
+            .as_deref()
+            .map(|p| compile("flag_pattern", &format!("^(?:{p})$")))
+            .transpose()?,
+        whole_words: entry.whole_words,
+        free_words: entry.free_words,
+        max_operands: entry.max_operands,
+        operand_pattern: entry
+            .operand_pattern
+            .as_deref()
+            .map(|p| compile("operand_pattern", &format!("^(?:{p})$")))
+            .transpose()?,
+        script,
+        output_options: set(entry.output_options),
+        output_flags: set(entry.output_flags),
+        output_operands,
+    })
+}
+
+fn environment(file: &str, entry: EnvironmentEntry) -> Result<Environment, CommandClassError> {
+    let build = |patterns: &[String]| {
+        let mut builder = GlobSetBuilder::new();
+        for pattern in patterns {
+            let glob = Glob::new(pattern).map_err(|err| CommandClassError::BadVariable {
+                file: file.to_owned(),
+                pattern: pattern.clone(),
+                message: err.kind().to_string(),
+            })?;
+            builder.add(glob);
+        }
+        builder
+            .build()
+            .map_err(|err| CommandClassError::BadVariable {
+                file: file.to_owned(),
+                pattern: patterns.join(", "),
+                message: err.to_string(),
+            })
+    };
+    Ok(Environment {
+        harmless: build(&entry.harmless)?,
+        loading: build(&entry.loading)?,
+        lowercase_harmless: entry.lowercase_harmless,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> Result<CommandClasses, CommandClassError> {
+        CommandClasses::parse("commands.toml", text)
+    }
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn classes(t: &CommandClasses, program: &str, a: &[&str]) -> Vec<String> {
+        t.classify(program, &args(a), &|dir| !dir.starts_with('/'))
+            .classes
+            .into_iter()
+            .collect()
+    }
+
+    const GIT: &str = r#"
+[[program]]
+program = "git"
+class = "vcs_read"
+subcommand = ["status", "log"]
+flags = ["--short", "--oneline"]
+output_options = ["--output"]
+
+[globals.git]
+options = ["-c", "--git-dir"]
+safe = ["--no-pager"]
+inside_root = ["-C"]
+
+[[rule]]
+class = "network"
+program = "git"
+args = "^push"
+
+[[program]]
+program = ["cat", "head"]
+class = "read_only"
+flags = ["-n"]
+
+[environment]
+harmless = ["LANG", "LC_*"]
+loading = ["LD_*", "PATH", "GIT_*", "*_proxy"]
+lowercase_harmless = true
+"#;
+
+    #[test]
+    fn descriptions_rules_and_globals_work_together() {
+        let t = table(GIT).unwrap();
+        assert_eq!(classes(&t, "git", &["status"]), ["vcs_read"]);
+        assert_eq!(
+            classes(&t, "git", &["--no-pager", "log", "--oneline"]),
+            ["vcs_read"]
+        );
+        assert_eq!(classes(&t, "git", &["-C", "sub", "status"]), ["vcs_read"]);
+        assert_eq!(
+            classes(&t, "git", &["-C", "/elsewhere", "status"]),
+            [UNKNOWN]
+        );
+        assert_eq!(
+            classes(&t, "git", &["-c", "core.pager=sh", "log"]),
+            [UNKNOWN]
+        );
+        assert_eq!(classes(&t, "git", &["--git-dir=/x", "log"]), [UNKNOWN]);
+        assert_eq!(classes(&t, "git", &["-c", "x=y", "push"]), ["network"]);
+        assert_eq!(classes(&t, "git", &["log", "--stat"]), [UNKNOWN]);
+        let out = t.classify("git", &args(&["log", "--output=.git/x"]), &|_| true);
+        assert_eq!(out.writes, ["x".replace('x', ".git/x")]);
+        assert!(out.classes.contains(WRITES_FILES) && !out.classes.contains("vcs_read"));
+        assert_eq!(classes(&t, "head", &["-n", "f"]), ["read_only"]);
+        assert_eq!(classes(&t, "cat", &["-v", "f"]), [UNKNOWN]);
+    }
+
+    #[test]
+    fn assignments_are_judged_by_the_environment_table() {
+        let t = table(GIT).unwrap();
+        assert_eq!(t.assignment("LANG"), Assignment::Harmless);
+        assert_eq!(t.assignment("LC_ALL"), Assignment::Harmless);
+        assert_eq!(t.assignment("line"), Assignment::Harmless);
+        assert_eq!(t.assignment("http_proxy"), Assignment::Loading);
+        assert_eq!(t.assignment("LD_PRELOAD"), Assignment::Loading);
+        assert_eq!(t.assignment("GIT_PAGER"), Assignment::Loading);
+        assert_eq!(t.assignment("FOO"), Assignment::Change);
+    }
+
+    #[test]
+    fn rules_match_program_and_arguments() {
+        let t = table(
+            "[[rule]]\nclass = \"network\"\nprogram = \"git\"\nargs = \"^push\"\n\
+             [[rule]]\nclass = \"secrets\"\nprogram = \"ls|cat\"\nunless_args = \"plain\"\n",
+        )
+        .unwrap();
+        assert_eq!(classes(&t, "git", &["push"]), ["network"]);
+        assert_eq!(classes(&t, "git", &["pull"]), [UNKNOWN]);
+        assert_eq!(classes(&t, "cat", &["a"]), ["secrets"]);
+        assert_eq!(classes(&t, "cat", &["plain"]), [UNKNOWN]);
+        // The program pattern is anchored: `catalog` is not `cat`.
+        assert_eq!(classes(&t, "catalog", &[]), [UNKNOWN]);
+    }
+
+    #[test]
+    fn bad_tables_are_refused_with_the_file_and_entry() {
+        assert!(matches!(
+            table("[[rule]]\nclass = 1"),
+            Err(CommandClassError::Syntax { .. })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"Bad\"\nprogram = \"x\""),
+            Err(CommandClassError::BadName { index: 1, .. })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"x\"\nprogram = \"(\""),
+            Err(CommandClassError::BadRegex {
+                field: "program",
+                ..
+            })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"x\"\nprogram = \"x\"\nargs = \"[\""),
+            Err(CommandClassError::BadRegex { field: "args", .. })
+        ));
+        assert!(matches!(
+            table("[[rule]]\nclass = \"x\"\nprogram = \"x\"\nextra = 1"),
+            Err(CommandClassError::Syntax { .. })
+        ));
+        let err = table("[[rule]]\nclass = \"read_only\"\nprogram = \"ls\"").unwrap_err();
+        assert!(matches!(
+            err,
+            CommandClassError::UnprovenAllow { index: 1, .. }
+        ));
+        assert!(err.to_string().contains("[[program]]"), "{err}");
+        assert!(matches!(
+            table("[[program]]\nprogram = \"/bin/ls\"\nclass = \"read_only\""),
+            Err(CommandClassError::BadProgram { index: 1, .. })
+        ));
+        assert!(matches!(
+            table(
+                "[[program]]\nprogram = \"ls\"\nclass = \"read_only\"\noutput_operands = \"some\""
+            ),
+            Err(CommandClassError::BadProgram { .. })
+        ));
+        assert!(matches!(
+            table("[[program]]\nprogram = \"sed\"\nclass = \"read_only\"\nscript = \"(\""),
+            Err(CommandClassError::BadRegex {
+                field: "script",
+                entry: "program",
+                ..
+            })
+        ));
+        assert!(matches!(
+            table("[environment]\nharmless = [\"a[\"]"),
+            Err(CommandClassError::BadVariable { .. })
+        ));
+        // A recorded table from before descriptions still loads for replay.
+        assert!(
+            CommandClasses::parse_recorded(
+                "commands.toml",
+                "[[rule]]\nclass = \"read_only\"\nprogram = \"ls\""
+            )
+            .is_ok()
+        );
+    }
+}
