@@ -13,6 +13,7 @@ mod cli_init;
 mod cli_policy;
 mod cli_token;
 mod gate_corpus;
+mod gate_properties;
 mod interop_python;
 mod mcp_client;
 mod mcp_raw;

@@ -7,7 +7,9 @@
 //! variable, a substitution) is kept as `None`: in command position it
 //! makes the command opaque.
 
-use tree_sitter::{Node, Parser};
+use std::cell::RefCell;
+
+use tree_sitter::{Node, Parser, Tree};
 
 /// Longest command text accepted, in bytes.
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
@@ -116,18 +118,28 @@ pub struct Parsed {
     pub unparseable: bool,
 }
 
+thread_local! {
+    /// One parser per thread: building one and loading the grammar costs
+    /// more than parsing a typical command.
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+fn parse_tree(source: &str) -> Option<Tree> {
+    PARSER.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_bash::LANGUAGE.into())
+                .ok()?;
+            *slot = Some(parser);
+        }
+        slot.as_mut()?.parse(source, None)
+    })
+}
+
 pub fn parse(source: &str) -> Parsed {
-    let mut parser = Parser::new();
-    if parser
-        .set_language(&tree_sitter_bash::LANGUAGE.into())
-        .is_err()
-    {
-        return Parsed {
-            unparseable: true,
-            ..Parsed::default()
-        };
-    }
-    let Some(tree) = parser.parse(source, None) else {
+    let Some(tree) = parse_tree(source) else {
         return Parsed {
             unparseable: true,
             ..Parsed::default()
@@ -316,26 +328,31 @@ fn walk_inner(node: Node<'_>, source: &str, out: &mut Parsed) {
 }
 
 fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
-    let operator = {
+    // The operator, with any part the grammar could not read (`<>` comes
+    // out as `<` and an error holding `>`).
+    let operator: String = {
         let mut cursor = node.walk();
         node.children(&mut cursor)
-            .find(|c| !c.is_named())
-            .map(|c| text(c, source).to_owned())
-            .unwrap_or_default()
+            .filter(|c| !c.is_named() || c.is_error())
+            .map(|c| text(c, source))
+            .collect()
     };
     let Some(destination) = node.child_by_field_name("destination") else {
         return;
     };
     walk_inner(destination, source, out);
-    // `>&2`, `2>&1` and `<&3` name descriptors, not files.
-    let writes =
-        operator.contains('>') && !operator.contains('&') || operator == "&>" || operator == "&>>";
-    let reads = operator.contains('<') && !operator.contains('&');
-    if writes {
-        out.writes.push(literal(destination, source));
+    let target = literal(destination, source);
+    // `>&2`, `2>&1`, `<&3`, `>&-` name descriptors; `>& FILE` is a file.
+    let descriptor = operator.contains('&')
+        && (destination.kind() == "number" || target.as_deref() == Some("-"));
+    if descriptor {
+        return;
     }
-    if reads {
-        out.reads.push(literal(destination, source));
+    if operator.contains('>') {
+        out.writes.push(target.clone());
+    }
+    if operator.contains('<') {
+        out.reads.push(target);
     }
 }
 

@@ -209,9 +209,19 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 return;
             }
             "alias" => {
-                for word in rest.iter().flatten() {
-                    if let Some((alias, _)) = word.split_once('=') {
-                        out.defined.insert(alias.to_owned());
+                // `alias NAME=TEXT`: TEXT runs wherever NAME is used.
+                for word in &rest {
+                    match script_word(word).as_deref().and_then(|w| w.split_once('=')) {
+                        Some((alias, text)) => {
+                            out.defined.insert(alias.to_owned());
+                            if depth < MAX_DEPTH {
+                                unwrap_source(text, depth + 1, out);
+                            } else {
+                                out.opaque = true;
+                            }
+                        }
+                        None if word.is_none() => out.opaque = true,
+                        None => {}
                     }
                 }
                 record(out, &first, &name, &literals(&rest), &extra);
