@@ -439,3 +439,34 @@ fn a_team_adds_a_command_class_and_a_policy_without_rust() {
         "{run:?}"
     );
 }
+
+#[test]
+fn a_team_describes_a_read_only_program_without_rust() {
+    let tree = crate::util::Tree::new();
+    let table = tree.policies().join("commands.toml");
+    let original = fs::read_to_string(&table).unwrap();
+    let gate = |command: &str| tree.run(&["gate", "--command", command]).code;
+    assert_eq!(gate("fd -H foo"), 4, "not described yet: unknown");
+    let mut text = original.clone();
+    text.push_str(
+        "\n[[program]]\nprogram = \"fd\"\nclass = \"read_only\"\nflags = [\"-H\", \"-i\", \"--hidden\"]\noptions = [\"-e\", \"--extension\"]\n",
+    );
+    fs::write(&table, text).unwrap();
+    assert_eq!(gate("fd -H foo"), 0);
+    assert_eq!(gate("fd -Hi -e rs foo"), 0);
+    assert_eq!(gate("fd --extension=rs foo"), 0);
+    // What the description does not list is not proven.
+    assert_eq!(gate("fd -x rm foo"), 4);
+    assert_eq!(gate("fd -Hx rm foo"), 4);
+    assert_eq!(gate("fd --exec=rm foo"), 4);
+    // A deny-list rule cannot make a program read-only.
+    let mut text = original;
+    text.push_str("\n[[rule]]\nclass = \"read_only\"\nprogram = \"fd\"\nunless_args = \"-x\"\n");
+    fs::write(&table, text).unwrap();
+    let run = tree.run(&["policy", "validate"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr.contains("commands.toml") && run.stderr.contains("may not give `read_only`"),
+        "{run:?}"
+    );
+}
