@@ -39,7 +39,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().to_owned();
-    for file in PolicyBundle::builtin().all_files() {
+    for file in PolicyBundle::builtin().team_files() {
         let path = base.join(&file.logical);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, &file.text).unwrap();

@@ -6,7 +6,7 @@ use crate::util::{Tree, portcullis};
 fn init_writes_a_tree_that_validates_and_tests() {
     let tree = Tree::new();
     for file in [
-        "00_hard_constraints.cedar",
+        "builtin/hard_constraints.cedar",
         "20_allowlist.cedar",
         "tiers.json",
         "path_classes.toml",

@@ -7,7 +7,8 @@ fn validate_accepts_the_builtin_set() {
     let run = portcullis(&["policy", "validate"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.starts_with("ok: 14 policies in 6 files"),
+        run.stdout
+            .starts_with("ok: 14 policies in 5 files and the built-in hard constraints"),
         "{run:?}"
     );
 }
@@ -96,13 +97,100 @@ fn validate_refuses_an_impossible_policy() {
     assert_eq!(run.json()["problems"][0]["kind"], "validation_warning");
 }
 
+/// A write outside the root, as `check` judges it.
+fn escape(tree: &Tree) -> crate::util::Run {
+    tree.run(&[
+        "check",
+        "--client",
+        "ci-bot",
+        "--tool",
+        "builtin/write_file",
+        "--args",
+        r#"{"path":"../escape","content":"x"}"#,
+        "--format",
+        "json",
+    ])
+}
+
+fn assert_hard_deny(tree: &Tree, why: &str) {
+    let run = escape(tree);
+    assert_eq!(run.code, 2, "{why}: {run:?}");
+    assert_eq!(
+        run.json()["policies"][0]["id"],
+        "hard.no_write_outside_root",
+        "{why}: {run:?}"
+    );
+}
+
 #[test]
-fn validate_refuses_a_set_without_the_hard_constraints() {
+fn no_edit_of_a_teams_folder_weakens_a_hard_constraint() {
+    let builtin = |tree: &Tree| tree.policies().join("builtin/hard_constraints.cedar");
+    // The read-only copy: deleting or weakening it changes nothing.
     let tree = Tree::new();
-    fs::remove_file(tree.policies().join("00_hard_constraints.cedar")).unwrap();
+    let copy = fs::read_to_string(builtin(&tree)).unwrap();
+    assert!(copy.contains("FOR READING ONLY"), "{copy}");
+    fs::write(
+        builtin(&tree),
+        copy.replace(
+            "unless { context.writes_inside_root }",
+            "unless { context.writes_inside_root || principal.name == \"ci-bot\" }",
+        ),
+    )
+    .unwrap();
+    assert_eq!(tree.run(&["policy", "validate"]).code, 0);
+    assert_hard_deny(&tree, "edited copy");
+    fs::remove_file(builtin(&tree)).unwrap();
+    assert_eq!(tree.run(&["policy", "validate"]).code, 0);
+    assert_hard_deny(&tree, "deleted copy");
+
+    // A team file in the `hard.` namespace, in any form: refused, named.
+    let weakened = copy.replace(
+        "unless { context.writes_inside_root }",
+        "unless { context.writes_inside_root || principal.name == \"ci-bot\" }",
+    );
+    let by_transport = copy.replace(
+        "unless { context.writes_inside_root }",
+        "unless { context.writes_inside_root || context.transport == \"stdio\" }",
+    );
+    let never = "@id(\"hard.no_write_outside_root\")\n@reason(\"r\")\nforbid (principal, action, resource)\nwhen { false };\n";
+    let renamed_namespace =
+        "@id(\"HARD.exception\")\n@reason(\"r\")\npermit (principal, action, resource);\n";
+    for (name, text) in [
+        ("00_hard_constraints.cedar", copy.as_str()),
+        ("05_exception.cedar", weakened.as_str()),
+        ("05_transport.cedar", by_transport.as_str()),
+        ("05_never.cedar", never),
+        ("05_case.cedar", renamed_namespace),
+    ] {
+        let tree = Tree::new();
+        tree.write_policy(name, text);
+        let run = tree.run(&["policy", "validate"]);
+        assert_eq!(run.code, 3, "{name}: {run:?}");
+        assert!(
+            run.stderr.contains(name) && run.stderr.contains("`hard.` namespace"),
+            "{name}: {run:?}"
+        );
+        assert_eq!(
+            escape(&tree).code,
+            3,
+            "{name}: a set that does not load decides nothing"
+        );
+    }
+
+    // Harmless edits: a shadowing permit with every condition, and the
+    // constraints restated under other ids. They load; the deny stays.
+    let tree = Tree::new();
+    tree.write_policy(
+        "05_shadow.cedar",
+        "@id(\"allow.escape\")\n@reason(\"r\")\npermit (principal, action, resource)\nwhen { !context.writes_inside_root && context.approved && context.approval_channel == \"client_elicitation\" && principal.name == \"ci-bot\" };\n",
+    );
+    tree.write_policy(
+        "06_restated.cedar",
+        &copy.replace("@id(\"hard.", "@id(\"team."),
+    );
     let run = tree.run(&["policy", "validate"]);
-    assert_eq!(run.code, 3, "{run:?}");
-    assert!(run.stderr.contains("hard.no_write_outside_root"), "{run:?}");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_hard_deny(&tree, "shadowing permit");
 }
 
 #[test]

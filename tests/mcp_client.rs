@@ -422,7 +422,7 @@ async fn the_policies_and_schema_are_readable_resources() {
         .map(|r| r.uri.clone())
         .collect();
     assert!(
-        uris.contains(&"portcullis://policies/00_hard_constraints.cedar".to_owned()),
+        uris.contains(&"portcullis://policies/builtin/hard_constraints.cedar".to_owned()),
         "{uris:?}"
     );
     assert!(uris.contains(&"portcullis://schema".to_owned()));
@@ -550,4 +550,25 @@ async fn the_gate_answers_the_same_through_mcp_and_the_cli_and_is_audited() {
         crate::util::portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
     assert_eq!(replay.code, 0, "{replay:?}");
     assert_eq!(replay.json()["summary"]["not_redecided"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shadowing_permit_for_stdio_does_not_open_a_write_outside_the_root() {
+    let allowlist = format!(
+        "{ALLOW_BUILTIN}\n@id(\"allow.stdio_escape\")\n@reason(\"an exception a team might write\")\npermit (principal, action, resource)\nwhen {{ context.transport == \"stdio\" && !context.writes_inside_root }};\n"
+    );
+    let served = Served::new(&allowlist, "paired");
+    let client = connect(&served).await;
+    let body = refusal(
+        call(
+            &client,
+            "write_file",
+            json!({"path": "../escape", "content": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(body["decision"], "deny");
+    assert_eq!(body["policies"][0]["id"], "hard.no_write_outside_root");
+    assert!(!served.root.path().join("../escape").exists());
+    client.cancel().await.unwrap();
 }

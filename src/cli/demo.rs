@@ -104,7 +104,7 @@ pub fn run(args: &DemoArgs, format: Format) -> anyhow::Result<Exit> {
 /// Writes the policies (defaults plus the demo allowlist), a workspace with
 /// an escaping symlink, and a token store; returns the token.
 fn prepare(base: &Path) -> anyhow::Result<String> {
-    for file in PolicyBundle::builtin().all_files() {
+    for file in PolicyBundle::builtin().team_files() {
         let path = base.join(&file.logical);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;

@@ -6,7 +6,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Exit, Format, print_json};
-use crate::pdp::PolicyBundle;
+use crate::pdp::{BUILTIN_COPY, PolicyBundle};
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -20,8 +20,14 @@ pub struct InitArgs {
 pub fn run(args: &InitArgs, format: Format) -> anyhow::Result<Exit> {
     let bundle = PolicyBundle::builtin();
     let targets: Vec<(PathBuf, &str)> = bundle
-        .all_files()
+        .team_files()
         .map(|file| (args.dir.join(&file.logical), file.text.as_str()))
+        .chain(
+            bundle
+                .builtin
+                .iter()
+                .map(|file| (args.dir.join(BUILTIN_COPY), file.text.as_str())),
+        )
         .collect();
     if !args.force {
         let existing: Vec<String> = targets

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind};
+use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof};
 use crate::tools::Registry;
 
 #[derive(Debug, Subcommand)]
@@ -45,11 +45,11 @@ pub fn run(command: PolicyCommand, format: Format) -> anyhow::Result<Exit> {
 pub(super) fn load(
     args: &PolicyArgs,
     format: Format,
-) -> anyhow::Result<Result<(PolicyBundle, Engine), Exit>> {
+) -> anyhow::Result<Result<(PolicyBundle, Engine, Proof), Exit>> {
     let bundle = args.bundle()?;
     let registry = Registry::builtin()?;
-    match Engine::load(&bundle, &registry, &[]) {
-        Ok(engine) => Ok(Ok((bundle, engine))),
+    match Engine::load_proven(&bundle, &registry, &[]) {
+        Ok((engine, proof)) => Ok(Ok((bundle, engine, proof))),
         Err(err) => {
             report_problems(&err.problems, format)?;
             Ok(Err(Exit::ValidationFailure))
@@ -67,8 +67,8 @@ pub(super) fn load_for_client(
 ) -> anyhow::Result<Result<(Registry, Engine), Exit>> {
     let bundle = args.bundle()?;
     let registry = Registry::builtin()?;
-    match Engine::load(&bundle, &registry, std::slice::from_ref(client)) {
-        Ok(engine) => Ok(Ok((registry, engine))),
+    match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client)) {
+        Ok((engine, _)) => Ok(Ok((registry, engine))),
         Err(err)
             if err
                 .problems
@@ -109,27 +109,47 @@ pub(super) fn report_problems(problems: &[Problem], format: Format) -> anyhow::R
 }
 
 fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
-    let (bundle, engine) = match load(args, format)? {
+    let (bundle, engine, proof) = match load(args, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
     let identity = engine.identity();
+    let (proven, proof_text) = match &proof {
+        Proof::Proven { queries } => (
+            true,
+            format!(
+                "hard constraints proven for the whole set ({} properties, {queries} solver queries)",
+                pdp::PROPERTIES.len()
+            ),
+        ),
+        Proof::SolverAbsent { reason } => (
+            false,
+            format!("hard constraints checked structurally, not proven: {reason}"),
+        ),
+    };
     match format {
         Format::Json => print_json(&json!({
             "valid": true,
             "problems": [],
             "policies": engine.policy_count(),
             "files": bundle.policies.len(),
+            "builtin_files": bundle.builtin.len(),
             "tiers": engine.tiers(),
             "path_classes": engine.path_classes().names(),
             "policy_set": identity,
+            "hard_constraints": {
+                "proven": proven,
+                "properties": pdp::PROPERTIES.iter().map(|p| p.name).collect::<Vec<_>>(),
+                "detail": proof_text,
+            },
         }))?,
         Format::Human => println!(
-            "ok: {} policies in {} files, tiers {}, path classes {}; policy set {}",
+            "ok: {} policies in {} files and the built-in hard constraints, tiers {}, path classes {}; {}; policy set {}",
             engine.policy_count(),
             bundle.policies.len(),
             engine.tiers().join(", "),
             engine.path_classes().names().join(", "),
+            proof_text,
             identity.hash
         ),
     }
@@ -137,7 +157,7 @@ fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
 }
 
 fn test(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
-    let (bundle, engine) = match load(args, format)? {
+    let (bundle, engine, _) = match load(args, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };

@@ -77,8 +77,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
-    let engine = match Engine::load(&bundle, &registry, std::slice::from_ref(&record)) {
-        Ok(engine) => engine,
+    let engine = match Engine::load_proven(&bundle, &registry, std::slice::from_ref(&record)) {
+        Ok((engine, _)) => engine,
         Err(err) => {
             // Human format: stdout is the protocol channel, even for errors.
             report_problems(&err.problems, Format::Human)?;

@@ -30,11 +30,17 @@ impl PolicyResource {
 /// (`portcullis://schema`, every schema file in order).
 pub fn policy_resources(bundle: &PolicyBundle) -> Vec<PolicyResource> {
     let mut out: Vec<PolicyResource> = bundle
-        .policies
-        .iter()
+        .all_policies()
         .chain([&bundle.tiers, &bundle.path_classes])
         .map(|file| {
-            let name = file.logical.trim_start_matches("policies/").to_owned();
+            let name = match file.logical.strip_prefix("policies/") {
+                Some(name) => name.to_owned(),
+                // `builtin/portcullis-X/hard_constraints.cedar`
+                None => format!(
+                    "builtin/{}",
+                    file.logical.rsplit('/').next().unwrap_or(&file.logical)
+                ),
+            };
             let mime_type = if name.ends_with(".json") {
                 "application/json"
             } else if name.ends_with(".toml") {

@@ -35,6 +35,21 @@ pub enum BundleError {
     Empty { dir: PathBuf, what: &'static str },
 }
 
+/// Where `portcullis init` writes a copy of the built-in hard constraints,
+/// for reading: the loader never reads it (it is not in the policies
+/// folder itself).
+pub const BUILTIN_COPY: &str = "policies/builtin/hard_constraints.cedar";
+
+/// The logical name of the built-in hard constraints: it names the
+/// portcullis version, so the set hash and the audit snapshot tell which
+/// binary's constraints a decision was made under.
+pub fn builtin_logical() -> String {
+    format!(
+        "builtin/portcullis-{}/hard_constraints.cedar",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// One file of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
@@ -50,6 +65,11 @@ pub struct SourceFile {
 /// Every file a policy set is made of.
 #[derive(Debug, Clone)]
 pub struct PolicyBundle {
+    /// Policies built into the binary (the hard constraints). A recorded
+    /// set from before they were built in has none: its hard constraints
+    /// are among its `policies`.
+    pub builtin: Vec<SourceFile>,
+    /// The team's policies.
     pub policies: Vec<SourceFile>,
     pub schemas: Vec<SourceFile>,
     pub tiers: SourceFile,
@@ -73,6 +93,14 @@ impl PolicyBundle {
             files.iter().map(|(l, t)| file(l, t)).collect()
         };
         Self {
+            builtin: vec![SourceFile {
+                logical: builtin_logical(),
+                display: format!(
+                    "<builtin>/hard_constraints.cedar (portcullis {})",
+                    env!("CARGO_PKG_VERSION")
+                ),
+                text: defaults::HARD_CONSTRAINTS.to_owned(),
+            }],
             policies: many(defaults::POLICIES),
             schemas: many(defaults::SCHEMAS),
             tiers: file(defaults::TIERS.0, defaults::TIERS.1),
@@ -125,6 +153,7 @@ impl PolicyBundle {
     /// (`policies/x.cedar`, `schemas/x.cedarschema`, `policies/tiers.json`,
     /// `policies/path_classes.toml`), as a policy snapshot stores them.
     pub fn from_files(files: Vec<SourceFile>) -> Result<Self, String> {
+        let mut builtin = Vec::new();
         let mut policies = Vec::new();
         let mut schemas = Vec::new();
         let mut tiers = None;
@@ -138,6 +167,8 @@ impl PolicyBundle {
                 path_classes = Some(file);
             } else if logical == format!("policies/{COMMANDS_FILE}") {
                 commands = Some(file);
+            } else if logical.starts_with("builtin/") && logical.ends_with(".cedar") {
+                builtin.push(file);
             } else if logical.starts_with("policies/") && logical.ends_with(".cedar") {
                 policies.push(file);
             } else if logical.starts_with("schemas/") && logical.ends_with(".cedarschema") {
@@ -149,6 +180,7 @@ impl PolicyBundle {
         policies.sort_by(|a, b| a.logical.cmp(&b.logical));
         schemas.sort_by(|a, b| a.logical.cmp(&b.logical));
         Ok(Self {
+            builtin,
             policies,
             schemas,
             tiers: tiers.ok_or("no policies/tiers.json")?,
@@ -159,9 +191,18 @@ impl PolicyBundle {
         })
     }
 
-    /// Every file that decides: policies, schema, tiers, path classes (not
-    /// the fixture tests), in a fixed order.
+    /// Every file that decides: built-in and team policies, schema, tiers,
+    /// path classes, command table (not the fixture tests), in a fixed order.
     pub fn deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
+        self.builtin.iter().chain(self.team_deciding_files())
+    }
+
+    /// Every policy, built-in ones first.
+    pub fn all_policies(&self) -> impl Iterator<Item = &SourceFile> {
+        self.builtin.iter().chain(self.policies.iter())
+    }
+
+    fn team_deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
         self.policies.iter().chain(self.schemas.iter()).chain([
             &self.tiers,
             &self.path_classes,
@@ -169,9 +210,10 @@ impl PolicyBundle {
         ])
     }
 
-    /// Every file, tests included: what `portcullis init` writes out.
-    pub fn all_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.deciding_files()
+    /// The files a team's tree holds, tests included: what `portcullis
+    /// init` writes out (besides the read-only copy of the built-ins).
+    pub fn team_files(&self) -> impl Iterator<Item = &SourceFile> {
+        self.team_deciding_files()
             .chain(self.tests.iter())
             .chain(self.test_entities.iter())
     }
@@ -262,7 +304,7 @@ mod tests {
     use super::*;
 
     fn write_tree(dir: &Path, bundle: &PolicyBundle) {
-        for file in bundle.all_files() {
+        for file in bundle.team_files() {
             let path = dir.join(&file.logical);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, &file.text).unwrap();

@@ -11,13 +11,15 @@ macro_rules! file {
 }
 
 pub const POLICIES: &[(&str, &str)] = &[
-    file!("policies/00_hard_constraints.cedar"),
     file!("policies/10_tiers.cedar"),
     file!("policies/20_allowlist.cedar"),
     file!("policies/30_paths.cedar"),
     file!("policies/40_approvals.cedar"),
     file!("policies/50_commands.cedar"),
 ];
+
+/// The hard constraints, always loaded: a team's folder cannot hold them.
+pub const HARD_CONSTRAINTS: &str = include_str!("hard_constraints.cedar");
 
 pub const SCHEMAS: &[(&str, &str)] = &[file!("schemas/portcullis.cedarschema")];
 

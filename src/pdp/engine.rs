@@ -12,18 +12,11 @@ use super::bundle::PolicyBundle;
 use super::decide::{CommandShape, command_context, tool_context};
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
-use super::load::{self, PolicyOrigin};
+use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{Problem, ProblemKind};
+use super::proof::{self, Proof};
 use crate::facts::{CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport};
 use crate::tools::{Registry, ToolId};
-
-/// Where a policy set comes from: the team's folder now, or an audit
-/// snapshot of an earlier one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Provenance {
-    Current,
-    Recorded,
-}
 
 /// The policy set did not load; nothing can be decided with it.
 #[derive(Debug, Error)]
@@ -72,6 +65,40 @@ impl Engine {
         Self::load_as(bundle, registry, clients, Provenance::Current)
     }
 
+    /// Loads a set that will decide, and proves that it keeps the promises
+    /// of the hard constraints (`proof.rs`). A counterexample refuses the
+    /// set; without a solver the load goes on on the structural check and
+    /// says so once.
+    pub fn load_proven(
+        bundle: &PolicyBundle,
+        registry: &Registry,
+        clients: &[ClientRecord],
+    ) -> Result<(Self, Proof), LoadError> {
+        let engine = Self::load(bundle, registry, clients)?;
+        match proof::prove(&engine.policies, &engine.schema) {
+            Ok(proof) => {
+                if let Proof::SolverAbsent { reason } = &proof {
+                    proof::warn_solver_absent(reason);
+                }
+                Ok((engine, proof))
+            }
+            Err(err) => Err(LoadError {
+                problems: vec![
+                    Problem::new(
+                        ProblemKind::HardConstraintProof,
+                        "policies",
+                        err.to_string(),
+                    )
+                    .with_help(Some(
+                        "the hard constraints are built in; a set that does not keep them \
+                             was assembled wrongly: report it"
+                            .to_owned(),
+                    )),
+                ],
+            }),
+        }
+    }
+
     /// Loads a policy set recorded in an audit snapshot, for replay: it is
     /// held to the rules of when it was recorded (a command table from
     /// before `[[program]]` descriptions, a schema from before the gate's
@@ -92,11 +119,7 @@ impl Engine {
         provenance: Provenance,
     ) -> Result<Self, LoadError> {
         let mut problems = Vec::new();
-        let required: &[&str] = match provenance {
-            Provenance::Current => &load::HARD_CONSTRAINTS,
-            Provenance::Recorded => &[],
-        };
-        let compiled = load::compile(bundle, required);
+        let compiled = load::compile(bundle, provenance);
         let path_classes =
             PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
                 .map_err(|err| {
@@ -251,6 +274,11 @@ impl Engine {
 
     pub fn command_classes(&self) -> &CommandClasses {
         &self.command_classes
+    }
+
+    /// The compiled policy set, built-ins included.
+    pub fn policy_set(&self) -> &PolicySet {
+        &self.policies
     }
 
     pub fn schema(&self) -> &Schema {

@@ -21,6 +21,14 @@ pub const HARD_CONSTRAINTS: [&str; 6] = [
     "hard.no_command_write_outside_root",
 ];
 
+/// Where a policy set comes from: assembled now from the built-ins and a
+/// team's folder, or an audit snapshot of an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provenance {
+    Current,
+    Recorded,
+}
+
 /// Where a policy came from and why it exists.
 #[derive(Debug, Clone)]
 pub struct PolicyOrigin {
@@ -38,26 +46,21 @@ pub struct CompiledSet {
 
 /// Parses and validates the bundle's schema and policies, collecting every
 /// problem rather than stopping at the first.
-/// `required` lists the hard constraints the set must hold: all of them
-/// for a set that will decide, none for a recorded set being replayed
-/// (it decided what it decided, with the constraints of its day).
-pub fn compile(bundle: &PolicyBundle, required: &[&str]) -> Result<CompiledSet, Vec<Problem>> {
+/// A set that will decide must hold every hard constraint, and only the
+/// built-in file may define them; a recorded set being replayed decided
+/// what it decided, with the constraints of its day.
+pub fn compile(bundle: &PolicyBundle, provenance: Provenance) -> Result<CompiledSet, Vec<Problem>> {
     let mut problems = Vec::new();
     let schema = compile_schema(&bundle.schemas, &mut problems);
-    let (policies, origins) = compile_policies(&bundle.policies, required, &mut problems);
+    let files: Vec<SourceFile> = bundle.all_policies().cloned().collect();
+    let (policies, origins) = compile_policies(&files, provenance, &mut problems);
     let Some(schema) = schema else {
         return Err(problems);
     };
     if !problems.is_empty() {
         return Err(problems);
     }
-    validate(
-        &schema,
-        &policies,
-        &origins,
-        &bundle.policies,
-        &mut problems,
-    );
+    validate(&schema, &policies, &origins, &files, &mut problems);
     if problems.is_empty() {
         Ok(CompiledSet {
             schema,
@@ -112,7 +115,7 @@ fn compile_schema(files: &[SourceFile], problems: &mut Vec<Problem>) -> Option<S
 
 fn compile_policies(
     files: &[SourceFile],
-    required: &[&str],
+    provenance: Provenance,
     problems: &mut Vec<Problem>,
 ) -> (PolicySet, HashMap<PolicyId, PolicyOrigin>) {
     let mut set = PolicySet::new();
@@ -135,6 +138,9 @@ fn compile_policies(
         };
         let display: Arc<str> = Arc::from(file.display.as_str());
         for template in parsed.templates() {
+            if reserved(file, template.annotation("id"), provenance, problems) {
+                continue;
+            }
             let source = template.to_cedar();
             let named = name_policy(
                 file,
@@ -157,6 +163,9 @@ fn compile_policies(
             }
         }
         for policy in parsed.policies() {
+            if reserved(file, policy.annotation("id"), provenance, problems) {
+                continue;
+            }
             let source = policy.to_cedar().unwrap_or_default();
             let named = name_policy(
                 file,
@@ -184,6 +193,10 @@ fn compile_policies(
     if problems.len() > problems_before {
         return (set, origins);
     }
+    let required: &[&str] = match provenance {
+        Provenance::Current => &HARD_CONSTRAINTS,
+        Provenance::Recorded => &[],
+    };
     for required in required {
         let id = PolicyId::new(required);
         let is_forbid = set
@@ -197,14 +210,49 @@ fn compile_policies(
                     format!("the hard constraint `{required}` is missing or is not a forbid"),
                 )
                 .with_help(Some(
-                    "hard constraints apply to every client whatever else is permitted; \
-                     restore it from `portcullis init`"
+                    "hard constraints are built into portcullis and added to every set; \
+                     this set was assembled without them"
                         .to_owned(),
                 )),
             );
         }
     }
     (set, origins)
+}
+
+/// Refuses a team's policy in the `hard.` namespace: the built-in hard
+/// constraints are the only ones, so a team cannot shadow, weaken or
+/// pretend to restore them.
+fn reserved(
+    file: &SourceFile,
+    id: Option<&str>,
+    provenance: Provenance,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    let builtin = file.logical.starts_with("builtin/");
+    let Some(id) = id.filter(|id| id.trim_start().to_ascii_lowercase().starts_with("hard.")) else {
+        return false;
+    };
+    if provenance == Provenance::Current && !builtin {
+        problems.push(
+            Problem::new(
+                ProblemKind::ReservedHardConstraint,
+                &file.display,
+                format!(
+                    "`{id}`: the `hard.` namespace belongs to the built-in hard constraints; \
+                     a team's file may not define a policy in it"
+                ),
+            )
+            .with_help(Some(
+                "the hard constraints are built into portcullis and always loaded \
+                 (policies/builtin/hard_constraints.cedar is a copy for reading); \
+                 give your policy another id"
+                    .to_owned(),
+            )),
+        );
+        return true;
+    }
+    false
 }
 
 /// Checks a policy's `@id` and `@reason`; returns its id and origin when both

@@ -12,8 +12,9 @@ mod entities;
 mod fixtures;
 mod load;
 mod problem;
+mod proof;
 
-pub use bundle::{BundleError, PolicyBundle, SourceFile};
+pub use bundle::{BUILTIN_COPY, BundleError, PolicyBundle, SourceFile};
 pub use decide::{NO_APPROVAL, ToolAction, ToolQuery};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
@@ -21,6 +22,7 @@ pub use entities::{ClientRecord, entity_uid};
 pub use fixtures::{CaseResult, run as run_fixtures};
 pub use load::HARD_CONSTRAINTS;
 pub use problem::{Problem, ProblemKind};
+pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
 
 #[cfg(test)]
 mod tests;

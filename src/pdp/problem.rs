@@ -18,6 +18,12 @@ pub enum ProblemKind {
     DuplicateId,
     /// A hard-constraint `forbid` that must always be present is missing.
     MissingHardConstraint,
+    /// A team's file defines a policy in the `hard.` namespace, which only
+    /// the built-in hard constraints may use.
+    ReservedHardConstraint,
+    /// The solver found a request the hard constraints promise to deny
+    /// that the assembled set does not deny.
+    HardConstraintProof,
     /// A schema file does not parse, or the fragments do not form a schema.
     Schema,
     /// Strict validation failed.

@@ -125,18 +125,53 @@ fn a_parse_error_is_refused_with_file_line_and_column() {
 fn a_duplicate_id_names_both_files() {
     let bundle = with_policy(
         "50_dup.cedar",
-        "@id(\"hard.no_worktree\") @reason(\"r\")\npermit (principal, action, resource);\n",
+        "@id(\"allow.x\") @reason(\"r\")\npermit (principal, action, resource);\n",
     );
+    let mut bundle = bundle;
+    bundle.policies.push(SourceFile {
+        logical: "policies/60_dup.cedar".into(),
+        display: "policies/60_dup.cedar".into(),
+        text: "@id(\"allow.x\") @reason(\"r\")\nforbid (principal, action, resource);\n".into(),
+    });
     let problems = problems(&bundle);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].kind, ProblemKind::DuplicateId);
-    assert_eq!(problems[0].file, "policies/50_dup.cedar");
+    assert_eq!(problems[0].file, "policies/60_dup.cedar");
     assert!(
-        problems[0].message.contains("00_hard_constraints.cedar"),
+        problems[0].message.contains("policies/50_dup.cedar"),
         "{}",
         problems[0]
     );
     assert_eq!(problems[0].line, Some(1));
+}
+
+#[test]
+fn a_team_policy_in_the_hard_namespace_is_refused_with_its_file() {
+    for (text, _) in [
+        // Shadowing with a permit, restating a weaker forbid, a new one.
+        (
+            "@id(\"hard.no_worktree\") @reason(\"r\")\npermit (principal, action, resource);\n",
+            (),
+        ),
+        (
+            "@id(\"hard.no_write_outside_root\") @reason(\"r\")\nforbid (principal, action, resource) when { false };\n",
+            (),
+        ),
+        (
+            "@id(\"hard.mine\") @reason(\"r\")\nforbid (principal, action, resource);\n",
+            (),
+        ),
+    ] {
+        let bundle = with_policy("05_exception.cedar", text);
+        let problems = problems(&bundle);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.kind == ProblemKind::ReservedHardConstraint
+                    && p.file == "policies/05_exception.cedar"),
+            "{text}: {problems:?}"
+        );
+    }
 }
 
 #[test]
@@ -167,11 +202,9 @@ fn an_impossible_policy_is_refused() {
 }
 
 #[test]
-fn a_missing_hard_constraint_is_refused() {
+fn a_set_assembled_without_the_builtins_is_refused() {
     let mut bundle = PolicyBundle::builtin();
-    bundle
-        .policies
-        .retain(|f| !f.logical.ends_with("00_hard_constraints.cedar"));
+    bundle.builtin.clear();
     let problems = problems(&bundle);
     assert_eq!(problems.len(), HARD_CONSTRAINTS.len(), "{problems:?}");
     assert!(
@@ -182,13 +215,9 @@ fn a_missing_hard_constraint_is_refused() {
 }
 
 #[test]
-fn a_hard_constraint_turned_into_a_permit_is_refused() {
+fn a_builtin_turned_into_a_permit_is_refused() {
     let mut bundle = PolicyBundle::builtin();
-    let hard = bundle
-        .policies
-        .iter_mut()
-        .find(|f| f.logical.ends_with("00_hard_constraints.cedar"))
-        .unwrap();
+    let hard = &mut bundle.builtin[0];
     hard.text = hard.text.replacen("\nforbid (", "\npermit (", 1);
     let problems = problems(&bundle);
     assert_eq!(problems.len(), 1, "{problems:?}");

@@ -1,0 +1,274 @@
+//! A proof, at load, that the assembled policy set keeps the promises of
+//! the hard constraints, whatever else it holds: no request whose facts say
+//! a write leaves the root, a write lands in VCS metadata, or a tool spawns
+//! processes or touches worktrees is allowed, for any client, tier, entity
+//! data, `approved` or `approval_channel`. Since "ask" is "allowed once
+//! approved", no such request is ever ask either.
+//!
+//! The solver (SymCC over cvc5) reasons over every request and entity
+//! store the schema admits. With the built-ins always present the proof
+//! should never fail; it guards the built-ins themselves and any change to
+//! how a set is assembled. Where cvc5 is absent the load says so once and
+//! rests on the structural check (the built-ins present, nothing else in
+//! the `hard.` namespace).
+
+use std::sync::Once;
+
+use cedar_policy::{Entities, EntityUid, Policy, PolicyId, PolicySet, Request, RequestEnv, Schema};
+use cedar_policy_symcc::solver::LocalSolver;
+use cedar_policy_symcc::{CedarSymCompiler, CompiledPolicySet};
+use thiserror::Error;
+
+/// One promise of the hard constraints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Property {
+    pub name: &'static str,
+    /// The action group it is about (the action itself or any action in
+    /// it).
+    pub group: &'static str,
+    /// Cedar condition that makes a request one the property is about.
+    pub condition: &'static str,
+}
+
+/// What the hard constraints promise.
+pub const PROPERTIES: [Property; 6] = [
+    Property {
+        name: "a tool that spawns processes is never available",
+        group: "use_tool",
+        condition: r#"resource.effects.contains("process")"#,
+    },
+    Property {
+        name: "a tool that touches git worktrees is never available",
+        group: "use_tool",
+        condition: r#"resource.effects.contains("worktree")"#,
+    },
+    Property {
+        name: "a tool call never writes outside the root",
+        group: "call_tool",
+        condition: "!context.writes_inside_root",
+    },
+    Property {
+        name: "a tool call never writes into VCS metadata",
+        group: "call_tool",
+        condition: "context.writes_vcs_metadata",
+    },
+    Property {
+        name: "a command never writes outside the root",
+        group: "run_command",
+        condition: "!context.writes_inside_root",
+    },
+    Property {
+        name: "a command never writes into VCS metadata",
+        group: "run_command",
+        condition: "context.writes_vcs_metadata",
+    },
+];
+
+/// What the proof found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// Every property holds in every request environment it applies to.
+    Proven { queries: usize },
+    /// No solver: nothing was proven beyond the structural check.
+    SolverAbsent { reason: String },
+}
+
+#[derive(Debug, Error)]
+pub enum ProofError {
+    #[error(
+        "the policy set allows a request the hard constraints promise to deny ({property}); counterexample:\n{text}"
+    )]
+    Counterexample {
+        property: &'static str,
+        /// The request and entities the solver found, as Cedar values, so
+        /// that the engine can decide them again.
+        request: Box<Request>,
+        entities: Box<Entities>,
+        text: String,
+    },
+    #[error("the proof could not be run: {0}")]
+    Failed(String),
+}
+
+/// Proves every property for `policies` under `schema`.
+pub fn prove(policies: &PolicySet, schema: &Schema) -> Result<Proof, ProofError> {
+    // The solver is driven through tokio; a thread of its own keeps this
+    // callable from inside or outside a runtime.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|err| ProofError::Failed(err.to_string()))?;
+                runtime.block_on(prove_async(policies, schema))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(ProofError::Failed("the prover panicked".to_owned())))
+    })
+}
+
+async fn prove_async(policies: &PolicySet, schema: &Schema) -> Result<Proof, ProofError> {
+    let solver = match LocalSolver::cvc5() {
+        Ok(solver) => solver,
+        Err(err) => {
+            return Ok(Proof::SolverAbsent {
+                reason: format!("cvc5 could not be started ({err}); set CVC5 or put cvc5 on PATH"),
+            });
+        }
+    };
+    let mut compiler =
+        CedarSymCompiler::new(solver).map_err(|err| ProofError::Failed(err.to_string()))?;
+    let actions = schema
+        .action_entities()
+        .map_err(|err| ProofError::Failed(err.to_string()))?;
+    let mut queries = 0;
+    for env in schema.request_envs() {
+        for property in PROPERTIES
+            .iter()
+            .filter(|p| in_group(&actions, env.action(), p.group))
+        {
+            queries += 1;
+            if let Some(found) =
+                counterexample(&mut compiler, policies, schema, &env, property).await?
+            {
+                return Err(ProofError::Counterexample {
+                    property: property.name,
+                    text: found.to_string(),
+                    request: Box::new(found.request),
+                    entities: Box::new(found.entities),
+                });
+            }
+        }
+    }
+    Ok(Proof::Proven { queries })
+}
+
+/// A request the property is about that `policies` allows, if any: the
+/// set plus "forbid whatever the property is not about" must always deny.
+async fn counterexample(
+    compiler: &mut CedarSymCompiler<LocalSolver>,
+    policies: &PolicySet,
+    schema: &Schema,
+    env: &RequestEnv,
+    property: &Property,
+) -> Result<Option<cedar_policy_symcc::Env>, ProofError> {
+    let failed = |err: String| ProofError::Failed(format!("{}: {err}", property.name));
+    let scope = Policy::parse(
+        Some(PolicyId::new("portcullis.proof.scope")),
+        format!(
+            "forbid (principal, action, resource) unless {{ {} }};",
+            property.condition
+        ),
+    )
+    .map_err(|err| failed(err.to_string()))?;
+    let mut query = policies.clone();
+    query.add(scope).map_err(|err| failed(err.to_string()))?;
+    let compiled =
+        CompiledPolicySet::compile(&query, env, schema).map_err(|err| failed(err.to_string()))?;
+    let found = compiler
+        .check_always_denies_with_counterexample_opt(&compiled)
+        .await
+        .map_err(|err| failed(err.to_string()))?;
+    Ok(found)
+}
+
+/// Whether `action` is `group` or in it.
+fn in_group(actions: &Entities, action: &EntityUid, group: &str) -> bool {
+    let is = |uid: &EntityUid| uid.id().unescaped() == group;
+    is(action)
+        || actions
+            .ancestors(action)
+            .is_some_and(|mut ancestors| ancestors.any(is))
+}
+
+/// Says once per process that there is no solver.
+pub fn warn_solver_absent(reason: &str) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!("the hard constraints were checked structurally, not proven: {reason}");
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pdp::{Engine, PolicyBundle};
+    use crate::tools::Registry;
+
+    fn solver_present() -> bool {
+        let path = std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into());
+        std::process::Command::new(path)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    }
+
+    #[test]
+    fn the_builtin_set_is_proven() {
+        if !solver_present() {
+            eprintln!("skipped: cvc5 is not on PATH (CI installs it)");
+            return;
+        }
+        let engine =
+            Engine::load(&PolicyBundle::builtin(), &Registry::builtin().unwrap(), &[]).unwrap();
+        let proof = prove(engine.policy_set(), engine.schema()).unwrap();
+        assert!(
+            matches!(proof, Proof::Proven { queries } if queries >= 6),
+            "{proof:?}"
+        );
+    }
+
+    #[test]
+    fn a_set_assembled_without_one_builtin_has_a_counterexample_the_engine_confirms() {
+        if !solver_present() {
+            eprintln!("skipped: cvc5 is not on PATH (CI installs it)");
+            return;
+        }
+        let engine =
+            Engine::load(&PolicyBundle::builtin(), &Registry::builtin().unwrap(), &[]).unwrap();
+        // A broken assembly: one built-in dropped, and a permit a team may
+        // well write.
+        let mut broken = PolicySet::new();
+        for policy in engine.policy_set().policies() {
+            if policy.id().to_string() != "hard.no_write_outside_root" {
+                broken.add(policy.clone()).unwrap();
+            }
+        }
+        broken
+            .add(
+                Policy::parse(
+                    Some(PolicyId::new("allow.everything")),
+                    "permit (principal, action, resource);",
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        let err = prove(&broken, engine.schema()).unwrap_err();
+        let ProofError::Counterexample {
+            property,
+            request,
+            entities,
+            text,
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(*property, "a tool call never writes outside the root");
+        assert!(text.contains("writes_inside_root: false"), "{text}");
+        assert!(err.to_string().contains("counterexample"), "{err}");
+        // Cedar confirms: the broken set allows the request, the real one
+        // denies it.
+        let authorizer = cedar_policy::Authorizer::new();
+        let broken_answer = authorizer.is_authorized(request, &broken, entities);
+        assert_eq!(broken_answer.decision(), cedar_policy::Decision::Allow);
+        let real_answer = authorizer.is_authorized(request, engine.policy_set(), entities);
+        assert_eq!(real_answer.decision(), cedar_policy::Decision::Deny);
+        assert!(
+            real_answer
+                .diagnostics()
+                .reason()
+                .any(|id| id.to_string() == "hard.no_write_outside_root")
+        );
+    }
+}
