@@ -1,6 +1,7 @@
 //! The audit log: appends per second with fsync at 1, 8 and 64 concurrent
-//! callers (group commit), and replay throughput against bare Cedar
-//! evaluation of the same requests, in the same run.
+//! callers (group commit), with signed checkpoints on and off; 8 processes
+//! of 8 callers on one log beside one process of 64; and replay throughput
+//! against bare Cedar evaluation of the same requests, in the same run.
 //!
 //! PORTCULLIS_BENCH_REPLAY_RECORDS sets the size of the replayed log
 //! (default 50,000); with 1,000,000 it also shows replay's memory stays flat.
@@ -18,10 +19,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cedar_policy::{Authorizer, Context, Request, RestrictedExpression as R};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
+use ed25519_dalek::SigningKey;
 use portcullis::audit::{
     AuditLog, ClientRef, DecisionRecord, GENESIS, Head, Kind, Record, RecordedPolicy, Replay,
-    head_path, snapshots_dir, store_snapshot,
+    Signer, head_path, snapshots_dir, store_snapshot,
 };
 use portcullis::facts::{ToolFacts, Transport};
 use portcullis::pdp::{
@@ -115,17 +117,28 @@ fn requests() -> Vec<(ToolId, ToolFacts)> {
     ]
 }
 
+fn signer() -> Signer {
+    Signer::new(SigningKey::from_bytes(&[9; 32]))
+}
+
 /// Appends per second with `callers` concurrent callers, each appending
 /// until `total` records are written.
-fn appends_per_second(callers: usize, total: usize) -> f64 {
+fn appends_per_second(callers: usize, total: usize, signed: bool) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    let log = Arc::new(AuditLog::open(&dir.path().join("audit.jsonl")).unwrap());
+    let path = dir.path().join("audit.jsonl");
+    let start = Instant::now();
+    append_from_one_process(&path, callers, total / callers, signed);
+    (total / callers * callers) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// What one writer process does: `callers` tasks appending `per_caller`
+/// records each to `path`.
+fn append_from_one_process(path: &Path, callers: usize, per_caller: usize, signed: bool) {
+    let log = Arc::new(AuditLog::open(path, signed.then(signer)).unwrap());
     let engine = engine();
     let (tool, facts) = &requests()[0];
     let body = sample_body(&engine, tool, facts, 1);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let per_caller = total / callers;
-    let start = Instant::now();
     runtime.block_on(async {
         let tasks: Vec<_> = (0..callers)
             .map(|_| {
@@ -142,7 +155,37 @@ fn appends_per_second(callers: usize, total: usize) -> f64 {
             task.await.unwrap();
         }
     });
-    (per_caller * callers) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The environment variable that turns this benchmark binary into one
+/// writer process of the multi-process measurement.
+const WRITER_ENV: &str = "PORTCULLIS_BENCH_WRITER";
+
+/// Appends per second by `processes` processes of `callers` callers each,
+/// all on one log.
+fn appends_per_second_from_processes(processes: usize, callers: usize, total: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let per_caller = total / processes / callers;
+    let start = Instant::now();
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .env(
+                    WRITER_ENV,
+                    format!("{}:{callers}:{per_caller}", path.display()),
+                )
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let elapsed = start.elapsed();
+    let verified = portcullis::audit::verify(&path).unwrap();
+    assert!(verified.is_ok(), "{verified:?}");
+    (per_caller * callers * processes) as f64 / elapsed.as_secs_f64()
 }
 
 /// Writes a verified log of `count` decision records without fsync (this
@@ -270,12 +313,21 @@ fn peak_rss_kib() -> u64 {
 }
 
 fn audit(c: &mut Criterion) {
-    let one = appends_per_second(1, 400);
-    let eight = appends_per_second(8, 2_000);
-    let sixty_four = appends_per_second(64, 8_000);
+    for signed in [false, true] {
+        let one = appends_per_second(1, 400, signed);
+        let eight = appends_per_second(8, 2_000, signed);
+        let sixty_four = appends_per_second(64, 8_000, signed);
+        println!(
+            "audit appends with fsync, checkpoints {}: 1 caller {one:.0}/s, 8 callers {eight:.0}/s, 64 callers {sixty_four:.0}/s ({:.1}x one caller)",
+            if signed { "on" } else { "off" },
+            sixty_four / one
+        );
+    }
+    let single = appends_per_second(64, 8_000, true);
+    let multi = appends_per_second_from_processes(8, 8, 8_000);
     println!(
-        "audit appends with fsync: 1 caller {one:.0}/s, 8 callers {eight:.0}/s, 64 callers {sixty_four:.0}/s ({:.1}x one caller)",
-        sixty_four / one
+        "one log, 64 callers, checkpoints on: 1 process {single:.0}/s, 8 processes x 8 callers {multi:.0}/s ({:.2}x)",
+        multi / single
     );
 
     let count: u64 = std::env::var("PORTCULLIS_BENCH_REPLAY_RECORDS")
@@ -314,15 +366,36 @@ fn audit(c: &mut Criterion) {
         })
     });
     let append_dir = tempfile::tempdir().unwrap();
-    let append_log = AuditLog::open(&append_dir.path().join("audit.jsonl")).unwrap();
-    c.bench_function("audit/append_fsync_one_caller", |b| {
-        b.iter(|| {
-            append_log
-                .append_blocking(Kind::System, json!({"event": "bench"}))
-                .unwrap()
-        })
-    });
+    for (name, signed) in [
+        ("audit/append_fsync_one_caller", false),
+        ("audit/append_fsync_one_caller_signed", true),
+    ] {
+        let append_log = AuditLog::open(
+            &append_dir.path().join(format!("{signed}.jsonl")),
+            signed.then(signer),
+        )
+        .unwrap();
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                append_log
+                    .append_blocking(Kind::System, json!({"event": "bench"}))
+                    .unwrap()
+            })
+        });
+    }
 }
 
 criterion_group!(benches, audit);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(job) = std::env::var(WRITER_ENV) {
+        let mut parts = job.rsplitn(3, ':');
+        let per_caller = parts.next().unwrap().parse().unwrap();
+        let callers = parts.next().unwrap().parse().unwrap();
+        let path = parts.next().unwrap();
+        append_from_one_process(Path::new(path), callers, per_caller, true);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

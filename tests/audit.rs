@@ -93,9 +93,18 @@ fn a_served_session_verifies() {
             .contains(&format!("ok: {} records", records.len())),
         "{run:?}"
     );
-    // The first and last records are the session's start and shutdown.
-    let first: Record = serde_json::from_str(&records[0]).unwrap();
-    let last: Record = serde_json::from_str(records.last().unwrap()).unwrap();
+    // The first and last records are the session's start and shutdown,
+    // and every batch ends with a signed checkpoint.
+    let parsed: Vec<Record> = records
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let told: Vec<&Record> = parsed
+        .iter()
+        .filter(|r| r.kind != Kind::Checkpoint)
+        .collect();
+    let first = &told[0];
+    let last = told.last().unwrap();
     assert_eq!(
         (first.kind, first.body["event"].as_str()),
         (Kind::System, Some("start"))
@@ -104,6 +113,7 @@ fn a_served_session_verifies() {
         (last.kind, last.body["event"].as_str()),
         (Kind::System, Some("shutdown"))
     );
+    assert_eq!(parsed.last().unwrap().kind, Kind::Checkpoint);
     // No token in the log.
     assert!(
         !fs::read_to_string(served.audit_log())

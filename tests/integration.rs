@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod audit_integrity;
 mod cli_check;
 mod cli_init;
 mod cli_policy;

@@ -38,9 +38,11 @@ pub fn head_path(log: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Reads a head file; `Ok(None)` when there is none.
+/// Reads a head file; `Ok(None)` when there is none, or it is empty (a
+/// writer creates it before its first batch).
 pub fn read(path: &Path) -> io::Result<Option<Head>> {
     match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(None),
         Ok(text) => serde_json::from_str(text.trim())
             .map(Some)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err)),

@@ -1,13 +1,21 @@
-//! The append side of the audit log: one writer thread, group commit.
+//! The append side of the audit log: one writer thread per process, group
+//! commit, and any number of processes on one log.
 //!
 //! Callers hand records to the writer and wait; the writer takes every
-//! record waiting, writes them in one go, syncs once, moves the head, and
-//! only then answers each caller with its seq. So a tool runs only after its
-//! decision record is on disk, and concurrent callers share one fsync.
+//! record waiting and, holding an exclusive lock on the log file (`flock`),
+//! reads what other processes appended since its last batch (checking each
+//! record's hash and link), chains its batch onto the true tail, ends it
+//! with a signed checkpoint, writes it in one go, syncs once, moves the
+//! head, and only then releases the lock and answers each caller with its
+//! seq. So a tool runs only after its decision record is on disk,
+//! concurrent callers share one fsync, and every process's records form one
+//! chain. A process that dies holding the lock loses nothing it
+//! acknowledged: the kernel drops the lock, and the next writer finishes or
+//! cuts off the batch it left, as `open` does after a crash.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::SystemTime;
@@ -16,8 +24,9 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use super::checkpoint::Signer;
 use super::head::{self, Head, HeadFile, Mark, head_path};
-use super::record::{GENESIS, Kind, Record};
+use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 use super::verify::{Break, scan};
 
 /// Most records written in one batch.
@@ -33,11 +42,15 @@ pub enum AuditError {
     Write(String),
     #[error("the audit log writer has stopped")]
     Stopped,
+    #[error("the audit log was closed by this process's shutdown record")]
+    Closed,
 }
 
 struct Job {
     kind: Kind,
     body: Value,
+    /// The last record this process writes: nothing after it is accepted.
+    closes: bool,
     done: oneshot::Sender<Result<u64, AuditError>>,
 }
 
@@ -47,12 +60,21 @@ pub struct AuditLog {
     path: PathBuf,
 }
 
+/// Where the log ends, as the writer knows it.
+#[derive(Debug, Clone, Default)]
+struct Tail {
+    last: Option<Mark>,
+    /// Bytes of complete, valid records from the start.
+    bytes: u64,
+}
+
 impl AuditLog {
     /// Opens (or creates) a log, checks it to the end, finishes what a
-    /// crash left (a cut-short last line, a head one batch behind), and
+    /// crash left (a cut-short last batch, a head one batch behind), and
     /// starts the writer. A log that does not verify is refused: appending
-    /// to it would hide the break.
-    pub fn open(path: &Path) -> Result<Self, AuditError> {
+    /// to it would hide the break. With a signer, every batch ends with a
+    /// signed checkpoint.
+    pub fn open(path: &Path, signer: Option<Signer>) -> Result<Self, AuditError> {
         let open_error = |message: String| AuditError::Open {
             path: path.to_owned(),
             message,
@@ -67,51 +89,22 @@ impl AuditLog {
             .mode(0o600)
             .open(path)
             .map_err(|e| open_error(e.to_string()))?;
-        let scanned = scan(path).map_err(|e| open_error(e.to_string()))?;
-        let broken = |problem: String| AuditError::Broken {
-            path: path.to_owned(),
-            problem,
-        };
-        if let Some(first) = scanned.first_break {
-            return Err(broken(first.to_string()));
-        }
-        let head_file_path = head_path(path);
-        let head = head::read(&head_file_path).map_err(|e| broken(format!("head: {e}")))?;
-        let end = scanned.last.clone();
-        let committed = match head {
-            None if end.is_none() => None,
-            None => return Err(broken(Break::HeadMissing.to_string())),
-            Some(head) if end == head.committed => head.committed,
-            Some(head) if head.pending.is_some() && end == head.pending => head.pending,
-            Some(head) => {
-                let log_seq = end.as_ref().map_or(0, |m| m.seq);
-                let head_seq = head.committed.as_ref().map_or(0, |m| m.seq);
-                return Err(broken(format!(
-                    "the log ends at seq {log_seq}, its head is at seq {head_seq}"
-                )));
-            }
-        };
-        if scanned.partial_tail {
-            // An unacknowledged batch cut short by a crash.
-            file.set_len(scanned.good_bytes)
-                .map_err(|e| open_error(e.to_string()))?;
-            file.sync_all().map_err(|e| open_error(e.to_string()))?;
-        }
-        let head_file = HeadFile::open(&head_file_path).map_err(|e| open_error(e.to_string()))?;
-        head_file
-            .write(&Head {
-                committed: committed.clone(),
-                pending: None,
-            })
-            .map_err(|e| open_error(e.to_string()))?;
-        let (jobs, receiver) = mpsc::channel();
-        let writer = Writer {
+        let head = HeadFile::open(&head_path(path)).map_err(|e| open_error(e.to_string()))?;
+        let mut writer = Writer {
             file,
-            head: head_file,
-            last: committed,
-            good_bytes: scanned.good_bytes,
+            path: path.to_owned(),
+            head,
+            tail: Tail::default(),
+            signer,
             broken: None,
+            closed: false,
         };
+        writer.file.lock().map_err(|e| open_error(e.to_string()))?;
+        let opened = writer.open_under_lock();
+        let unlocked = writer.file.unlock();
+        opened?;
+        unlocked.map_err(|e| open_error(e.to_string()))?;
+        let (jobs, receiver) = mpsc::channel();
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
             .spawn(move || writer.run(&receiver))
@@ -126,24 +119,45 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends a record and waits until it is durable; returns its seq.
-    pub async fn append(&self, kind: Kind, body: Value) -> Result<u64, AuditError> {
+    fn send(
+        &self,
+        kind: Kind,
+        body: Value,
+        closes: bool,
+    ) -> Result<oneshot::Receiver<Result<u64, AuditError>>, AuditError> {
         let (done, wait) = oneshot::channel();
         self.jobs
-            .send(Job { kind, body, done })
+            .send(Job {
+                kind,
+                body,
+                closes,
+                done,
+            })
             .map_err(|_| AuditError::Stopped)?;
-        wait.await.map_err(|_| AuditError::Stopped)?
+        Ok(wait)
+    }
+
+    /// Appends a record and waits until it is durable; returns its seq.
+    pub async fn append(&self, kind: Kind, body: Value) -> Result<u64, AuditError> {
+        self.send(kind, body, false)?
+            .await
+            .map_err(|_| AuditError::Stopped)?
+    }
+
+    /// Appends this process's last record (its shutdown) and closes the
+    /// log: anything submitted after it (an approval answered late, an
+    /// outcome) is refused, not written.
+    pub async fn close(&self, kind: Kind, body: Value) -> Result<u64, AuditError> {
+        self.send(kind, body, true)?
+            .await
+            .map_err(|_| AuditError::Stopped)?
     }
 
     /// Appends several records in one batch; their seqs once all are durable.
     pub async fn append_many(&self, records: Vec<(Kind, Value)>) -> Result<Vec<u64>, AuditError> {
         let mut waits = Vec::with_capacity(records.len());
         for (kind, body) in records {
-            let (done, wait) = oneshot::channel();
-            self.jobs
-                .send(Job { kind, body, done })
-                .map_err(|_| AuditError::Stopped)?;
-            waits.push(wait);
+            waits.push(self.send(kind, body, false)?);
         }
         let mut seqs = Vec::with_capacity(waits.len());
         for wait in waits {
@@ -155,33 +169,174 @@ impl AuditLog {
     /// Queues a record without waiting for it: for records nothing waits
     /// on (an outcome, after its effect). The writer keeps order.
     pub fn submit(&self, kind: Kind, body: Value) -> Result<(), AuditError> {
-        let (done, _) = oneshot::channel();
-        self.jobs
-            .send(Job { kind, body, done })
-            .map_err(|_| AuditError::Stopped)
+        self.send(kind, body, false).map(drop)
     }
 
     /// As `append`, for callers outside an async runtime.
     pub fn append_blocking(&self, kind: Kind, body: Value) -> Result<u64, AuditError> {
-        let (done, wait) = oneshot::channel();
-        self.jobs
-            .send(Job { kind, body, done })
-            .map_err(|_| AuditError::Stopped)?;
-        wait.blocking_recv().map_err(|_| AuditError::Stopped)?
+        self.send(kind, body, false)?
+            .blocking_recv()
+            .map_err(|_| AuditError::Stopped)?
     }
 }
 
 struct Writer {
+    /// Opened for append: with the lock held, every write lands at the
+    /// true end of the file.
     file: File,
+    path: PathBuf,
     head: HeadFile,
-    last: Option<Mark>,
-    good_bytes: u64,
+    tail: Tail,
+    signer: Option<Signer>,
     /// Set when a failed write could not be undone: every later append
     /// fails, rather than chain onto a damaged file.
     broken: Option<String>,
+    closed: bool,
 }
 
 impl Writer {
+    /// The whole log is checked once, under the lock, then reconciled
+    /// with its head.
+    fn open_under_lock(&mut self) -> Result<(), AuditError> {
+        let path = self.path.clone();
+        let open_error = |message: String| AuditError::Open {
+            path: path.clone(),
+            message,
+        };
+        let broken = |problem: String| AuditError::Broken {
+            path: path.clone(),
+            problem,
+        };
+        let scanned = scan(&self.path).map_err(|e| open_error(e.to_string()))?;
+        if let Some(first) = scanned.first_break {
+            return Err(broken(first.to_string()));
+        }
+        let head = head::read(&head_path(&self.path)).map_err(|e| broken(format!("head: {e}")))?;
+        if head.is_none() && scanned.last.is_some() {
+            return Err(broken(Break::HeadMissing.to_string()));
+        }
+        let found = Tail {
+            last: scanned.last,
+            bytes: scanned.good_bytes,
+        };
+        let tail = self
+            .reconcile(head.unwrap_or_default(), found)
+            .map_err(broken)?;
+        self.settle(tail).map_err(|e| open_error(e.to_string()))
+    }
+
+    /// Decides where the log really ends, given its head and the complete
+    /// records found: the committed end, or a whole batch that landed but
+    /// was never acknowledged. Records past that (a batch cut short by a
+    /// crash, never acknowledged) are cut off.
+    fn reconcile(&self, head: Head, found: Tail) -> Result<Tail, String> {
+        if let (Some(pending), committed) = (&head.pending, &head.committed) {
+            let committed_seq = committed.as_ref().map_or(0, |m| m.seq);
+            if pending.seq <= committed_seq {
+                return Err(Break::HeadTampered {
+                    message: format!(
+                        "pending seq {} is not past committed seq {committed_seq}",
+                        pending.seq
+                    ),
+                }
+                .to_string());
+            }
+        }
+        if found.last == head.committed {
+            return Ok(found);
+        }
+        if head.pending.is_some() && found.last == head.pending {
+            return Ok(found);
+        }
+        let log_seq = found.last.as_ref().map_or(0, |m| m.seq);
+        let head_seq = head.committed.as_ref().map_or(0, |m| m.seq);
+        let pending_seq = head.pending.as_ref().map_or(0, |m| m.seq);
+        if log_seq > head_seq && log_seq < pending_seq {
+            // Part of the pending batch landed: cut it back to the committed end.
+            let bytes = offset_after(&self.path, head_seq)
+                .map_err(|e| format!("cannot find the committed end: {e}"))?;
+            let Some(bytes) = bytes else {
+                return Err(format!("the committed seq {head_seq} is not in the log"));
+            };
+            return Ok(Tail {
+                last: head.committed,
+                bytes,
+            });
+        }
+        Err(format!(
+            "the log ends at seq {log_seq}, its head is at seq {head_seq}"
+        ))
+    }
+
+    /// Cuts the file to `tail` if it is longer and marks the head there.
+    fn settle(&mut self, tail: Tail) -> io::Result<()> {
+        let length = self.file.metadata()?.len();
+        if length > tail.bytes {
+            self.file.set_len(tail.bytes)?;
+            self.file.sync_all()?;
+        }
+        self.head.write(&Head {
+            committed: tail.last.clone(),
+            pending: None,
+        })?;
+        self.tail = tail;
+        Ok(())
+    }
+
+    /// Reads, under the lock, what other processes appended since this
+    /// one last wrote, checking every record's hash and link.
+    fn catch_up(&mut self) -> Result<(), String> {
+        let length = self.file.metadata().map_err(|e| e.to_string())?.len();
+        if length < self.tail.bytes {
+            return Err(format!(
+                "the log shrank from {} to {length} bytes under this process",
+                self.tail.bytes
+            ));
+        }
+        let head = head::read(&head_path(&self.path))
+            .map_err(|e| format!("head: {e}"))?
+            .unwrap_or_default();
+        let mut found = self.tail.clone();
+        if length > self.tail.bytes {
+            let mut bytes = vec![0; (length - self.tail.bytes) as usize];
+            self.file
+                .read_exact_at(&mut bytes, self.tail.bytes)
+                .map_err(|e| e.to_string())?;
+            for line in bytes.split_inclusive(|b| *b == b'\n') {
+                let Some(content) = line.strip_suffix(b"\n") else {
+                    // A batch cut short by a writer that died.
+                    break;
+                };
+                let record: StoredRecord = serde_json::from_slice(content)
+                    .map_err(|e| format!("a record another writer left is unreadable: {e}"))?;
+                let (seq, prev) = match &found.last {
+                    Some(mark) => (mark.seq, mark.hash.as_str()),
+                    None => (0, GENESIS),
+                };
+                if record.seq != seq + 1
+                    || record.prev != prev
+                    || !line_hash_is_valid(content, &record.hash)
+                {
+                    return Err(format!(
+                        "seq {}: a record another writer left does not chain",
+                        record.seq
+                    ));
+                }
+                found.last = Some(Mark {
+                    seq: record.seq,
+                    hash: record.hash,
+                });
+                found.bytes += line.len() as u64;
+            }
+        }
+        if found.bytes == length && found.last == head.committed {
+            self.tail = found;
+            return Ok(());
+        }
+        let tail = self.reconcile(head, found)?;
+        self.settle(tail).map_err(|e| e.to_string())
+    }
+
     fn run(mut self, receiver: &mpsc::Receiver<Job>) {
         while let Ok(first) = receiver.recv() {
             let mut batch = vec![first];
@@ -195,33 +350,39 @@ impl Writer {
         }
     }
 
-    fn write_batch(&mut self, batch: Vec<Job>) {
-        if let Some(reason) = &self.broken {
-            let error = AuditError::Write(reason.clone());
-            for job in batch {
-                let _ = job.done.send(Err(error.clone()));
-            }
+    fn refuse(batch: Vec<Job>, error: &AuditError) {
+        for job in batch {
+            let _ = job.done.send(Err(error.clone()));
+        }
+    }
+
+    fn write_batch(&mut self, mut batch: Vec<Job>) {
+        if self.closed {
+            Self::refuse(batch, &AuditError::Closed);
             return;
         }
-        let time = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-        let (mut seq, mut prev) = match &self.last {
-            Some(mark) => (mark.seq, mark.hash.clone()),
-            None => (0, GENESIS.to_owned()),
-        };
-        let mut bytes = Vec::with_capacity(batch.len() * 1024);
-        let mut seqs = Vec::with_capacity(batch.len());
-        for job in &batch {
-            let record = Record::chained(seq, &prev, time.clone(), job.kind, job.body.clone());
-            bytes.extend_from_slice(&record.to_line());
-            seq = record.seq;
-            prev = record.hash;
-            seqs.push(seq);
+        if let Some(reason) = &self.broken {
+            Self::refuse(batch, &AuditError::Write(reason.clone()));
+            return;
         }
-        let end = Mark { seq, hash: prev };
-        match self.commit(&bytes, &end) {
-            Ok(()) => {
-                self.last = Some(end);
-                self.good_bytes += bytes.len() as u64;
+        if let Some(at) = batch.iter().position(|job| job.closes) {
+            let late = batch.split_off(at + 1);
+            Self::refuse(late, &AuditError::Closed);
+            self.closed = true;
+        }
+        if let Err(err) = self.file.lock() {
+            Self::refuse(
+                batch,
+                &AuditError::Write(format!("cannot lock the log: {err}")),
+            );
+            return;
+        }
+        let written = self.write_locked(&batch);
+        if let Err(err) = self.file.unlock() {
+            tracing::error!(error = %err, "cannot unlock the audit log");
+        }
+        match written {
+            Ok(seqs) => {
                 for (job, seq) in batch.into_iter().zip(seqs) {
                     let _ = job.done.send(Ok(seq));
                 }
@@ -231,18 +392,58 @@ impl Writer {
                 eprintln!(
                     "portcullis: cannot write the audit log ({err}); denying calls until it can"
                 );
+                Self::refuse(batch, &AuditError::Write(err));
+            }
+        }
+    }
+
+    fn write_locked(&mut self, batch: &[Job]) -> Result<Vec<u64>, String> {
+        self.catch_up()?;
+        let time = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let (mut seq, mut prev) = match &self.tail.last {
+            Some(mark) => (mark.seq, mark.hash.clone()),
+            None => (0, GENESIS.to_owned()),
+        };
+        let mut bytes = Vec::with_capacity(batch.len() * 1024 + 512);
+        let mut seqs = Vec::with_capacity(batch.len());
+        for job in batch {
+            let record = Record::chained(seq, &prev, time.clone(), job.kind, job.body.clone());
+            bytes.extend_from_slice(&record.to_line());
+            seq = record.seq;
+            prev = record.hash;
+            seqs.push(seq);
+        }
+        if let Some(signer) = &self.signer {
+            let signed = Mark {
+                seq,
+                hash: prev.clone(),
+            };
+            let checkpoint = signer.checkpoint(&signed, &time);
+            let body = serde_json::to_value(&checkpoint).map_err(|e| e.to_string())?;
+            let record = Record::chained(seq, &prev, time.clone(), Kind::Checkpoint, body);
+            bytes.extend_from_slice(&record.to_line());
+            seq = record.seq;
+            prev = record.hash;
+        }
+        let end = Mark { seq, hash: prev };
+        match self.commit(&bytes, &end) {
+            Ok(()) => {
+                self.tail = Tail {
+                    last: Some(end),
+                    bytes: self.tail.bytes + bytes.len() as u64,
+                };
+                Ok(seqs)
+            }
+            Err(err) => {
                 self.undo();
-                let error = AuditError::Write(err.to_string());
-                for job in batch {
-                    let _ = job.done.send(Err(error.clone()));
-                }
+                Err(err.to_string())
             }
         }
     }
 
     fn commit(&mut self, bytes: &[u8], end: &Mark) -> io::Result<()> {
         self.head.write(&Head {
-            committed: self.last.clone(),
+            committed: self.tail.last.clone(),
             pending: Some(end.clone()),
         })?;
         self.file.write_all(bytes)?;
@@ -258,11 +459,11 @@ impl Writer {
     fn undo(&mut self) {
         let restored = self
             .file
-            .set_len(self.good_bytes)
+            .set_len(self.tail.bytes)
             .and_then(|()| self.file.sync_all())
             .and_then(|()| {
                 self.head.write(&Head {
-                    committed: self.last.clone(),
+                    committed: self.tail.last.clone(),
                     pending: None,
                 })
             });
@@ -272,4 +473,24 @@ impl Writer {
             ));
         }
     }
+}
+
+/// The byte offset just after record `seq` (0 for seq 0).
+fn offset_after(path: &Path, seq: u64) -> io::Result<Option<u64>> {
+    if seq == 0 {
+        return Ok(Some(0));
+    }
+    let mut offset = 0;
+    for item in super::verify::Records::open(path)? {
+        match item? {
+            super::verify::Line::Record { record, bytes } => {
+                offset += bytes;
+                if record.seq == seq {
+                    return Ok(Some(offset));
+                }
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
 }

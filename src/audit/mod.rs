@@ -5,6 +5,7 @@
 //! allow runs. `verify` and `replay` work offline, from the log folder alone.
 
 mod canonical;
+mod checkpoint;
 mod head;
 mod log;
 mod record;
@@ -13,6 +14,10 @@ mod snapshot;
 mod verify;
 
 pub use canonical::{encode as canonical_json, sha256_hex};
+pub use checkpoint::{
+    Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,
+    load_or_create as load_or_create_signer, public_key_text, read_public_key,
+};
 pub use head::{Head, Mark, head_path};
 pub use log::{AuditError, AuditLog};
 pub use record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
@@ -20,4 +25,7 @@ pub use replay::{
     Change, ClientRef, DecisionRecord, RecordedPolicy, Replay, ReplayError, ReplaySummary,
 };
 pub use snapshot::{load as load_snapshot, snapshots_dir, store as store_snapshot};
-pub use verify::{Break, Chain, Line, Records, Scan, Verified, check_end, scan, verify};
+pub use verify::{
+    Break, Chain, Line, Records, Scan, Trust, Verified, check_end, scan, scan_trusting, verify,
+    verify_trusting,
+};

@@ -21,6 +21,9 @@ pub enum Kind {
     System,
     /// An approval question, its answer, or a refused approval state.
     Approval,
+    /// A signature over the position the chain has reached: the last
+    /// record of every batch.
+    Checkpoint,
 }
 
 /// One line of the log.

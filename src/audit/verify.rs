@@ -6,10 +6,12 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
+use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 
+use super::checkpoint::Checkpoint;
 use super::head::{self, Mark, head_path};
-use super::record::{GENESIS, StoredRecord, line_hash_is_valid};
+use super::record::{GENESIS, Kind, StoredRecord, line_hash_is_valid};
 
 /// What is wrong with a log, at the first place it goes wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -38,6 +40,20 @@ pub enum Break {
     Extended { log_seq: u64, head_seq: u64 },
     /// The last record is not the one the head names: it was replaced.
     HeadMismatch { seq: u64 },
+    /// The head file says something no writer writes.
+    HeadTampered { message: String },
+    /// A checkpoint does not name the record just before it.
+    CheckpointMisplaced { seq: u64 },
+    /// A checkpoint is not signed by the key the auditor holds.
+    BadSignature { seq: u64 },
+    /// With a key: records after the last signed checkpoint (every batch a
+    /// writer appends ends with one, so these were added or the signed
+    /// end was cut off).
+    UnsignedTail { signed_seq: u64, log_seq: u64 },
+    /// With a key: not one checkpoint signed by it.
+    NothingSigned,
+    /// An exported checkpoint the log should still contain is not in it.
+    ExpectationMissing { seq: u64 },
 }
 
 impl fmt::Display for Break {
@@ -81,6 +97,32 @@ impl fmt::Display for Break {
                 f,
                 "seq {seq}: the last record is not the one the head names (replaced)"
             ),
+            Break::HeadTampered { message } => {
+                write!(f, "the head file was tampered with: {message}")
+            }
+            Break::CheckpointMisplaced { seq } => write!(
+                f,
+                "seq {seq}: the checkpoint does not name the record before it"
+            ),
+            Break::BadSignature { seq } => write!(
+                f,
+                "seq {seq}: the checkpoint is not signed by this key (forged or rewritten)"
+            ),
+            Break::UnsignedTail {
+                signed_seq,
+                log_seq,
+            } => write!(
+                f,
+                "the log goes on to seq {log_seq} past its last signed checkpoint at seq {signed_seq} (records were added, or the signed end was cut off)"
+            ),
+            Break::NothingSigned => write!(
+                f,
+                "no checkpoint signed by this key: the log is not the one the key signed (deleted, replaced or never signed)"
+            ),
+            Break::ExpectationMissing { seq } => write!(
+                f,
+                "the exported checkpoint at seq {seq} is not in the log (rewritten or cut)"
+            ),
         }
     }
 }
@@ -90,6 +132,11 @@ impl fmt::Display for Break {
 pub struct Scan {
     pub records: u64,
     pub last: Option<Mark>,
+    pub checkpoints: u64,
+    /// The last checkpoint (signed by the auditor's key, when one is given).
+    pub last_checkpoint: Option<Checkpoint>,
+    /// Whether the expected checkpoint (if any) was found in place.
+    pub expectation_met: bool,
     /// Bytes of complete, valid records from the start.
     pub good_bytes: u64,
     /// The file ends with an incomplete line (a write cut short).
@@ -169,23 +216,39 @@ impl<R: BufRead> Iterator for Records<R> {
     }
 }
 
+/// What an auditor brings to a verification.
+#[derive(Debug, Clone, Default)]
+pub struct Trust {
+    /// The public key that signs checkpoints.
+    pub key: Option<VerifyingKey>,
+    /// A position exported earlier (`audit checkpoint --export`) that the
+    /// log must still contain.
+    pub expect: Option<Mark>,
+}
+
 /// Follows the chain one record at a time: what `scan` and replay share.
 #[derive(Debug, Clone)]
 pub struct Chain {
     prev: String,
     scan: Scan,
+    trust: Trust,
 }
 
 impl Default for Chain {
     fn default() -> Self {
-        Self {
-            prev: GENESIS.to_owned(),
-            scan: Scan::default(),
-        }
+        Self::new(Trust::default())
     }
 }
 
 impl Chain {
+    pub fn new(trust: Trust) -> Self {
+        Self {
+            prev: GENESIS.to_owned(),
+            scan: Scan::default(),
+            trust,
+        }
+    }
+
     /// Checks the next record (on line `line`, `bytes` long with its newline).
     pub fn check(&mut self, line: u64, record: &StoredRecord, bytes: u64) -> Result<(), Break> {
         let expected = self.scan.records + 1;
@@ -202,6 +265,17 @@ impl Chain {
         if record.prev != self.prev {
             return Err(Break::Unlinked { seq: record.seq });
         }
+        if record.kind == Kind::Checkpoint {
+            self.checkpoint(record)?;
+        }
+        if let Some(expect) = &self.trust.expect
+            && expect.seq == record.seq
+        {
+            if expect.hash != record.hash {
+                return Err(Break::ExpectationMissing { seq: expect.seq });
+            }
+            self.scan.expectation_met = true;
+        }
         self.prev.clone_from(&record.hash);
         self.scan.records = record.seq;
         self.scan.good_bytes += bytes;
@@ -209,6 +283,22 @@ impl Chain {
             seq: record.seq,
             hash: record.hash.clone(),
         });
+        Ok(())
+    }
+
+    /// A checkpoint must sign the record just before it, with the
+    /// auditor's key when there is one.
+    fn checkpoint(&mut self, record: &StoredRecord) -> Result<(), Break> {
+        let checkpoint = Checkpoint::from_body(&record.body_value())
+            .filter(|c| c.seq + 1 == record.seq && c.hash == record.prev)
+            .ok_or(Break::CheckpointMisplaced { seq: record.seq })?;
+        if let Some(key) = &self.trust.key
+            && !checkpoint.signed_by(key)
+        {
+            return Err(Break::BadSignature { seq: record.seq });
+        }
+        self.scan.checkpoints += 1;
+        self.scan.last_checkpoint = Some(checkpoint);
         Ok(())
     }
 
@@ -224,7 +314,12 @@ impl Chain {
 
 /// Checks the chain of a log, stopping at the first break.
 pub fn scan(path: &Path) -> io::Result<Scan> {
-    let mut chain = Chain::default();
+    scan_trusting(path, Trust::default())
+}
+
+/// As `scan`, with what the auditor brings.
+pub fn scan_trusting(path: &Path, trust: Trust) -> io::Result<Scan> {
+    let mut chain = Chain::new(trust);
     for (index, item) in Records::open(path)?.enumerate() {
         let line = index as u64 + 1;
         let checked = match item? {
@@ -255,9 +350,34 @@ pub struct Verified {
 
 /// Verifies the chain and the head. `Err` carries the first break.
 pub fn verify(path: &Path) -> io::Result<Result<Verified, Break>> {
-    let scan = scan(path)?;
+    verify_trusting(path, Trust::default())
+}
+
+/// Verifies the chain, the head, every checkpoint, and with a key that the
+/// log is signed to its end; with an expectation, that it still holds the
+/// exported position.
+pub fn verify_trusting(path: &Path, trust: Trust) -> io::Result<Result<Verified, Break>> {
+    let scan = scan_trusting(path, trust.clone())?;
     if let Some(broken) = scan.first_break.clone() {
         return Ok(Err(broken));
+    }
+    if let Some(expect) = &trust.expect
+        && !scan.expectation_met
+    {
+        return Ok(Err(Break::ExpectationMissing { seq: expect.seq }));
+    }
+    if trust.key.is_some() {
+        let Some(signed) = &scan.last_checkpoint else {
+            return Ok(Err(Break::NothingSigned));
+        };
+        // The checkpoint record itself follows the position it signs.
+        let log_seq = scan.last.as_ref().map_or(0, |m| m.seq);
+        if log_seq != signed.seq + 1 {
+            return Ok(Err(Break::UnsignedTail {
+                signed_seq: signed.seq + 1,
+                log_seq,
+            }));
+        }
     }
     Ok(check_end(path, scan))
 }
@@ -279,6 +399,17 @@ pub fn check_end(path: &Path, scan: Scan) -> Result<Verified, Break> {
             });
         }
     };
+    if let Some(pending) = &head.pending {
+        let committed = head.committed.as_ref().map_or(0, |m| m.seq);
+        if pending.seq <= committed {
+            return Err(Break::HeadTampered {
+                message: format!(
+                    "pending seq {} is not past committed seq {committed}",
+                    pending.seq
+                ),
+            });
+        }
+    }
     let end = scan.last.clone();
     if end == head.committed {
         // A partial line after the committed end is a batch cut short by a

@@ -5,7 +5,7 @@
 mod store;
 mod token;
 
-pub use store::{StoreError, StoredClient, TokenStore, default_store_path};
+pub use store::{OWNER_TIER, StoreError, StoredClient, TokenStore, default_store_path};
 pub use token::{Token, fingerprint, generate, hash_token};
 
 /// What `serve` prints on stderr when authentication fails, whatever the

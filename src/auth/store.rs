@@ -76,6 +76,10 @@ pub struct TokenStore {
     clients: Vec<StoredClient>,
 }
 
+/// The tier no MCP client is given: not by `token create`, and not by a
+/// hand-edited store (`serve` refuses it).
+pub const OWNER_TIER: &str = "owner";
+
 /// Where the store lives unless told otherwise: `$XDG_STATE_HOME/portcullis`
 /// or `~/.local/state/portcullis`.
 pub fn default_store_path() -> Option<PathBuf> {
@@ -149,7 +153,7 @@ impl TokenStore {
         if !valid {
             return Err(StoreError::BadName(name.to_owned()));
         }
-        if tier == "owner" {
+        if tier == OWNER_TIER {
             return Err(StoreError::OwnerTier);
         }
         if self.clients.iter().any(|c| c.name == name) {

@@ -6,7 +6,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::audit::{DecisionRecord, Kind, Line, Records, Replay, verify};
+use crate::audit::{
+    Checkpoint, DecisionRecord, Kind, Line, Mark, Records, Replay, Trust, read_public_key,
+    scan_trusting, verify_trusting,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -16,11 +19,34 @@ pub enum AuditCommand {
     Replay(ReplayArgs),
     /// Show records as a table (or JSON), filtered.
     Show(ShowArgs),
+    /// The latest signed checkpoint of a log, to keep elsewhere.
+    Checkpoint(CheckpointArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     pub log: PathBuf,
+    /// The public key that signs checkpoints (`audit-signing.pub` beside
+    /// the token store, or its text): every checkpoint must carry its
+    /// signature, and the log must be signed to its end.
+    #[arg(long, value_name = "PUBKEY")]
+    pub key: Option<String>,
+    /// A checkpoint exported earlier (`audit checkpoint --export`, as JSON
+    /// or a file holding it) that the log must still contain.
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub expect: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    pub log: PathBuf,
+    /// Print the latest checkpoint as one line of JSON for an external
+    /// record (a ticket, a transparency log, another host).
+    #[arg(long)]
+    pub export: bool,
+    /// Check its signature with this public key first.
+    #[arg(long, value_name = "PUBKEY")]
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -61,11 +87,66 @@ pub fn run(command: AuditCommand, format: Format) -> anyhow::Result<Exit> {
         AuditCommand::Verify(args) => verify_log(&args, format),
         AuditCommand::Replay(args) => replay(&args, format),
         AuditCommand::Show(args) => show(&args, format),
+        AuditCommand::Checkpoint(args) => checkpoint(&args, format),
     }
 }
 
+/// An exported checkpoint, as JSON text or a file holding it.
+fn read_expectation(source: &str) -> anyhow::Result<Checkpoint> {
+    let text = std::fs::read_to_string(source).unwrap_or_else(|_| source.to_owned());
+    serde_json::from_str(text.trim()).map_err(|err| {
+        anyhow::anyhow!("--expect: not an exported checkpoint ({err}); use `portcullis audit checkpoint --export LOG`")
+    })
+}
+
+fn trust(key: Option<&str>, expect: Option<&str>) -> anyhow::Result<Trust> {
+    let key = key
+        .map(read_public_key)
+        .transpose()
+        .map_err(|err| anyhow::anyhow!("--key: {err}"))?;
+    let expect = match expect {
+        Some(source) => {
+            let checkpoint = read_expectation(source)?;
+            if let Some(key) = &key
+                && !checkpoint.signed_by(key)
+            {
+                anyhow::bail!("--expect: the checkpoint is not signed by --key");
+            }
+            // The checkpoint record follows the position it signs; the
+            // log must still hold that position.
+            Some(checkpoint.mark())
+        }
+        None => None,
+    };
+    Ok(Trust { key, expect })
+}
+
+fn checkpoint(args: &CheckpointArgs, format: Format) -> anyhow::Result<Exit> {
+    let trust = trust(args.key.as_deref(), None)?;
+    let scan = scan_trusting(&args.log, trust)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
+    if let Some(broken) = &scan.first_break {
+        println!("FAILED: {broken}");
+        return Ok(Exit::Failure);
+    }
+    let Some(checkpoint) = scan.last_checkpoint else {
+        anyhow::bail!("{} holds no checkpoint", args.log.display());
+    };
+    let line = serde_json::to_string(&checkpoint)?;
+    match (args.export, format) {
+        (true, _) | (false, Format::Json) => println!("{line}"),
+        (false, Format::Human) => println!(
+            "checkpoint at seq {} ({}), signed by key {} at {}",
+            checkpoint.seq, checkpoint.hash, checkpoint.key, checkpoint.time
+        ),
+    }
+    Ok(Exit::Ok)
+}
+
 fn verify_log(args: &VerifyArgs, format: Format) -> anyhow::Result<Exit> {
-    let result = verify(&args.log)
+    let trust = trust(args.key.as_deref(), args.expect.as_deref())?;
+    let keyed = trust.key.is_some();
+    let result = verify_trusting(&args.log, trust)
         .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
     match result {
         Ok(verified) => {
@@ -75,15 +156,34 @@ fn verify_log(args: &VerifyArgs, format: Format) -> anyhow::Result<Exit> {
                 .as_ref()
                 .map(|m| m.hash.clone())
                 .unwrap_or_default();
+            let signed: Option<Mark> = verified.scan.last_checkpoint.as_ref().map(Checkpoint::mark);
+            let vouch = match (&signed, keyed) {
+                (Some(mark), true) => format!(
+                    "signed by the key to its end (last checkpoint signs seq {})",
+                    mark.seq
+                ),
+                (Some(mark), false) => format!(
+                    "{} checkpoints, the last at seq {}; without --key they are not vouched for, only the chain and the head (which whoever can write the log folder can rewrite)",
+                    verified.scan.checkpoints, mark.seq
+                ),
+                (None, _) => {
+                    "no checkpoints; only the chain and the head are vouched for".to_owned()
+                }
+            };
             match format {
                 Format::Json => print_json(&json!({
                     "ok": true,
                     "records": verified.scan.records,
                     "head": head,
                     "unacknowledged_tail": verified.unacknowledged_tail,
+                    "checkpoints": verified.scan.checkpoints,
+                    "last_signed": signed,
+                    "key_checked": keyed,
+                    "vouch": vouch,
                 }))?,
                 Format::Human => {
                     println!("ok: {} records, head {head}", verified.scan.records);
+                    println!("{vouch}");
                     if verified.unacknowledged_tail {
                         println!(
                             "note: the last batch was written but never acknowledged (a crash); no tool ran on it"

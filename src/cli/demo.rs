@@ -139,7 +139,7 @@ async fn session(base: &Path, token: &str, format: Format) -> anyhow::Result<Val
         .arg("--store")
         .arg(base.join("state/tokens.json"))
         .arg("--audit")
-        .arg(base.join("state/audit.jsonl"))
+        .arg(base.join("state/audit/audit.jsonl"))
         .env(TOKEN_ENV, token);
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::inherit())

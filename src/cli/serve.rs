@@ -9,8 +9,12 @@ use serde_json::json;
 use super::policy::report_problems;
 use super::{Exit, Format, PolicyArgs};
 use crate::approval::ApprovalSeal;
-use crate::audit::{AuditLog, Kind, snapshots_dir, store_snapshot};
-use crate::auth::{AUTH_FAILED, StoredClient, TOKEN_ENV, TokenStore, default_store_path};
+use crate::audit::{
+    AuditLog, Kind, PRIVATE_KEY_FILE, Signer, load_or_create_signer, snapshots_dir, store_snapshot,
+};
+use crate::auth::{
+    AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
+};
 use crate::facts::{Root, Transport};
 use crate::keeper::{ClientIdentity, Keeper};
 use crate::mcp::Approvals;
@@ -35,8 +39,10 @@ pub struct ServeArgs {
     /// answerable, in seconds.
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub approval_ttl: u64,
-    /// The audit log [default: audit.jsonl beside the default token store].
-    /// Policy snapshots go to FILE.policies/, the head to FILE.head.
+    /// The audit log [default: audit/audit.jsonl in the default token
+    /// store's folder]. Policy snapshots go to FILE.policies/, the head to
+    /// FILE.head. Checkpoints are signed with the key in the token store's
+    /// folder, which may not be the log's folder.
     #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
     pub audit: Option<PathBuf>,
 }
@@ -62,7 +68,12 @@ impl StoreArgs {
 fn authenticate(store: &StoreArgs) -> Option<StoredClient> {
     let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())?;
     let store = TokenStore::open(&store.resolve()?).ok()?;
-    store.authenticate(&token).cloned()
+    // `token create` never makes an owner; a hand-edited store that does
+    // is refused the same way.
+    store
+        .authenticate(&token)
+        .filter(|client| client.tier != OWNER_TIER)
+        .cloned()
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
@@ -89,10 +100,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     let audit_path = match &args.audit {
         Some(path) => path.clone(),
         None => default_store_path()
-            .and_then(|p| p.parent().map(|d| d.join("audit.jsonl")))
+            .and_then(|p| p.parent().map(|d| d.join("audit").join("audit.jsonl")))
             .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME")?,
     };
-    let audit = Arc::new(AuditLog::open(&audit_path)?);
+    let signer = signer_for(&args.store, &audit_path)?;
+    let audit = Arc::new(AuditLog::open(&audit_path, Some(signer))?);
     store_snapshot(&snapshots_dir(&audit_path), &bundle).with_context(|| {
         format!(
             "cannot store the policy snapshot beside {}",
@@ -142,12 +154,39 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         audit.append(Kind::System, start).await?;
         let served = crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals).await;
         let shutdown = json!({"event": "shutdown", "session": session, "error": served.as_ref().err().map(ToString::to_string)});
-        if let Err(err) = audit.append(Kind::System, shutdown).await {
+        if let Err(err) = audit.close(Kind::System, shutdown).await {
             tracing::error!(error = %err, "the shutdown record could not be written");
         }
         served.map_err(anyhow::Error::from)
     })?;
     Ok(Exit::Ok)
+}
+
+/// The checkpoint key, kept with the token store and never in the log's
+/// folder: whoever can write the log must not be able to read it.
+fn signer_for(store: &StoreArgs, audit: &std::path::Path) -> anyhow::Result<Signer> {
+    let store = store.resolve().context("no token store")?;
+    let keys = store
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let log_dir = audit
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize())
+    {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    if same(keys, log_dir) {
+        anyhow::bail!(
+            "the audit log {} is in the folder of the checkpoint signing key ({}); put the log in a folder of its own (the default is audit/audit.jsonl beside the token store)",
+            audit.display(),
+            keys.join(PRIVATE_KEY_FILE).display()
+        );
+    }
+    Ok(load_or_create_signer(keys)?)
 }
 
 /// A random id for this serve process, named in every record it writes.

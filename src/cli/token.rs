@@ -84,6 +84,10 @@ fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
     let path = store_path(&args.store)?;
     let mut store = TokenStore::open_or_new(&path)?;
     let token = store.create(&args.name, &args.tier)?;
+    // The audit checkpoint key pair lives with the store.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::audit::load_or_create_signer(dir)?;
+    }
     let fingerprint = store
         .clients()
         .iter()

@@ -1,0 +1,337 @@
+//! Audit integrity: signed checkpoints against an attacker who can write the
+//! log folder but cannot read the key, a head that says what no writer
+//! writes, and many processes on one log.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use portcullis::audit::{Head, Kind, Mark, Record, head_path};
+use serde_json::{Value, json};
+
+use crate::util::{ALLOW_BUILTIN, Served, Session, portcullis};
+
+fn call_frame(id: u64, tool: &str, arguments: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+}
+
+/// A log of two serve sessions, several batches each.
+fn signed_session() -> Served {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    for round in 0..2 {
+        let mut session = Session::start(&served);
+        session.initialize();
+        for i in 0..4 {
+            session.send(&call_frame(
+                round * 10 + i,
+                "write_file",
+                json!({"path": "../escape.txt", "content": "x"}),
+            ));
+            session.next();
+            session.send(&call_frame(
+                round * 10 + i + 100,
+                "read_file",
+                json!({"path": "README.md"}),
+            ));
+            session.next();
+        }
+        session.finish();
+    }
+    served
+}
+
+fn public_key(served: &Served) -> PathBuf {
+    served.store.parent().unwrap().join("audit-signing.pub")
+}
+
+fn records(log: &Path) -> Vec<Record> {
+    fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn write_records(log: &Path, records: &[Record]) {
+    let mut bytes = Vec::new();
+    for record in records {
+        bytes.extend_from_slice(&record.to_line());
+    }
+    fs::write(log, bytes).unwrap();
+    let last = records.last().map(|r| Mark {
+        seq: r.seq,
+        hash: r.hash.clone(),
+    });
+    let head = Head {
+        committed: last,
+        pending: None,
+    };
+    fs::write(head_path(log), serde_json::to_string(&head).unwrap()).unwrap();
+}
+
+/// Re-chains records as an attacker would: every seq, prev and hash
+/// recomputed, checkpoints kept (their bodies pointed at the new hashes)
+/// or dropped.
+fn rechain(records: Vec<Record>, keep_checkpoints: bool) -> Vec<Record> {
+    let mut out: Vec<Record> = Vec::new();
+    for record in records {
+        if record.kind == Kind::Checkpoint && !keep_checkpoints {
+            continue;
+        }
+        let (seq, prev) = out
+            .last()
+            .map_or((0, portcullis::audit::GENESIS.to_owned()), |r| {
+                (r.seq, r.hash.clone())
+            });
+        let mut body = record.body.clone();
+        if record.kind == Kind::Checkpoint {
+            body["seq"] = json!(seq);
+            body["hash"] = json!(prev);
+        }
+        out.push(Record::chained(seq, &prev, record.time, record.kind, body));
+    }
+    out
+}
+
+fn copy(served: &Served) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    fs::copy(served.audit_log(), &log).unwrap();
+    fs::copy(head_path(&served.audit_log()), head_path(&log)).unwrap();
+    (dir, log)
+}
+
+fn verify(log: &Path, extra: &[&str]) -> crate::util::Run {
+    let mut args = vec!["audit", "verify", log.to_str().unwrap(), "--format", "json"];
+    args.extend_from_slice(extra);
+    portcullis(&args)
+}
+
+fn assert_caught(log: &Path, key: &Path, kind: &str) {
+    let run = verify(log, &["--key", key.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.json()["break"]["kind"], kind, "{run:?}");
+}
+
+#[test]
+fn a_signed_log_verifies_with_its_key_and_says_how_far_it_vouches_without() {
+    let served = signed_session();
+    let key = public_key(&served);
+    let run = verify(&served.audit_log(), &["--key", key.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["key_checked"], true);
+    assert!(json["checkpoints"].as_u64().unwrap() >= 4, "{json}");
+    let run = verify(&served.audit_log(), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.json()["vouch"]
+            .as_str()
+            .unwrap()
+            .contains("not vouched for"),
+        "{run:?}"
+    );
+    // Another key's log is not this one.
+    let other = tempfile::tempdir().unwrap();
+    portcullis::audit::load_or_create_signer(other.path()).unwrap();
+    assert_caught(
+        &served.audit_log(),
+        &other.path().join("audit-signing.pub"),
+        "bad_signature",
+    );
+}
+
+#[test]
+fn every_tamper_shape_is_caught_with_the_key() {
+    let served = signed_session();
+    let key = public_key(&served);
+    let original = records(&served.audit_log());
+    let flip = |records: &mut Vec<Record>| {
+        let at = records
+            .iter()
+            .position(|r| r.kind == Kind::Decision && r.body["decision"] == "deny")
+            .unwrap();
+        records[at].body["decision"] = json!("allow");
+    };
+
+    // Rewrite a deny to allow, recompute every later hash and the head.
+    for (keep, kind) in [(true, "bad_signature"), (false, "nothing_signed")] {
+        let (_dir, log) = copy(&served);
+        let mut forged = original.clone();
+        flip(&mut forged);
+        write_records(&log, &rechain(forged, keep));
+        assert_eq!(verify(&log, &[]).code, 0, "without the key it passes");
+        assert_caught(&log, &key, kind);
+    }
+
+    // Delete the tail short of a batch boundary (here the final
+    // checkpoint) and write a new head.
+    let (_dir, log) = copy(&served);
+    write_records(&log, &original[..original.len() - 1]);
+    assert_eq!(verify(&log, &[]).code, 0);
+    assert_caught(&log, &key, "unsigned_tail");
+
+    // Delete log and head together, or empty them.
+    let (dir, log) = copy(&served);
+    fs::write(&log, "").unwrap();
+    fs::remove_file(head_path(&log)).unwrap();
+    assert_eq!(
+        verify(&log, &[]).code,
+        0,
+        "empty, no head: nothing to say without a key"
+    );
+    assert_caught(&log, &key, "nothing_signed");
+    fs::remove_file(&log).unwrap();
+    let run = verify(&log, &["--key", key.to_str().unwrap()]);
+    assert_ne!(run.code, 0, "{run:?}");
+    drop(dir);
+
+    // A forged pending mark: refused as tampered, key or not.
+    let (_dir, log) = copy(&served);
+    let last = original.last().unwrap();
+    let head = json!({
+        "committed": {"seq": last.seq, "hash": last.hash},
+        "pending": {"seq": last.seq - 1, "hash": last.prev},
+    });
+    fs::write(head_path(&log), head.to_string()).unwrap();
+    let run = verify(&log, &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.json()["break"]["kind"], "head_tampered", "{run:?}");
+}
+
+#[test]
+fn an_exported_checkpoint_catches_a_cut_back_to_an_earlier_batch() {
+    let served = signed_session();
+    let key = public_key(&served);
+    let log = served.audit_log();
+    let run = portcullis(&[
+        "audit",
+        "checkpoint",
+        "--export",
+        log.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let exported = run.stdout.trim().to_owned();
+    let checkpoint: Value = serde_json::from_str(&exported).unwrap();
+    assert!(checkpoint["signature"].is_string());
+    // The untouched log holds it.
+    let run = verify(
+        &log,
+        &["--key", key.to_str().unwrap(), "--expect", &exported],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    // Cut back to an earlier batch boundary (a rollback the key alone
+    // cannot see: the log ends on a valid checkpoint).
+    let (_dir, copied) = copy(&served);
+    let all = records(&copied);
+    let earlier = all[..all.len() - 1]
+        .iter()
+        .rposition(|r| r.kind == Kind::Checkpoint)
+        .unwrap();
+    write_records(&copied, &all[..=earlier]);
+    assert_eq!(
+        verify(&copied, &["--key", key.to_str().unwrap()]).code,
+        0,
+        "a rollback to a signed end passes the key check"
+    );
+    let run = verify(&copied, &["--expect", &exported]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.json()["break"]["kind"],
+        "expectation_missing",
+        "{run:?}"
+    );
+    // A forged expectation is refused before reading the log.
+    let mut forged: Value = serde_json::from_str(&exported).unwrap();
+    forged["seq"] = json!(1);
+    let run = verify(
+        &log,
+        &[
+            "--key",
+            key.to_str().unwrap(),
+            "--expect",
+            &forged.to_string(),
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("not signed"), "{run:?}");
+}
+
+#[test]
+fn a_log_in_the_keys_folder_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    let mut args = served.serve_args();
+    let at = args.iter().position(|a| a == "--audit").unwrap();
+    args[at + 1] = served
+        .store
+        .parent()
+        .unwrap()
+        .join("audit.jsonl")
+        .display()
+        .to_string();
+    let output = command
+        .args(args)
+        .env("PORTCULLIS_TOKEN", &served.token)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("signing key"), "{stderr}");
+}
+
+#[test]
+fn eight_serve_processes_share_one_log_and_a_ninth_starts() {
+    const PROCESSES: u64 = 8;
+    const CALLS: u64 = 200;
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let workers: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            let mut session = Session::start(&served);
+            session.initialize();
+            // Pipelined: every call sent, then every answer read.
+            for id in 0..CALLS {
+                session.send(&call_frame(id, "read_file", json!({"path": "README.md"})));
+            }
+            session
+        })
+        .collect();
+    for session in workers {
+        for _ in 0..CALLS {
+            let answer = session.next();
+            assert!(answer["result"]["isError"] != true, "{answer}");
+        }
+        session.finish();
+    }
+    let key = public_key(&served);
+    let run = verify(&served.audit_log(), &["--key", key.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let all = records(&served.audit_log());
+    let decisions = all
+        .iter()
+        .filter(|r| {
+            r.kind == Kind::Decision
+                && r.body["action"] == "call_tool"
+                && r.body["tool"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("read_file"))
+        })
+        .count() as u64;
+    assert_eq!(decisions, PROCESSES * CALLS);
+    let sessions: std::collections::BTreeSet<&str> = all
+        .iter()
+        .filter(|r| r.kind == Kind::System && r.body["event"] == "start")
+        .filter_map(|r| r.body["session"].as_str())
+        .collect();
+    assert_eq!(sessions.len() as u64, PROCESSES);
+    // A ninth starts on the shared log.
+    let mut ninth = Session::start(&served);
+    ninth.initialize();
+    ninth.finish();
+    assert_eq!(verify(&served.audit_log(), &[]).code, 0);
+}
