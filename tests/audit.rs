@@ -188,9 +188,13 @@ fn a_changed_byte_is_detected() {
     let served = recorded_session();
     let (_dir, log) = copy_of(&served);
     let mut all = lines(&log);
-    all[3] = all[3]
-        .replacen("\"allow\"", "\"deny\"", 1)
-        .replacen("\"deny\"", "\"DENY\"", 1);
+    let at = all
+        .iter()
+        .position(|l| l.contains("\"decision\":\"deny\""))
+        .unwrap();
+    let edited = all[at].replacen("\"decision\":\"deny\"", "\"decision\":\"DENY\"", 1);
+    assert_ne!(edited, all[at]);
+    all[at] = edited;
     write_lines(&log, &all);
     assert_break(&log, "edited");
 }

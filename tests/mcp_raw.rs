@@ -149,3 +149,107 @@ fn stdout_holds_only_json_rpc_frames_under_500_concurrent_calls_with_progress() 
     }
     assert!(progress >= calls * 2, "{progress} progress notifications");
 }
+
+#[test]
+fn every_malformed_frame_gets_an_answer_and_the_session_goes_on() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut session = Session::start(&served);
+    session.initialize();
+    for (frame, code, id) in [
+        ("this is not json", -32700, json!(null)),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call""#,
+            -32700,
+            json!(null),
+        ),
+        (r#"{"jsonrpc":"2.0","id":7,"method":42}"#, -32600, json!(7)),
+        (
+            r#"{"jsonrpc":"2.0","id":"x","params":{}}"#,
+            -32600,
+            json!("x"),
+        ),
+        ("[]", -32600, json!(null)),
+        ("42", -32600, json!(null)),
+    ] {
+        session.send(frame);
+        let answer = session.next();
+        assert_eq!(answer["error"]["code"], code, "{frame}: {answer}");
+        assert_eq!(answer["id"], id, "{frame}: {answer}");
+    }
+    // An unknown notification gets nothing; the next request is answered.
+    session.send(r#"{"jsonrpc":"2.0","method":"notifications/nothing_like_it","params":{}}"#);
+    session.send(r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}"#);
+    assert_eq!(session.next()["id"], 9);
+    session.finish();
+}
+
+#[test]
+fn a_second_initialize_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut session = Session::start(&served);
+    session.initialize();
+    let again = r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"2"}}}"#;
+    session.send(again);
+    let answer = session.next();
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    session.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}"#);
+    assert_eq!(session.next()["id"], 4);
+    session.finish();
+}
+
+#[test]
+fn debug_logs_never_hold_a_frame_body() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    std::fs::write(
+        served.root.path().join("secret.txt"),
+        "CONTENT-MARKER-7f3a\n",
+    )
+    .unwrap();
+    for level in ["debug", "trace", "rmcp=trace,portcullis=trace"] {
+        let mut command = served.command();
+        command.env("PORTCULLIS_LOG", level);
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{INITIALIZE}").unwrap();
+        writeln!(stdin, "{}", crate::util::INITIALIZED).unwrap();
+        writeln!(stdin, "not json ARGUMENT-MARKER-91c2").unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "read_file", "arguments": {"path": "secret.txt", "limit": 5}}})
+        )
+        .unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stdout.contains("CONTENT-MARKER-7f3a"),
+            "{level}: the call ran: {stdout}"
+        );
+        assert!(!stderr.is_empty(), "{level}: something was logged");
+        for marker in ["CONTENT-MARKER-7f3a", "ARGUMENT-MARKER-91c2", "secret.txt"] {
+            assert!(
+                !stderr.contains(marker),
+                "{level}: {marker} in the log:\n{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_hand_edited_owner_entry_is_refused_like_token_create_refuses_it() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let text = std::fs::read_to_string(&served.store).unwrap();
+    assert!(text.contains("\"paired\""), "{text}");
+    std::fs::write(&served.store, text.replace("\"paired\"", "\"owner\"")).unwrap();
+    std::fs::set_permissions(&served.store, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_refused(served.command());
+}

@@ -494,3 +494,62 @@ fn offset_after(path: &Path, seq: u64) -> io::Result<Option<u64>> {
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::audit::verify::verify;
+
+    #[test]
+    fn nothing_is_recorded_after_the_closing_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, None).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            log.append(Kind::System, json!({"event": "start"}))
+                .await
+                .unwrap();
+            log.close(Kind::System, json!({"event": "shutdown"}))
+                .await
+                .unwrap();
+            let late = log
+                .append(Kind::Approval, json!({"event": "answered"}))
+                .await;
+            assert!(matches!(late, Err(AuditError::Closed)), "{late:?}");
+        });
+        assert!(
+            log.submit(Kind::Outcome, json!({})).is_ok(),
+            "queued, then refused"
+        );
+        assert!(matches!(
+            log.append_blocking(Kind::Outcome, json!({})),
+            Err(AuditError::Closed)
+        ));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.lines().last().unwrap().contains("shutdown"));
+        assert!(verify(&path).unwrap().is_ok());
+    }
+
+    #[test]
+    fn two_handles_on_one_log_write_one_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let signer = || Some(Signer::new(ed25519_dalek::SigningKey::from_bytes(&[3; 32])));
+        let a = AuditLog::open(&path, signer()).unwrap();
+        let b = AuditLog::open(&path, signer()).unwrap();
+        for i in 0..20 {
+            let log = if i % 2 == 0 { &a } else { &b };
+            log.append_blocking(Kind::System, json!({"i": i})).unwrap();
+        }
+        let verified = verify(&path).unwrap().unwrap();
+        // Twenty records, each in its own batch with its checkpoint.
+        assert_eq!(verified.scan.records, 40);
+        assert_eq!(verified.scan.checkpoints, 20);
+    }
+}

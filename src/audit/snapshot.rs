@@ -8,13 +8,21 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::pdp::{PolicyBundle, SourceFile};
+use crate::pdp::{Framing, PolicyBundle, SourceFile};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Snapshot {
     hash: String,
+    /// How the hash frames the files; absent in snapshots from before
+    /// framing v2, which are v1.
+    #[serde(default = "framing_v1")]
+    framing: u8,
     files: Vec<SnapshotFile>,
+}
+
+fn framing_v1() -> u8 {
+    1
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -40,6 +48,7 @@ pub fn store(dir: &Path, bundle: &PolicyBundle) -> io::Result<String> {
     fs::create_dir_all(dir)?;
     let snapshot = Snapshot {
         hash: hash.clone(),
+        framing: bundle.framing.number(),
         files: bundle
             .deciding_files()
             .map(|f| SnapshotFile {
@@ -74,8 +83,15 @@ pub fn load(dir: &Path, hash: &str) -> Result<PolicyBundle, String> {
             text: f.text,
         })
         .collect();
-    let bundle =
-        PolicyBundle::from_files(files).map_err(|err| format!("{}: {err}", path.display()))?;
+    let framing = Framing::from_number(snapshot.framing).ok_or_else(|| {
+        format!(
+            "{}: unknown hash framing {}",
+            path.display(),
+            snapshot.framing
+        )
+    })?;
+    let bundle = PolicyBundle::from_files(files, framing)
+        .map_err(|err| format!("{}: {err}", path.display()))?;
     if bundle.hash() != hash {
         return Err(format!(
             "{} does not hash to its name: it was changed",

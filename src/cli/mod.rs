@@ -19,6 +19,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use exit::Exit;
 
+/// The log directive that keeps protocol frames out of the logs: rmcp
+/// writes whole requests and results at debug and below.
+pub const FRAME_SAFE_DIRECTIVE: &str = "rmcp=info";
+
 use crate::pdp::{BundleError, ClientRecord, PolicyBundle};
 
 #[derive(Debug, Parser)]

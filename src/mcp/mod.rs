@@ -10,6 +10,7 @@ mod errors;
 mod pre_init;
 mod resources;
 mod server;
+mod stdio;
 
 use std::sync::Arc;
 
@@ -37,10 +38,10 @@ pub async fn serve_stdio(
     approvals: Approvals,
 ) -> Result<(), ServeError> {
     let server = PortcullisServer::new(keeper, bundle, approvals);
-    let (stdin, stdout) = rmcp::transport::stdio();
-    let transport = pre_init::DropEarlyNotifications::new(
-        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout),
-    );
+    let transport = pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ));
     let running = server
         .serve(transport)
         .await

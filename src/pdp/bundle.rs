@@ -33,6 +33,62 @@ pub enum BundleError {
     Missing { path: PathBuf },
     #[error("{dir} holds no {what} files")]
     Empty { dir: PathBuf, what: &'static str },
+    #[error("{path}: {problem}; rename the file")]
+    BadName { path: PathBuf, problem: String },
+}
+
+/// How a set's files are framed when they are hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Names and lengths as decimal text, newline-separated. Names were not
+    /// restricted, so a name holding a newline could forge the framing of
+    /// the next file; sets recorded this way still verify and replay, with
+    /// names now checked.
+    V1,
+    /// A count, then every name and every content prefixed by its length
+    /// as eight big-endian bytes, after a version tag.
+    V2,
+}
+
+impl Framing {
+    pub const CURRENT: Self = Self::V2;
+
+    pub fn number(self) -> u8 {
+        match self {
+            Self::V1 => 1,
+            Self::V2 => 2,
+        }
+    }
+
+    pub fn from_number(number: u8) -> Option<Self> {
+        match number {
+            1 => Some(Self::V1),
+            2 => Some(Self::V2),
+            _ => None,
+        }
+    }
+}
+
+/// Why a logical file name cannot be part of a set: names reach the set
+/// hash, snapshots and error messages, so they hold no control characters
+/// and no `..`, and stay in the tree's own folders.
+pub fn name_problem(logical: &str) -> Option<String> {
+    if logical.is_empty() || logical.len() > 255 {
+        return Some("a file name must have 1 to 255 bytes".to_owned());
+    }
+    if logical.chars().any(char::is_control) {
+        return Some(
+            "a file name may not hold control characters (a newline, a tab, ...)".to_owned(),
+        );
+    }
+    if logical.starts_with('/')
+        || logical
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return Some("a file name may not be absolute or hold empty, `.` or `..` parts".to_owned());
+    }
+    None
 }
 
 /// Where `portcullis init` writes a copy of the built-in hard constraints,
@@ -79,6 +135,9 @@ pub struct PolicyBundle {
     pub tests: Vec<SourceFile>,
     /// Entity files fixtures refer to (`policies/tests/entities/*.json`).
     pub test_entities: Vec<SourceFile>,
+    /// How `hash` frames the files: the current framing, or the one a
+    /// recorded set was hashed with.
+    pub framing: Framing,
 }
 
 impl PolicyBundle {
@@ -108,6 +167,7 @@ impl PolicyBundle {
             commands: file(defaults::COMMANDS.0, defaults::COMMANDS.1),
             tests: many(defaults::TESTS),
             test_entities: many(defaults::TEST_ENTITIES),
+            framing: Framing::CURRENT,
         }
     }
 
@@ -151,8 +211,9 @@ impl PolicyBundle {
 
     /// A bundle from deciding files named by their place in the tree
     /// (`policies/x.cedar`, `schemas/x.cedarschema`, `policies/tiers.json`,
-    /// `policies/path_classes.toml`), as a policy snapshot stores them.
-    pub fn from_files(files: Vec<SourceFile>) -> Result<Self, String> {
+    /// `policies/path_classes.toml`), as a policy snapshot stores them,
+    /// hashed with the framing they were recorded with.
+    pub fn from_files(files: Vec<SourceFile>, framing: Framing) -> Result<Self, String> {
         let mut builtin = Vec::new();
         let mut policies = Vec::new();
         let mut schemas = Vec::new();
@@ -161,6 +222,9 @@ impl PolicyBundle {
         let mut commands = None;
         for file in files {
             let logical = file.logical.as_str();
+            if let Some(problem) = name_problem(logical) {
+                return Err(format!("{logical:?}: {problem}"));
+            }
             if logical == format!("policies/{TIERS_FILE}") {
                 tiers = Some(file);
             } else if logical == format!("policies/{PATH_CLASSES_FILE}") {
@@ -188,6 +252,7 @@ impl PolicyBundle {
             commands: commands.ok_or("no policies/commands.toml")?,
             tests: Vec::new(),
             test_entities: Vec::new(),
+            framing,
         })
     }
 
@@ -218,19 +283,35 @@ impl PolicyBundle {
             .chain(self.test_entities.iter())
     }
 
-    /// SHA-256 over every deciding file, sorted by logical name, each framed
-    /// by its name and length so that no two different sets share a preimage.
+    /// SHA-256 over every deciding file, sorted by logical name, framed
+    /// so that no two different sets share a preimage (`Framing`).
     pub fn hash(&self) -> String {
         let mut files: Vec<&SourceFile> = self.deciding_files().collect();
         files.sort_by(|a, b| a.logical.cmp(&b.logical));
         let mut hasher = Sha256::new();
-        hasher.update(b"portcullis policy set v1\n");
-        for file in files {
-            hasher.update(file.logical.as_bytes());
-            hasher.update(b"\n");
-            hasher.update(file.text.len().to_string().as_bytes());
-            hasher.update(b"\n");
-            hasher.update(file.text.as_bytes());
+        match self.framing {
+            Framing::V1 => {
+                hasher.update(b"portcullis policy set v1\n");
+                for file in files {
+                    hasher.update(file.logical.as_bytes());
+                    hasher.update(b"\n");
+                    hasher.update(file.text.len().to_string().as_bytes());
+                    hasher.update(b"\n");
+                    hasher.update(file.text.as_bytes());
+                }
+            }
+            Framing::V2 => {
+                let framed = |hasher: &mut Sha256, bytes: &[u8]| {
+                    hasher.update((bytes.len() as u64).to_be_bytes());
+                    hasher.update(bytes);
+                };
+                hasher.update(b"portcullis policy set v2\n");
+                hasher.update((files.len() as u64).to_be_bytes());
+                for file in files {
+                    framed(&mut hasher, file.logical.as_bytes());
+                    framed(&mut hasher, file.text.as_bytes());
+                }
+            }
         }
         hex(&hasher.finalize())
     }
@@ -273,10 +354,16 @@ fn read_dir_files(
     for entry in fs::read_dir(dir).map_err(io_error)? {
         let entry = entry.map_err(io_error)?;
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == extension)
-            && path.is_file()
-            && let Some(name) = path.file_name().and_then(|n| n.to_str())
-        {
+        if path.extension().is_some_and(|e| e == extension) && path.is_file() {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                return Err(BundleError::BadName {
+                    path,
+                    problem: "the file name is not UTF-8".to_owned(),
+                });
+            };
+            if let Some(problem) = name_problem(&format!("{logical_dir}/{name}")) {
+                return Err(BundleError::BadName { path, problem });
+            }
             names.push(name.to_owned());
         }
     }
@@ -357,6 +444,48 @@ mod tests {
         a.policies[0].text.push_str("//x");
         b.policies[1].text.push_str("//x");
         assert_ne!(a.hash(), b.hash());
+    }
+
+    #[test]
+    fn a_name_holding_the_next_files_framing_is_refused_and_v2_separates_them() {
+        let file = |logical: &str, text: &str| SourceFile {
+            logical: logical.to_owned(),
+            display: logical.to_owned(),
+            text: text.to_owned(),
+        };
+        // Two files, and one file whose name carries the framing of the
+        // second: the same bytes under v1.
+        let mut two = PolicyBundle::builtin();
+        two.policies.push(file("policies/zz1.cedar", ""));
+        two.policies.push(file("policies/zz2.cedar", "x"));
+        let mut one = PolicyBundle::builtin();
+        one.policies
+            .push(file("policies/zz1.cedar\n0\npolicies/zz2.cedar", "x"));
+        two.framing = Framing::V1;
+        one.framing = Framing::V1;
+        assert_eq!(two.hash(), one.hash(), "the v1 collision");
+        two.framing = Framing::V2;
+        one.framing = Framing::V2;
+        assert_ne!(two.hash(), one.hash());
+        // Such a name cannot reach a set: not from a snapshot, not from disk.
+        let files: Vec<SourceFile> = one.deciding_files().cloned().collect();
+        let err = PolicyBundle::from_files(files, Framing::V1).unwrap_err();
+        assert!(err.contains("control characters"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a\nb.cedar"), "").unwrap();
+        let err = PolicyBundle::load(Some(dir.path()), None).unwrap_err();
+        assert!(matches!(err, BundleError::BadName { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_recorded_framing_keeps_its_hash() {
+        let current = PolicyBundle::builtin();
+        let mut old = current.clone();
+        old.framing = Framing::V1;
+        assert_ne!(old.hash(), current.hash());
+        let files: Vec<SourceFile> = old.deciding_files().cloned().collect();
+        let rebuilt = PolicyBundle::from_files(files, Framing::V1).unwrap();
+        assert_eq!(rebuilt.hash(), old.hash());
     }
 
     #[test]

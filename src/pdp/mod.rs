@@ -14,7 +14,7 @@ mod load;
 mod problem;
 mod proof;
 
-pub use bundle::{BUILTIN_COPY, BundleError, PolicyBundle, SourceFile};
+pub use bundle::{BUILTIN_COPY, BundleError, Framing, PolicyBundle, SourceFile, name_problem};
 pub use decide::{NO_APPROVAL, ToolAction, ToolQuery};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
