@@ -202,3 +202,77 @@ mod tests {
         assert!(PathClasses::parse("t.toml", "[x\nglobs = 1").is_err());
     }
 }
+
+#[cfg(test)]
+mod default_secrets {
+    use super::*;
+
+    fn shipped() -> PathClasses {
+        let text = include_str!("../../policies/path_classes.toml");
+        PathClasses::parse("path_classes.toml", text).unwrap()
+    }
+
+    fn is_secret(table: &PathClasses, path: &str) -> bool {
+        let mut out = BTreeSet::new();
+        table.classify_into(Path::new(path), &mut out);
+        out.contains("secrets")
+    }
+
+    #[test]
+    fn every_default_secret_is_a_secret_wherever_it_lies() {
+        let table = shipped();
+        for name in [
+            ".env",
+            ".env.production",
+            ".envrc",
+            "server.pem",
+            "server.pem.bak",
+            "deploy.key",
+            "deploy.key.old",
+            "cert.p12",
+            "cert.pfx",
+            "vault.kdbx",
+            "id_rsa",
+            "id_ed25519.pub",
+            ".ssh",
+            ".ssh/config",
+            ".gnupg",
+            ".gnupg/pubring.kbx",
+            ".aws",
+            ".aws/config",
+            ".aws/credentials",
+            ".kube/config",
+            ".config/gh/hosts.yml",
+            ".netrc",
+            "_netrc",
+            ".pgpass",
+            ".git-credentials",
+            ".npmrc",
+            ".pypirc",
+            ".docker/config.json",
+            "terraform.tfstate",
+            "terraform.tfstate.backup",
+            "credentials.json",
+            "credentials-prod.json",
+        ] {
+            assert!(is_secret(&table, name), "{name}");
+            assert!(
+                is_secret(&table, &format!("/home/a/ws/sub/{name}")),
+                "{name}"
+            );
+            assert!(
+                is_secret(&table, &name.to_ascii_uppercase()),
+                "{name} in capitals"
+            );
+        }
+        for plain in [
+            "src/main.rs",
+            "README.md",
+            "keys.md",
+            "environment.rs",
+            "sshd.txt",
+        ] {
+            assert!(!is_secret(&table, plain), "{plain}");
+        }
+    }
+}

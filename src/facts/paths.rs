@@ -10,6 +10,7 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use thiserror::Error;
@@ -19,8 +20,22 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// How many symlinks one resolution may follow before it is called a loop
 /// (Linux's MAXSYMLINKS).
 const MAX_SYMLINK_HOPS: usize = 40;
-/// Folder names that hold version-control metadata.
-const VCS_METADATA_NAMES: [&str; 5] = [".git", ".hg", ".svn", ".jj", ".bzr"];
+/// Names that hold version-control metadata (folders, and the files some
+/// systems keep instead): git, Mercurial, Subversion, Jujutsu, Bazaar, CVS,
+/// darcs, pijul, Sapling, fossil. Matched ignoring ASCII case.
+const VCS_METADATA_NAMES: [&str; 11] = [
+    ".git",
+    ".hg",
+    ".svn",
+    ".jj",
+    ".bzr",
+    "CVS",
+    "_darcs",
+    ".pijul",
+    ".sl",
+    ".fslckout",
+    "_FOSSIL_",
+];
 
 #[derive(Debug, Error)]
 pub enum PathError {
@@ -77,6 +92,10 @@ pub struct ResolvedPath {
     pub inside_root: bool,
     /// Some component of `canonical` or `requested` is a VCS metadata folder.
     pub in_vcs_metadata: bool,
+    /// A regular file with more than one name: its other names may lie
+    /// outside the root or under a secret's name, so it is judged as if it
+    /// were outside the root.
+    pub hardlinked: bool,
 }
 
 impl ResolvedPath {
@@ -106,13 +125,18 @@ pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
         .collect();
     let (canonical, exists) = walk(&requested)?;
     let inside_root = canonical.starts_with(root.path());
-    let in_vcs_metadata = is_vcs_metadata(&canonical) || is_vcs_metadata(&requested);
+    let in_vcs_metadata = is_vcs_metadata(&canonical)
+        || is_vcs_metadata(&requested)
+        || in_git_dir_by_content(root, &canonical);
+    let hardlinked =
+        exists && std::fs::symlink_metadata(&canonical).is_ok_and(|m| m.is_file() && m.nlink() > 1);
     Ok(ResolvedPath {
         requested,
         canonical,
         exists,
-        inside_root,
+        inside_root: inside_root && !hardlinked,
         in_vcs_metadata,
+        hardlinked,
     })
 }
 
@@ -135,6 +159,25 @@ pub fn is_vcs_metadata(path: &Path) -> bool {
         Component::Normal(name) => is_vcs_name(name),
         _ => false,
     })
+}
+
+/// Whether the path lies in a git directory that goes by another name: a
+/// bare repository, a submodule's or a worktree's git directory (the
+/// target of a `.git` file's `gitdir:`). Git recognises one by its content
+/// (a `HEAD` file with `objects/` and `refs/`, or with a `commondir`
+/// file), so portcullis does too, for every folder from the path up to the
+/// root.
+fn in_git_dir_by_content(root: &Root, canonical: &Path) -> bool {
+    let is_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    let is_dir = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+    canonical
+        .ancestors()
+        .take_while(|folder| folder.starts_with(root.path()))
+        .any(|folder| {
+            is_file(&folder.join("HEAD"))
+                && ((is_dir(&folder.join("objects")) && is_dir(&folder.join("refs")))
+                    || is_file(&folder.join("commondir")))
+        })
 }
 
 fn is_vcs_name(name: &OsStr) -> bool {
@@ -259,6 +302,66 @@ mod tests {
 
     fn ws(f: &Fixture) -> &Path {
         f.root.path()
+    }
+
+    #[test]
+    fn vcs_metadata_under_other_names_and_by_content_is_vcs_metadata() {
+        let f = fixture();
+        for name in [
+            "CVS",
+            "cvs",
+            "_darcs",
+            ".pijul",
+            ".sl",
+            ".fslckout",
+            "_FOSSIL_",
+            ".GIT",
+        ] {
+            let p = resolve(&f.root, &format!("sub/{name}/x")).unwrap();
+            assert!(p.in_vcs_metadata, "{name}");
+        }
+        // A bare repository, and a worktree's git directory, by content.
+        let bare = ws(&f).join("mirror");
+        fs::create_dir_all(bare.join("objects")).unwrap();
+        fs::create_dir_all(bare.join("refs")).unwrap();
+        fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(
+            resolve(&f.root, "mirror/hooks/pre-commit")
+                .unwrap()
+                .in_vcs_metadata
+        );
+        assert!(resolve(&f.root, "mirror/config").unwrap().in_vcs_metadata);
+        let linked = ws(&f).join("real");
+        fs::create_dir_all(&linked).unwrap();
+        fs::write(linked.join("HEAD"), "ref: refs/heads/x\n").unwrap();
+        fs::write(linked.join("commondir"), "../mirror\n").unwrap();
+        fs::create_dir_all(ws(&f).join("wt")).unwrap();
+        fs::write(ws(&f).join("wt/.git"), "gitdir: ../real\n").unwrap();
+        assert!(
+            resolve(&f.root, "real/hooks/post-checkout")
+                .unwrap()
+                .in_vcs_metadata
+        );
+        assert!(resolve(&f.root, "wt/.git").unwrap().in_vcs_metadata);
+        // A folder with a HEAD file alone is not a repository.
+        fs::create_dir_all(ws(&f).join("notes")).unwrap();
+        fs::write(ws(&f).join("notes/HEAD"), "x").unwrap();
+        assert!(!resolve(&f.root, "notes/HEAD").unwrap().in_vcs_metadata);
+        assert!(!resolve(&f.root, "src/main.rs").unwrap().in_vcs_metadata);
+    }
+
+    #[test]
+    fn a_hardlinked_file_is_judged_as_outside_the_root() {
+        let f = fixture();
+        fs::hard_link(f.outside.join("secret.txt"), ws(&f).join("x")).unwrap();
+        let p = resolve(&f.root, "x").unwrap();
+        assert!(p.hardlinked && !p.inside_root && p.exists);
+        // Both names of a link made inside the root count.
+        fs::write(ws(&f).join(".env"), "K=V").unwrap();
+        fs::hard_link(ws(&f).join(".env"), ws(&f).join("y")).unwrap();
+        assert!(resolve(&f.root, "y").unwrap().hardlinked);
+        assert!(resolve(&f.root, ".env").unwrap().hardlinked);
+        assert!(!resolve(&f.root, "src/main.rs").unwrap().hardlinked);
     }
 
     #[test]

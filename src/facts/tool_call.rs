@@ -8,6 +8,11 @@ use super::path_classes::PathClasses;
 use super::paths::{PathError, ResolvedPath, Root, resolve};
 use crate::tools::ToolSpec;
 
+/// The path class of a regular file with more than one name. Such a file
+/// is judged as if it were outside the root; a team that trusts its
+/// hardlinks can let a tier read them by naming this class.
+pub const HARDLINKED: &str = "hardlinked";
+
 /// How the request reached portcullis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -111,6 +116,9 @@ pub fn tool_call_facts(
             facts.writes_vcs_metadata |= resolved.in_vcs_metadata;
         }
         facts.touches_vcs_metadata |= resolved.in_vcs_metadata;
+        if resolved.hardlinked {
+            facts.path_classes.insert(HARDLINKED.to_owned());
+        }
         classes.classify_into(&resolved.canonical, &mut facts.path_classes);
         classes.classify_into(&resolved.requested, &mut facts.path_classes);
         if let Some(relative) = resolved.relative(root) {

@@ -298,9 +298,8 @@ impl Engine {
             policy: None,
             message: format!("the request does not build: {err}"),
         })?;
-        Ok(self
-            .authorizer
-            .is_authorized(&request, &self.policies, entities))
+        let policies = self.by_action.get(action).unwrap_or(&self.policies);
+        Ok(self.authorizer.is_authorized(&request, policies, entities))
     }
 
     fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {

@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema};
+use cedar_policy::{
+    ActionConstraint, Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema,
+};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -37,6 +39,11 @@ pub(super) struct Actions {
 pub struct Engine {
     pub(super) schema: Schema,
     pub(super) policies: PolicySet,
+    /// For each action of the schema, the policies whose action scope can
+    /// match it. Cedar walks every policy of the set it is given; a policy
+    /// whose scope cannot match the action never applies and never errors,
+    /// so deciding with the subset gives the same answer for less.
+    pub(super) by_action: HashMap<EntityUid, PolicySet>,
     pub(super) entities: Entities,
     pub(super) authorizer: Authorizer,
     pub(super) origins: HashMap<PolicyId, PolicyOrigin>,
@@ -237,6 +244,7 @@ impl Engine {
 
         let command_shape =
             check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
+        let by_action = policies_by_action(&compiled.schema, &compiled.policies);
 
         let identity = Arc::new(PolicySetIdentity {
             hash: bundle.hash(),
@@ -247,6 +255,7 @@ impl Engine {
         Ok(Self {
             schema: compiled.schema,
             policies: compiled.policies,
+            by_action,
             entities,
             authorizer: Authorizer::new(),
             origins: compiled.origins,
@@ -274,11 +283,6 @@ impl Engine {
 
     pub fn command_classes(&self) -> &CommandClasses {
         &self.command_classes
-    }
-
-    /// The compiled policy set, built-ins included.
-    pub fn policy_set(&self) -> &PolicySet {
-        &self.policies
     }
 
     pub fn schema(&self) -> &Schema {
@@ -353,6 +357,39 @@ impl Engine {
     pub fn origin(&self, id: &PolicyId) -> Option<&PolicyOrigin> {
         self.origins.get(id)
     }
+}
+
+/// The policies that can apply to each action (see `Engine::by_action`).
+/// Empty when the set holds templates, which are decided whole.
+fn policies_by_action(schema: &Schema, policies: &PolicySet) -> HashMap<EntityUid, PolicySet> {
+    let Ok(actions) = schema.action_entities() else {
+        return HashMap::new();
+    };
+    if policies.templates().next().is_some() {
+        return HashMap::new();
+    }
+    let mut by_action = HashMap::new();
+    for action in schema.actions() {
+        let mut groups: Vec<&EntityUid> = vec![action];
+        if let Some(ancestors) = actions.ancestors(action) {
+            groups.extend(ancestors);
+        }
+        let mut subset = PolicySet::new();
+        for policy in policies.policies() {
+            let applies = match policy.action_constraint() {
+                ActionConstraint::Any => true,
+                ActionConstraint::Eq(uid) => uid == *action,
+                ActionConstraint::In(uids) => uids.iter().any(|uid| groups.contains(&uid)),
+            };
+            if applies && subset.add(policy.clone()).is_err() {
+                // Cannot happen (ids are unique in the whole set); deciding
+                // with the whole set is always right.
+                return HashMap::new();
+            }
+        }
+        by_action.insert(action.clone(), subset);
+    }
+    by_action
 }
 
 /// Checks, once per load, that the requests `decide` builds (a client, a

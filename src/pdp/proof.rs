@@ -212,7 +212,7 @@ mod tests {
         }
         let engine =
             Engine::load(&PolicyBundle::builtin(), &Registry::builtin().unwrap(), &[]).unwrap();
-        let proof = prove(engine.policy_set(), engine.schema()).unwrap();
+        let proof = prove(engine.policies(), engine.schema()).unwrap();
         assert!(
             matches!(proof, Proof::Proven { queries } if queries >= 6),
             "{proof:?}"
@@ -230,7 +230,7 @@ mod tests {
         // A broken assembly: one built-in dropped, and a permit a team may
         // well write.
         let mut broken = PolicySet::new();
-        for policy in engine.policy_set().policies() {
+        for policy in engine.policies().policies() {
             if policy.id().to_string() != "hard.no_write_outside_root" {
                 broken.add(policy.clone()).unwrap();
             }
@@ -262,7 +262,7 @@ mod tests {
         let authorizer = cedar_policy::Authorizer::new();
         let broken_answer = authorizer.is_authorized(request, &broken, entities);
         assert_eq!(broken_answer.decision(), cedar_policy::Decision::Allow);
-        let real_answer = authorizer.is_authorized(request, engine.policy_set(), entities);
+        let real_answer = authorizer.is_authorized(request, engine.policies(), entities);
         assert_eq!(real_answer.decision(), cedar_policy::Decision::Deny);
         assert!(
             real_answer

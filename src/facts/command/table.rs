@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -224,6 +224,8 @@ impl Default for Environment {
 #[derive(Debug, Clone)]
 pub struct CommandClasses {
     rules: Vec<Rule>,
+    /// Every rule's program pattern, matched in one pass.
+    programs_of_rules: RegexSet,
     programs: HashMap<String, Vec<Description>>,
     globals: HashMap<String, Globals>,
     environment: Environment,
@@ -348,8 +350,16 @@ impl CommandClasses {
             Some(entry) => environment(file, entry)?,
             None => Environment::default(),
         };
+        let programs_of_rules =
+            RegexSet::new(rules.iter().map(|r| r.program.as_str())).map_err(|err| {
+                CommandClassError::Syntax {
+                    file: file.to_owned(),
+                    message: err.to_string(),
+                }
+            })?;
         Ok(Self {
             rules,
+            programs_of_rules,
             programs,
             globals,
             environment,
@@ -379,9 +389,10 @@ impl CommandClasses {
         let joined = rest.join(" ");
         let mut classified = Classified::default();
         classified.classes.extend(
-            self.rules
+            self.programs_of_rules
+                .matches(program)
                 .iter()
-                .filter(|rule| rule.program.is_match(program))
+                .map(|index| &self.rules[index])
                 .filter(|rule| rule.args.as_ref().is_none_or(|r| r.is_match(&joined)))
                 .filter(|rule| {
                     rule.unless_args

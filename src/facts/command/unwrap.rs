@@ -171,6 +171,9 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 if words.is_empty() {
                     words = vec![Some("echo".to_owned())];
                 }
+                // xargs adds words read from stdin: unknown, and they may
+                // be options (`echo '-o out' | xargs sort`).
+                words.push(None);
             }
             shell if SHELLS.contains(&shell) => {
                 unwrap_shell(&first, &rest, simple, depth, &extra, out);
