@@ -22,7 +22,11 @@ pub enum GateError {
     #[error("{0}")]
     Command(#[from] CommandError),
     #[error("cwd: {0}")]
-    Cwd(#[from] PathError),
+    Cwd(PathError),
+    /// Loops and OS errors name places and tell whether they exist; the
+    /// caller learns only that the folder cannot be used.
+    #[error("cwd: the folder cannot be resolved inside the root")]
+    CwdUnresolvable,
 }
 
 /// A judged command.
@@ -94,7 +98,14 @@ pub fn judge(
     command: &str,
     transport: Transport,
 ) -> Result<GateAnswer, GateError> {
-    let cwd = resolve(root, cwd.unwrap_or("."))?;
+    let cwd = resolve(root, cwd.unwrap_or(".")).map_err(|err| {
+        if err.is_input() {
+            GateError::Cwd(err)
+        } else {
+            tracing::debug!(error = %err, "the gate's cwd cannot be resolved");
+            GateError::CwdUnresolvable
+        }
+    })?;
     let facts = command_facts(command, &cwd.canonical, root, engine.command_classes())?;
     let decision = engine.decide_command(client, &facts, transport, GATE_APPROVAL_CHANNEL);
     Ok(GateAnswer { decision, facts })

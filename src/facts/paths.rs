@@ -59,6 +59,19 @@ pub enum PathError {
     },
 }
 
+impl PathError {
+    /// Whether the error is about the text the client sent (and so can be
+    /// told back), not about what the filesystem holds: a loop or an OS
+    /// error names places, possibly outside the root, and tells whether
+    /// they exist, so those are never shown to a client.
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            Self::Empty | Self::Nul | Self::TooLong | Self::OtherUsersHome | Self::NoHome
+        )
+    }
+}
+
 /// The workspace root, canonicalised once.
 #[derive(Debug, Clone)]
 pub struct Root {
@@ -99,6 +112,25 @@ pub struct ResolvedPath {
 }
 
 impl ResolvedPath {
+    /// A path the filesystem would not let portcullis resolve (a loop, an
+    /// unreadable folder): judged as outside the root, whatever it is.
+    pub fn unresolvable(root: &Root, raw: &str) -> Self {
+        let requested: PathBuf = root
+            .path()
+            .join(raw)
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
+        Self {
+            in_vcs_metadata: is_vcs_metadata(&requested),
+            canonical: requested.clone(),
+            requested,
+            exists: false,
+            inside_root: false,
+            hardlinked: false,
+        }
+    }
+
     /// The canonical path relative to the root, when inside it.
     pub fn relative<'a>(&'a self, root: &Root) -> Option<&'a Path> {
         self.canonical.strip_prefix(root.path()).ok()

@@ -13,6 +13,10 @@ use crate::tools::ToolSpec;
 /// hardlinks can let a tier read them by naming this class.
 pub const HARDLINKED: &str = "hardlinked";
 
+/// The path class of a path the filesystem would not let portcullis
+/// resolve; such a path is judged as outside the root.
+pub const UNRESOLVABLE: &str = "unresolvable";
+
 /// How the request reached portcullis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,10 +108,22 @@ pub fn tool_call_facts(
                 None => continue,
             },
         };
-        let resolved = resolve(root, raw).map_err(|source| CallFactsError {
-            argument: argument.name.clone(),
-            source,
-        })?;
+        let resolved = match resolve(root, raw) {
+            Ok(resolved) => resolved,
+            Err(source) if source.is_input() => {
+                return Err(CallFactsError {
+                    argument: argument.name.clone(),
+                    source,
+                });
+            }
+            Err(source) => {
+                // The same answer whether the place exists or not: no
+                // existence oracle, and no outside path in any message.
+                tracing::debug!(argument = %argument.name, error = %source, "a path that cannot be resolved is judged as outside the root");
+                facts.path_classes.insert(UNRESOLVABLE.to_owned());
+                ResolvedPath::unresolvable(root, raw)
+            }
+        };
         if argument.role.reads() {
             facts.reads_inside_root &= resolved.inside_root;
         }
@@ -252,5 +268,66 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.argument, "path");
         assert!(matches!(err.source, PathError::Nul));
+    }
+}
+
+#[cfg(test)]
+mod error_texts {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::Registry;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Whatever path outside the root a client names (existing or not,
+        /// a loop, a name too long for the filesystem), the answer is the
+        /// same kind and no message carries any part of it.
+        #[test]
+        fn no_message_echoes_a_path_outside_the_root(
+            name in "[A-Za-z0-9_]{3,12}",
+            long in 256usize..600,
+            shape in 0usize..5,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let ws = dir.path().join("ws");
+            let outside = dir.path().join(format!("out_{name}"));
+            fs::create_dir_all(&ws).unwrap();
+            fs::create_dir_all(outside.join("present")).unwrap();
+            symlink(outside.join("loop_b"), outside.join("loop_a")).unwrap();
+            symlink(outside.join("loop_a"), outside.join("loop_b")).unwrap();
+            let root = Root::new(&ws).unwrap();
+            let raw = match shape {
+                0 => format!("{}/present/{name}", outside.display()),
+                1 => format!("{}/missing_{name}/x", outside.display()),
+                2 => format!("{}/loop_a/{name}", outside.display()),
+                3 => format!("../out_{name}/{}", "A".repeat(long)),
+                _ => format!("{}/present/{}/{name}", outside.display(), "B".repeat(long)),
+            };
+            let registry = Registry::builtin().unwrap();
+            let classes = PathClasses::parse("c.toml", "[secrets]\nglobs = [\"**/.env\"]\n").unwrap();
+            for tool in ["read_file", "write_file"] {
+                let spec = &registry.lookup(tool).unwrap().spec;
+                let args = json!({"path": raw, "content": "x"});
+                match tool_call_facts(spec, &args, &root, &classes, Transport::Cli) {
+                    Ok(call) => {
+                        prop_assert!(!call.facts.reads_inside_root || !call.facts.writes_inside_root);
+                        prop_assert!(!call.facts.writes_inside_root || tool == "read_file");
+                    }
+                    Err(err) => {
+                        let text = err.to_string();
+                        for part in [name.as_str(), "out_", "present", "missing_", "loop_", "AAA", "BBB"] {
+                            prop_assert!(!text.contains(part), "{text:?} holds {part:?}");
+                        }
+                        prop_assert!(!text.contains(&dir.path().display().to_string()));
+                    }
+                }
+            }
+        }
     }
 }
