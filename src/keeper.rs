@@ -52,8 +52,9 @@ pub enum Approval {
     Granted,
 }
 
-/// Longest argument summary shown in an approval question, in characters.
-const QUESTION_ARGUMENTS_CHARS: usize = 300;
+/// Longest beginning of a content argument shown in an approval
+/// question, in characters (escaped); its full size is always shown.
+const QUESTION_CONTENT_CHARS: usize = 200;
 
 /// How a call ended.
 #[derive(Debug)]
@@ -311,7 +312,7 @@ impl Keeper {
             }
             Outcome::Ask if approval == Approval::Askable && seq.is_ok() => {
                 let digest = self.digest(&tool.spec.id, &arguments);
-                let question = self.question(tool, &arguments, &decision);
+                let question = self.question(tool, &arguments, &call.paths, &decision);
                 return CallOutcome::NeedsApproval {
                     decision,
                     digest,
@@ -380,25 +381,61 @@ impl Keeper {
         Some(self.digest(&tool.spec.id, arguments))
     }
 
-    /// The question put to the user: the tool, a bounded summary of the
-    /// arguments, and the reasons of the policies that ask.
-    fn question(&self, tool: &RegisteredTool, arguments: &Value, decision: &Decision) -> String {
-        let text = String::from_utf8(crate::audit::canonical_json(arguments)).unwrap_or_default();
-        let mut summary: String = text.chars().take(QUESTION_ARGUMENTS_CHARS).collect();
-        if text.chars().count() > QUESTION_ARGUMENTS_CHARS {
-            summary.push_str(" …");
+    /// The question put to the user. What decides the answer comes first
+    /// and whole: the tool, every path as resolved (relative to the root,
+    /// or absolute when outside it), and the size of every other argument
+    /// with its beginning escaped and marked as content, so that no long
+    /// or crafted content can push a path out of view or pose as one.
+    fn question(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        paths: &[(String, ResolvedPath)],
+        decision: &Decision,
+    ) -> String {
+        let mut lines = vec![format!(
+            "portcullis: `{}` asks to run `{}`.",
+            self.client.name,
+            Self::mcp_name(&tool.spec)
+        )];
+        for (name, resolved) in paths {
+            let shown = match resolved.relative(&self.root) {
+                Some(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
+                Some(relative) => relative.display().to_string(),
+                None => format!("{} (outside the root)", resolved.canonical.display()),
+            };
+            lines.push(format!("  path `{name}`: {shown:?}"));
+        }
+        if let Value::Object(map) = arguments {
+            for (name, value) in map {
+                if paths.iter().any(|(path, _)| path == name) {
+                    continue;
+                }
+                let text = match value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                let escaped = format!("{text:?}");
+                let mut beginning: String = escaped.chars().take(QUESTION_CONTENT_CHARS).collect();
+                if escaped.chars().count() > QUESTION_CONTENT_CHARS {
+                    beginning.push_str(" …");
+                }
+                lines.push(format!(
+                    "  content `{name}`: {} bytes, begins [content] {beginning} [end of content]",
+                    text.len()
+                ));
+            }
         }
         let reasons: Vec<String> = decision
             .policies
             .iter()
             .map(|p| format!("{} ({})", p.reason, p.id))
             .collect();
-        format!(
-            "portcullis: `{}` asks to run `{}` with {summary}. It needs your approval because: {}. Approve this one call?",
-            self.client.name,
-            Self::mcp_name(&tool.spec),
+        lines.push(format!(
+            "It needs your approval because: {}. Approve this one call?",
             reasons.join("; ")
-        )
+        ));
+        lines.join("\n")
     }
 
     /// Records an approval event (a question asked, an answer, a refused

@@ -233,3 +233,42 @@ fn a_client_without_elicitation_gets_approval_unavailable() {
         "{response}"
     );
 }
+
+#[test]
+fn the_question_shows_the_path_first_and_the_content_as_content() {
+    let mut modern = Modern::start(&[]);
+    // Long content that pretends to carry another path, before the path
+    // in canonical order.
+    let content = format!(
+        "{}\",\"path\":\"README.md\"}}\n\u{1b}[2K",
+        "x".repeat(5_000)
+    );
+    let result = modern.send(
+        json!({"path": "sub/../notes.txt", "content": content}),
+        None,
+        None,
+    );
+    let message = result["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let lines: Vec<&str> = message.lines().collect();
+    assert!(lines[0].contains("`write_file`"), "{message}");
+    assert_eq!(lines[1], "  path `path`: \"notes.txt\"", "{message}");
+    assert!(
+        lines[2].starts_with(&format!(
+            "  content `content`: {} bytes, begins [content] ",
+            content.len()
+        )),
+        "{message}"
+    );
+    assert!(lines[2].ends_with("[end of content]"), "{message}");
+    // Escaped: no raw newline or escape character from the content, and
+    // the fake path never appears as a path line.
+    assert!(!message.contains('\u{1b}'), "{message}");
+    assert_eq!(message.matches("path `").count(), 1, "{message}");
+    assert!(
+        lines.last().unwrap().contains("approval.writes"),
+        "{message}"
+    );
+}
