@@ -335,3 +335,38 @@ fn eight_serve_processes_share_one_log_and_a_ninth_starts() {
     ninth.finish();
     assert_eq!(verify(&served.audit_log(), &[]).code, 0);
 }
+
+#[test]
+fn a_writer_killed_mid_burst_loses_nothing_the_others_need() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut doomed = Session::start(&served);
+    doomed.initialize();
+    let mut steady = Session::start(&served);
+    steady.initialize();
+    for id in 0..300 {
+        doomed.send(&call_frame(id, "read_file", json!({"path": "README.md"})));
+    }
+    for id in 0..100 {
+        steady.send(&call_frame(id, "read_file", json!({"path": "README.md"})));
+    }
+    // Some of the doomed writer's batches are on disk; kill it mid-burst.
+    for _ in 0..30 {
+        doomed.next();
+    }
+    std::process::Command::new("kill")
+        .args(["-9", &doomed.child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = doomed.child.wait();
+    for _ in 0..100 {
+        let answer = steady.next();
+        assert!(answer["result"]["isError"] != true, "{answer}");
+    }
+    steady.finish();
+    let mut later = Session::start(&served);
+    later.initialize();
+    later.finish();
+    let key = public_key(&served);
+    let run = verify(&served.audit_log(), &["--key", key.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
