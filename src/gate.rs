@@ -98,15 +98,23 @@ pub fn judge(
     command: &str,
     transport: Transport,
 ) -> Result<GateAnswer, GateError> {
-    let cwd = resolve(root, cwd.unwrap_or(".")).map_err(|err| {
-        if err.is_input() {
-            GateError::Cwd(err)
-        } else {
-            tracing::debug!(error = %err, "the gate's cwd cannot be resolved");
-            GateError::CwdUnresolvable
+    // The root is canonical already: only a given cwd needs resolving.
+    let resolved;
+    let cwd: &std::path::Path = match cwd {
+        None => root.path(),
+        Some(cwd) => {
+            resolved = resolve(root, cwd).map_err(|err| {
+                if err.is_input() {
+                    GateError::Cwd(err)
+                } else {
+                    tracing::debug!(error = %err, "the gate's cwd cannot be resolved");
+                    GateError::CwdUnresolvable
+                }
+            })?;
+            &resolved.canonical
         }
-    })?;
-    let facts = command_facts(command, &cwd.canonical, root, engine.command_classes())?;
+    };
+    let facts = command_facts(command, cwd, root, engine.command_classes())?;
     let decision = engine.decide_command(client, &facts, transport, GATE_APPROVAL_CHANNEL);
     Ok(GateAnswer { decision, facts })
 }

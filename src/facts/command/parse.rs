@@ -8,8 +8,9 @@
 //! makes the command opaque.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Language, Node, Parser, Tree};
 
 /// Longest command text accepted, in bytes.
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
@@ -154,18 +155,40 @@ pub fn parse(source: &str) -> Parsed {
     parsed
 }
 
+/// `KNOWN_NODE_KINDS` by the grammar's numeric kind ids, built once:
+/// checked for every node of every command.
+fn known_kind_ids() -> &'static [bool] {
+    static KNOWN: OnceLock<Vec<bool>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let language: Language = tree_sitter_bash::LANGUAGE.into();
+        // A kind name can have several ids (aliases): every named id whose
+        // name is known counts.
+        (0..language.node_kind_count())
+            .map(|id| {
+                u16::try_from(id).is_ok_and(|id| {
+                    language.node_kind_is_named(id)
+                        && language
+                            .node_kind_for_id(id)
+                            .is_some_and(|kind| KNOWN_NODE_KINDS.contains(&kind))
+                })
+            })
+            .collect()
+    })
+}
+
 /// Whether every named node of the tree is of a kind the gate reads, and
 /// no expansion uses the `@P` (prompt) operator.
 fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
+    let known = known_kind_ids();
     let mut cursor = root.walk();
     loop {
         let node = cursor.node();
         if node.is_named() || node.is_error() || node.is_missing() {
-            let kind = node.kind();
-            if node.is_error() || node.is_missing() || !KNOWN_NODE_KINDS.contains(&kind) {
+            let id = usize::from(node.kind_id());
+            if node.is_error() || node.is_missing() || !known.get(id).copied().unwrap_or(false) {
                 return false;
             }
-            if kind == "expansion" && text(node, source).contains("@P") {
+            if node.kind() == "expansion" && text(node, source).contains("@P") {
                 return false;
             }
         }
@@ -592,6 +615,16 @@ mod tests {
         assert_eq!(parsed.commands[0].stdin_text.as_deref(), Some("rm -rf /\n"));
         let parsed = parse("curl x | sh");
         assert!(!parsed.commands[0].piped_into && parsed.commands[1].piped_into);
+    }
+
+    #[test]
+    fn unknown_node_kinds_and_prompt_expansions_are_unparseable() {
+        assert!(parse("echo ${x@P}").unparseable);
+        assert!(parse("echo )(").unparseable);
+        assert!(!parse("echo ${x:-default} \"$y\" $((1 + 2))").unparseable);
+        // Every kind listed is a named kind of this grammar.
+        let known = known_kind_ids();
+        assert!(known.iter().filter(|k| **k).count() >= KNOWN_NODE_KINDS.len());
     }
 
     #[test]
