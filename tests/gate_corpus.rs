@@ -6,8 +6,10 @@ use std::fs;
 
 use portcullis::facts::{Root, Transport};
 use portcullis::gate::judge;
-use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
+use portcullis::pdp::{Engine, Outcome, PolicyBundle};
 use portcullis::tools::Registry;
+
+use crate::util::GateBench;
 
 fn corpus() -> Vec<(Outcome, String)> {
     let text = fs::read_to_string(concat!(
@@ -32,25 +34,13 @@ fn corpus() -> Vec<(Outcome, String)> {
 
 #[test]
 fn every_command_of_the_corpus_gets_its_decision() {
-    let clients = [ClientRecord {
-        name: "agent".into(),
-        tier: "paired".into(),
-    }];
-    let engine = Engine::load(
-        &PolicyBundle::builtin(),
-        &Registry::builtin().unwrap(),
-        &clients,
-    )
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir_all(dir.path().join("ws/sub")).unwrap();
-    let root = Root::new(&dir.path().join("ws")).unwrap();
+    let GateBench { engine, root, .. } = &GateBench::new(&["sub"]);
     let corpus = corpus();
     assert!(corpus.len() >= 300, "{} commands", corpus.len());
     let mut wrong = Vec::new();
     let mut loosened = 0;
     for (expected, command) in &corpus {
-        let answer = judge(&engine, "agent", &root, None, command, Transport::Cli).unwrap();
+        let answer = judge(engine, "agent", root, None, command, Transport::Cli).unwrap();
         let got = answer.decision.outcome;
         if got != *expected {
             if got < *expected {

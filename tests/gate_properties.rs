@@ -3,14 +3,14 @@
 //! `|`), the gate's decision of the whole is never weaker than the decision
 //! of any part judged alone.
 
-use std::fs;
 use std::sync::OnceLock;
 
-use portcullis::facts::{Root, Transport};
+use portcullis::facts::Transport;
 use portcullis::gate::judge;
-use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
-use portcullis::tools::Registry;
+use portcullis::pdp::Outcome;
 use proptest::prelude::*;
+
+use crate::util::GateBench;
 
 const PROGRAMS: &[&str] = &[
     "ls -la",
@@ -93,52 +93,24 @@ fn fragments() -> impl Strategy<Value = Vec<(String, usize)>> {
     )
 }
 
-struct Gate {
-    engine: Engine,
-    root: Root,
-    _dir: tempfile::TempDir,
+fn gate() -> &'static GateBench {
+    static GATE: OnceLock<GateBench> = OnceLock::new();
+    GATE.get_or_init(|| GateBench::new(&[".git"]))
 }
 
-impl Gate {
-    fn shared() -> &'static Self {
-        static GATE: OnceLock<Gate> = OnceLock::new();
-        GATE.get_or_init(Self::new)
-    }
-
-    fn new() -> Self {
-        let clients = [ClientRecord {
-            name: "agent".into(),
-            tier: "paired".into(),
-        }];
-        let engine = Engine::load(
-            &PolicyBundle::builtin(),
-            &Registry::builtin().unwrap(),
-            &clients,
-        )
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("ws/.git")).unwrap();
-        let root = Root::new(&dir.path().join("ws")).unwrap();
-        Self {
-            engine,
-            root,
-            _dir: dir,
-        }
-    }
-
-    fn decide(&self, command: &str) -> Outcome {
-        judge(
-            &self.engine,
-            "agent",
-            &self.root,
-            None,
-            command,
-            Transport::Cli,
-        )
-        .unwrap()
-        .decision
-        .outcome
-    }
+fn decide(command: &str) -> Outcome {
+    let gate = gate();
+    judge(
+        &gate.engine,
+        "agent",
+        &gate.root,
+        None,
+        command,
+        Transport::Cli,
+    )
+    .unwrap()
+    .decision
+    .outcome
 }
 
 proptest! {
@@ -146,7 +118,6 @@ proptest! {
 
     #[test]
     fn the_whole_is_never_weaker_than_its_strictest_part(parts in fragments()) {
-        let gate = Gate::shared();
         let mut line = String::new();
         for (i, (part, joiner)) in parts.iter().enumerate() {
             if i > 0 {
@@ -154,9 +125,9 @@ proptest! {
             }
             line.push_str(part);
         }
-        let whole = gate.decide(&line);
+        let whole = decide(&line);
         for (part, _) in &parts {
-            let alone = gate.decide(part);
+            let alone = decide(part);
             prop_assert!(
                 whole >= alone,
                 "{line:?} is {whole:?}, but its part {part:?} alone is {alone:?}"

@@ -251,3 +251,36 @@ impl Drop for Session {
         let _ = self.child.wait();
     }
 }
+
+/// The default policies with one paired client, `agent`, and a workspace
+/// root `ws/` holding the given folders: what the gate tests judge with.
+pub struct GateBench {
+    pub engine: portcullis::pdp::Engine,
+    pub root: portcullis::facts::Root,
+    _dir: tempfile::TempDir,
+}
+
+impl GateBench {
+    pub fn new(folders: &[&str]) -> Self {
+        let clients = [portcullis::pdp::ClientRecord {
+            name: "agent".into(),
+            tier: "paired".into(),
+        }];
+        let engine = portcullis::pdp::Engine::load(
+            &portcullis::pdp::PolicyBundle::builtin(),
+            &portcullis::tools::Registry::builtin().unwrap(),
+            &clients,
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for folder in folders {
+            fs::create_dir_all(dir.path().join("ws").join(folder)).unwrap();
+        }
+        let root = portcullis::facts::Root::new(&dir.path().join("ws")).unwrap();
+        Self {
+            engine,
+            root,
+            _dir: dir,
+        }
+    }
+}
