@@ -98,11 +98,14 @@ pub fn command_facts(
         opaque: unwrapped.opaque,
         parts: Vec::new(),
     };
-    let paths = Paths {
+    let mut paths = Paths {
         cwd,
         root,
         moved: unwrapped.changes_directory,
+        moved_into_vcs: false,
+        moved_outside: false,
     };
+    paths.note_moves(&unwrapped.directories);
     let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
     let inside_root = |folder: &str| paths.inside_root(folder);
     for run in &unwrapped.runs {
@@ -162,9 +165,30 @@ struct Paths<'a> {
     root: &'a Root,
     /// A `cd` ran first: relative paths point somewhere unknown.
     moved: bool,
+    /// Some `cd` goes into VCS metadata, or outside the root: a relative
+    /// write after it may land there.
+    moved_into_vcs: bool,
+    moved_outside: bool,
 }
 
 impl Paths<'_> {
+    fn note_moves(&mut self, directories: &[Option<String>]) {
+        for directory in directories.iter().flatten() {
+            let absolute = if directory.starts_with('/') || directory.starts_with('~') {
+                directory.clone()
+            } else {
+                self.cwd.join(directory).to_string_lossy().into_owned()
+            };
+            match resolve(self.root, &absolute) {
+                Ok(resolved) => {
+                    self.moved_into_vcs |= resolved.in_vcs_metadata;
+                    self.moved_outside |= !resolved.inside_root;
+                }
+                Err(_) => self.moved_outside = true,
+            }
+        }
+    }
+
     /// Resolves a path the command names, as `write_file` would; `None`
     /// when where it points is unknown.
     fn resolve(&self, target: &str) -> Option<super::paths::ResolvedPath> {
@@ -222,7 +246,14 @@ fn judge_files(
                     facts.writes_vcs_metadata |= resolved.in_vcs_metadata;
                 }
             }
-            None => facts.opaque = true,
+            None => {
+                facts.opaque = true;
+                if written {
+                    facts.writes_vcs_metadata |= paths.moved_into_vcs;
+                    facts.touches_vcs_metadata |= paths.moved_into_vcs;
+                    facts.writes_inside_root &= !paths.moved_outside;
+                }
+            }
         }
     }
     if network {

@@ -54,6 +54,9 @@ pub struct Unwrapped {
     pub opaque: bool,
     /// A `cd` or `pushd` changes where relative paths point.
     pub changes_directory: bool,
+    /// Where each `cd`/`pushd` goes, when its operand is a literal (`~`
+    /// for a bare `cd`); `None` when unknown (`cd -`, `popd`, `cd $X`).
+    pub directories: Vec<Option<String>>,
 }
 
 pub fn unwrap_source(source: &str, depth: usize, out: &mut Unwrapped) {
@@ -247,6 +250,15 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
             }
             "cd" | "pushd" | "popd" => {
                 out.changes_directory = true;
+                let operand = rest.iter().find(|w| {
+                    !w.as_deref()
+                        .is_some_and(|w| w.starts_with('-') && w.len() > 1)
+                });
+                out.directories.push(match (name.as_str(), operand) {
+                    ("popd", _) => None,
+                    (_, None) => Some("~".to_owned()),
+                    (_, Some(word)) => word.clone().filter(|w| w != "-" && w != QUOTED_EXPANSION),
+                });
                 record(out, &first, &name, &literals(&rest), &extra);
                 return;
             }
