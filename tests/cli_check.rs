@@ -473,3 +473,46 @@ fn a_team_describes_a_read_only_program_without_rust() {
         "{run:?}"
     );
 }
+
+#[test]
+fn a_pattern_is_judged_by_what_the_shell_expands_it_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let home = dir.path().join("home");
+    fs::create_dir_all(root.join("src")).unwrap();
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::write(root.join(".env"), "K=V").unwrap();
+    fs::write(root.join("src/main.rs"), "").unwrap();
+    fs::write(root.join("credentials.json"), "{}").unwrap();
+    fs::write(home.join(".ssh/id_rsa"), "k").unwrap();
+    fs::write(dir.path().join("outside.txt"), "o").unwrap();
+    let gate = |command: &str| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args([
+                "gate",
+                "--root",
+                root.to_str().unwrap(),
+                "--command",
+                command,
+            ])
+            .env("HOME", &home)
+            .env_remove("PORTCULLIS_POLICIES")
+            .env_remove("PORTCULLIS_SCHEMA")
+            .output()
+            .unwrap();
+        output.status.code().unwrap()
+    };
+    for (command, code) in [
+        ("cat .e?v", 2),
+        ("cat .e[n]v", 2),
+        ("cat .e{n,x}v", 2),
+        ("head *.json", 2),
+        ("cat ~/.ss?/id_r?a", 2),
+        ("cat ../*.txt", 4),
+        ("cd src && cat *.rs", 4),
+        ("wc -l src/*.rs", 0),
+        ("ls *.md", 0),
+    ] {
+        assert_eq!(gate(command), code, "{command}");
+    }
+}

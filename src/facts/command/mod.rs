@@ -4,6 +4,7 @@
 //! here runs anything.
 
 mod description;
+mod globs;
 mod parse;
 mod table;
 mod unwrap;
@@ -108,10 +109,36 @@ pub fn command_facts(
     paths.note_moves(&unwrapped.directories);
     let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
     let inside_root = |folder: &str| paths.inside_root(folder);
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let glob_cwd = (!unwrapped.changes_directory).then_some(cwd);
     for run in &unwrapped.runs {
         let classified = table.classify(&run.name, &run.args, &inside_root);
         let mut classes = classified.classes;
         classes.extend(run.extra.iter().cloned());
+        // A pattern is judged by the words the shell turns it into.
+        for (index, arg) in run.args.iter().enumerate() {
+            match globs::expand(arg, glob_cwd, home.as_deref()) {
+                globs::Expansion::Plain => {}
+                globs::Expansion::Unknown => {
+                    classes.insert(OPAQUE.to_owned());
+                    facts.opaque = true;
+                }
+                globs::Expansion::Words(words) => {
+                    for word in words.iter().filter(|w| *w != arg) {
+                        let mut args = run.args.clone();
+                        args[index].clone_from(word);
+                        let expanded = table.classify(&run.name, &args, &inside_root);
+                        classes.extend(expanded.classes);
+                        writes.extend(expanded.writes.into_iter().map(Some));
+                        if !paths.resolve(word).is_some_and(|r| r.inside_root) {
+                            // A pattern that reaches outside the root.
+                            classes.insert(OPAQUE.to_owned());
+                            facts.opaque = true;
+                        }
+                    }
+                }
+            }
+        }
         if unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program) {
             // A function or alias of that name: not the program.
             classes.insert(OPAQUE.to_owned());
