@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -112,6 +113,29 @@ pub struct Keeper {
     transport: Transport,
     audit: Arc<AuditLog>,
     session: String,
+    limits: Limits,
+    /// One permit per call that may run at once for this client.
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// How much work one client may make portcullis do.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Calls of this client that run at once; the rest wait (and can be
+    /// cancelled while they wait).
+    pub max_concurrent: usize,
+    /// How long a tool that walks (search, list_dir) may run before it
+    /// returns what it has, marked truncated.
+    pub walk_budget: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 8,
+            walk_budget: Duration::from_secs(30),
+        }
+    }
 }
 
 /// What a decision record says beyond the decision itself.
@@ -143,7 +167,18 @@ impl Keeper {
             transport,
             audit,
             session,
+            limits: Limits::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                Limits::default().max_concurrent,
+            )),
         }
+    }
+
+    /// The same keeper, held to `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.slots = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent.max(1)));
+        self.limits = limits;
+        self
     }
 
     pub fn engine(&self) -> &Engine {
@@ -327,6 +362,22 @@ impl Keeper {
             return CallOutcome::AuditUnavailable;
         };
 
+        // Wait for a slot; a call cancelled while it waits never runs.
+        let waiting = Instant::now();
+        let slot = tokio::select! {
+            slot = Arc::clone(&self.slots).acquire_owned() => slot.ok(),
+            () = cancelled.cancelled() => None,
+        };
+        let waited_ms = u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let Some(_slot) = slot else {
+            let body = json!({"decision_seq": seq, "session": self.session, "request_id": request_id,
+                              "status": "cancelled", "reason": "cancelled while waiting for a slot",
+                              "waited_ms": waited_ms});
+            if let Err(err) = self.audit.submit(Kind::Outcome, body) {
+                tracing::error!(error = %err, seq, "the outcome record could not be written");
+            }
+            return CallOutcome::Cancelled;
+        };
         let cancel = CancelFlag::default();
         let keeper = Arc::clone(self);
         let tool_id = tool.spec.id.clone();
@@ -357,8 +408,13 @@ impl Keeper {
             CallOutcome::Failed(failure) => ("failed", Some(failure.to_string())),
             _ => ("cancelled", None),
         };
+        let truncated = match &outcome {
+            CallOutcome::Completed(output) => output.get("truncated").cloned(),
+            _ => None,
+        };
         let body = json!({"decision_seq": seq, "session": self.session, "request_id": request_id,
-                          "status": status, "reason": reason});
+                          "status": status, "reason": reason, "waited_ms": waited_ms,
+                          "truncated": truncated});
         // The effect has happened; the answer need not wait for this
         // record. The writer keeps order, so it lands before any later one.
         if let Err(err) = self.audit.submit(Kind::Outcome, body) {
@@ -630,6 +686,7 @@ impl Keeper {
             cancel,
             progress: &mut report,
             may_read: &may_read,
+            deadline: Some(Instant::now() + self.limits.walk_budget),
         };
         match tool.runner {
             Runner::Builtin(builtin) => builtin.run(&mut invocation),
@@ -642,7 +699,16 @@ impl Keeper {
     /// they are not recorded one by one.
     fn may_read(&self, tool: &RegisteredTool, path: &Path) -> bool {
         let mut facts = ToolFacts::without_paths(self.transport);
-        facts.reads_inside_root = path.starts_with(self.root.path());
+        // A file with another name may be that name's secret, or lie
+        // outside the root: judged as outside, as `resolve` judges it.
+        let hardlinked = std::fs::symlink_metadata(path)
+            .is_ok_and(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) > 1);
+        facts.reads_inside_root = path.starts_with(self.root.path()) && !hardlinked;
+        if hardlinked {
+            facts
+                .path_classes
+                .insert(crate::facts::HARDLINKED.to_owned());
+        }
         facts.touches_vcs_metadata = is_vcs_metadata(path);
         let classes = self.engine.path_classes();
         classes.classify_into(path, &mut facts.path_classes);

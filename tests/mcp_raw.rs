@@ -253,3 +253,83 @@ fn a_hand_edited_owner_entry_is_refused_like_token_create_refuses_it() {
     std::fs::set_permissions(&served.store, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_refused(served.command());
 }
+
+fn search_frame(id: u64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "search", "arguments": {"pattern": "needle"}}})
+    .to_string()
+}
+
+#[test]
+fn a_spent_walk_budget_returns_what_it_has_marked_truncated_and_audited() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    std::fs::write(served.root.path().join("a.txt"), "needle\n").unwrap();
+    let mut command = served.command();
+    command.args(["--walk-budget", "0"]).stderr(Stdio::null());
+    let mut session = Session::start_command(command);
+    session.initialize();
+    session.send(&search_frame(1));
+    let answer = session.next();
+    let result = &answer["result"]["structuredContent"];
+    assert_eq!(result["truncated"], true, "{answer}");
+    assert_eq!(result["files_searched"], 0, "{answer}");
+    session.finish();
+    let log = std::fs::read_to_string(served.audit_log()).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"kind\":\"outcome\"") && l.contains("\"truncated\":true")),
+        "{log}"
+    );
+}
+
+#[test]
+fn calls_beyond_the_concurrency_limit_wait_their_turn() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    for i in 0..50 {
+        std::fs::write(served.root.path().join(format!("f{i}.txt")), "needle\n").unwrap();
+    }
+    // A hardlink is judged as outside the root: search does not read it.
+    std::fs::write(served.root.path().join("linked.txt"), "needle in a link\n").unwrap();
+    std::fs::hard_link(
+        served.root.path().join("linked.txt"),
+        served.root.path().join("other-name.txt"),
+    )
+    .unwrap();
+    let mut command = served.command();
+    command
+        .args(["--max-concurrent", "1"])
+        .stderr(Stdio::null());
+    let mut session = Session::start_command(command);
+    session.initialize();
+    for id in 1..=20 {
+        session.send(&search_frame(id));
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < 20 {
+        let frame = session.next();
+        if let Some(id) = frame.get("id").and_then(serde_json::Value::as_u64) {
+            let text = frame["result"]["structuredContent"].to_string();
+            assert!(
+                !text.contains("in a link"),
+                "a hardlinked file was read: {text}"
+            );
+            answered.insert(id);
+        }
+    }
+    session.finish();
+    let log = std::fs::read_to_string(served.audit_log()).unwrap();
+    let outcomes = log
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"outcome\"") && l.contains("\"waited_ms\""))
+        .count();
+    assert_eq!(outcomes, 20, "{log}");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(served.serve_args())
+        .args(["--max-concurrent", "0"])
+        .env("PORTCULLIS_TOKEN", &served.token)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(refused.stdout.is_empty());
+}

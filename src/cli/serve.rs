@@ -16,7 +16,7 @@ use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
 };
 use crate::facts::{Root, Transport};
-use crate::keeper::{ClientIdentity, Keeper};
+use crate::keeper::{ClientIdentity, Keeper, Limits};
 use crate::mcp::Approvals;
 use crate::pdp::{ClientRecord, Engine};
 use crate::tools::Registry;
@@ -39,6 +39,14 @@ pub struct ServeArgs {
     /// answerable, in seconds.
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub approval_ttl: u64,
+    /// Calls of this client that run at once; the rest wait, and can be
+    /// cancelled while they wait.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent: u32,
+    /// How long search and list_dir may run, in seconds, before they
+    /// return what they have, marked truncated.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub walk_budget: u64,
     /// The audit log [default: audit/audit.jsonl in the default token
     /// store's folder]. Policy snapshots go to FILE.policies/, the head to
     /// FILE.head. Checkpoints are signed with the key in the token store's
@@ -125,19 +133,25 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         root = %root.path().display(),
         "serving over stdio"
     );
-    let keeper = Arc::new(Keeper::new(
-        engine,
-        registry,
-        root,
-        ClientIdentity {
-            fingerprint: client.fingerprint(),
-            name: client.name,
-            tier: client.tier,
-        },
-        Transport::Stdio,
-        Arc::clone(&audit),
-        session.clone(),
-    ));
+    let keeper = Arc::new(
+        Keeper::new(
+            engine,
+            registry,
+            root,
+            ClientIdentity {
+                fingerprint: client.fingerprint(),
+                name: client.name,
+                tier: client.tier,
+            },
+            Transport::Stdio,
+            Arc::clone(&audit),
+            session.clone(),
+        )
+        .with_limits(Limits {
+            max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
+            walk_budget: Duration::from_secs(args.walk_budget),
+        }),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -12,4 +12,6 @@ pub use command::{
 };
 pub use path_classes::{PathClassError, PathClasses};
 pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve};
-pub use tool_call::{CallFactsError, ToolCallFacts, ToolFacts, Transport, tool_call_facts};
+pub use tool_call::{
+    CallFactsError, HARDLINKED, ToolCallFacts, ToolFacts, Transport, UNRESOLVABLE, tool_call_facts,
+};

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use thiserror::Error;
 
@@ -41,9 +42,18 @@ pub struct Invocation<'a> {
     /// walks a tree): each such file is decided by the decision point, as
     /// the paths the client named were.
     pub may_read: &'a dyn Fn(&Path) -> bool,
+    /// When a tool that walks (search, list_dir) must stop and return what
+    /// it has, marked truncated.
+    pub deadline: Option<Instant>,
 }
 
 impl Invocation<'_> {
+    /// Whether the call's time budget is spent.
+    pub fn out_of_time(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
     /// The canonical path of a path argument, after checking that it still
     /// resolves where it did when the call was decided: a symlink swapped
     /// in between the decision and the run must not redirect the tool.

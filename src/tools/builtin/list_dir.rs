@@ -52,9 +52,14 @@ pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> 
         return Err(ToolFailure::NotAFolder);
     }
     let mut entries = Vec::new();
+    let mut out_of_time = false;
     for entry in fs::read_dir(&path).map_err(ToolFailure::from_io)? {
         if call.cancel.is_cancelled() {
             return Err(ToolFailure::Cancelled);
+        }
+        if call.out_of_time() {
+            out_of_time = true;
+            break;
         }
         let entry = entry.map_err(ToolFailure::from_io)?;
         let meta = entry.metadata().map_err(ToolFailure::from_io)?;
@@ -74,7 +79,7 @@ pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> 
         ));
     }
     entries.sort();
-    let truncated = entries.len() > MAX_ENTRIES;
+    let truncated = out_of_time || entries.len() > MAX_ENTRIES;
     entries.truncate(MAX_ENTRIES);
     let entries: Vec<serde_json::Value> = entries
         .into_iter()

@@ -196,6 +196,7 @@ pub(crate) mod test_support {
             cancel,
             progress: &mut progress,
             may_read: &|_| true,
+            deadline: None,
         };
         let result = tool.run(&mut call);
         (result, seen)

@@ -79,6 +79,10 @@ pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> 
         if call.cancel.is_cancelled() {
             return Err(ToolFailure::Cancelled);
         }
+        if call.out_of_time() {
+            truncated = true;
+            break;
+        }
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
