@@ -16,7 +16,8 @@ use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
-    DecisionError, Engine, Outcome, PolicyBundle, PolicySetIdentity, ToolAction, entity_uid,
+    DecisionError, Engine, LoadError, Outcome, PolicyBundle, PolicySetIdentity, ToolAction,
+    entity_uid,
 };
 use crate::tools::Registry;
 
@@ -131,6 +132,19 @@ pub struct Replay {
     registry: Registry,
 }
 
+/// A policy set that replay cannot rebuild, with every problem.
+fn does_not_load(hash: &str, err: &LoadError) -> ReplayError {
+    ReplayError::PolicySet {
+        hash: hash.to_owned(),
+        message: err
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
+}
+
 impl Replay {
     /// A replay of `log`, under its recorded policy sets, or under
     /// `candidate` when given.
@@ -140,19 +154,10 @@ impl Replay {
             message: err.to_string(),
         })?;
         let candidate = match candidate {
-            Some(bundle) => Some(Arc::new(Engine::load(bundle, &registry, &[]).map_err(
-                |err| {
-                    ReplayError::PolicySet {
-                        hash: bundle.hash(),
-                        message: err
-                            .problems
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    }
-                },
-            )?)),
+            Some(bundle) => Some(Arc::new(
+                Engine::load(bundle, &registry, &[])
+                    .map_err(|err| does_not_load(&bundle.hash(), &err))?,
+            )),
             None => None,
         };
         Ok(Self {
@@ -375,19 +380,10 @@ impl Replay {
                 hash: hash.to_owned(),
                 message,
             })?;
-        let engine = Arc::new(Engine::load_recorded(&bundle, &self.registry, &[]).map_err(
-            |err| {
-                ReplayError::PolicySet {
-                    hash: hash.to_owned(),
-                    message: err
-                        .problems
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                }
-            },
-        )?);
+        let engine = Arc::new(
+            Engine::load_recorded(&bundle, &self.registry, &[])
+                .map_err(|err| does_not_load(hash, &err))?,
+        );
         self.engines.insert(hash.to_owned(), Arc::clone(&engine));
         Ok(engine)
     }
