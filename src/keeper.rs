@@ -678,7 +678,7 @@ impl Keeper {
             // The receiver is gone only when the call is over; nothing to tell.
             let _ = progress.send(p);
         };
-        let may_read = |path: &Path| self.may_read(tool, path);
+        let may_read = |path: &Path, hardlinked: bool| self.may_read(tool, path, hardlinked);
         let mut invocation = Invocation {
             root: &self.root,
             arguments,
@@ -694,15 +694,14 @@ impl Keeper {
     }
 
     /// Decides a read of one file a tool found by itself (search walks a
-    /// tree without following symlinks, so the file is where it says).
-    /// These per-file decisions gate what the already audited call reads;
-    /// they are not recorded one by one.
-    fn may_read(&self, tool: &RegisteredTool, path: &Path) -> bool {
+    /// tree by handles, never through a symlink, so the file is where it
+    /// says). `hardlinked` comes from the opened file's link count: a file
+    /// with another name may be that name's secret, or lie outside the
+    /// root, so it is judged as outside, as `resolve` judges it. These
+    /// per-file decisions gate what the already audited call reads; they
+    /// are not recorded one by one.
+    fn may_read(&self, tool: &RegisteredTool, path: &Path, hardlinked: bool) -> bool {
         let mut facts = ToolFacts::without_paths(self.transport);
-        // A file with another name may be that name's secret, or lie
-        // outside the root: judged as outside, as `resolve` judges it.
-        let hardlinked = std::fs::symlink_metadata(path)
-            .is_ok_and(|m| m.is_file() && std::os::unix::fs::MetadataExt::nlink(&m) > 1);
         facts.reads_inside_root = path.starts_with(self.root.path()) && !hardlinked;
         if hardlinked {
             facts

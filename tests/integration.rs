@@ -13,6 +13,7 @@ mod cli_check;
 mod cli_init;
 mod cli_policy;
 mod cli_token;
+mod filesystem_races;
 mod gate_corpus;
 mod gate_properties;
 mod interop_python;

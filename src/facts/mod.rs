@@ -11,7 +11,9 @@ pub use command::{
     MAX_COMMAND_BYTES, command_facts,
 };
 pub use path_classes::{PathClassError, PathClasses};
-pub use paths::{MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve};
+pub use paths::{
+    Anchor, FileId, MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve,
+};
 pub use tool_call::{
     CallFactsError, HARDLINKED, ToolCallFacts, ToolFacts, Transport, UNRESOLVABLE, tool_call_facts,
 };

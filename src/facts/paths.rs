@@ -10,8 +10,12 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
 
 use thiserror::Error;
 
@@ -72,10 +76,13 @@ impl PathError {
     }
 }
 
-/// The workspace root, canonicalised once.
+/// The workspace root, canonicalised once, and held open: tools reach what
+/// is inside it through this handle, so a rename of a folder above the root
+/// or a symlink swapped in on the way cannot take them elsewhere.
 #[derive(Debug, Clone)]
 pub struct Root {
     canonical: PathBuf,
+    handle: Arc<OwnedFd>,
 }
 
 impl Root {
@@ -84,11 +91,28 @@ impl Root {
             path: path.to_owned(),
             source,
         })?;
-        Ok(Self { canonical })
+        let handle = rustix::fs::open(
+            &canonical,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| PathError::Io {
+            path: path.to_owned(),
+            source: errno.into(),
+        })?;
+        Ok(Self {
+            canonical,
+            handle: Arc::new(handle),
+        })
     }
 
     pub fn path(&self) -> &Path {
         &self.canonical
+    }
+
+    /// The root folder itself, opened when portcullis started.
+    pub fn handle(&self) -> BorrowedFd<'_> {
+        self.handle.as_fd()
     }
 }
 
@@ -109,6 +133,35 @@ pub struct ResolvedPath {
     /// outside the root or under a secret's name, so it is judged as if it
     /// were outside the root.
     pub hardlinked: bool,
+    /// The object the decision was made about: the file or folder at
+    /// `canonical` when it exists, else its deepest existing folder. A tool
+    /// opens it by handle and refuses to act if it is another object, so a
+    /// rename between the decision and the run cannot redirect the call.
+    pub anchor: Option<Anchor>,
+}
+
+/// An existing object on the path, and how far below it the path goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Anchor {
+    pub id: FileId,
+    /// Components of `canonical` below the anchor (0 when it exists).
+    pub missing: usize,
+}
+
+/// Which object a path named: device and inode, as `stat` reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
 }
 
 impl ResolvedPath {
@@ -128,6 +181,7 @@ impl ResolvedPath {
             exists: false,
             inside_root: false,
             hardlinked: false,
+            anchor: None,
         }
     }
 
@@ -155,13 +209,27 @@ pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
         .components()
         .filter(|c| !matches!(c, Component::CurDir))
         .collect();
-    let (canonical, exists) = walk(&requested)?;
+    let (canonical, missing) = walk(&requested)?;
+    let exists = missing == 0;
+    let existing: PathBuf = {
+        let mut existing = canonical.clone();
+        for _ in 0..missing {
+            existing.pop();
+        }
+        existing
+    };
+    // Taken before the facts below, which then describe this object (or one
+    // that replaced it, which the run would refuse as another object).
+    let anchor_meta = std::fs::symlink_metadata(&existing).ok();
+    let anchor = anchor_meta.as_ref().map(|meta| Anchor {
+        id: FileId::of(meta),
+        missing,
+    });
     let inside_root = canonical.starts_with(root.path());
     let in_vcs_metadata = is_vcs_metadata(&canonical)
         || is_vcs_metadata(&requested)
         || in_git_dir_by_content(root, &canonical);
-    let hardlinked =
-        exists && std::fs::symlink_metadata(&canonical).is_ok_and(|m| m.is_file() && m.nlink() > 1);
+    let hardlinked = exists && anchor_meta.is_some_and(|m| m.is_file() && m.nlink() > 1);
     Ok(ResolvedPath {
         requested,
         canonical,
@@ -169,6 +237,7 @@ pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
         inside_root: inside_root && !hardlinked,
         in_vcs_metadata,
         hardlinked,
+        anchor,
     })
 }
 
@@ -221,8 +290,8 @@ fn is_vcs_name(name: &OsStr) -> bool {
 }
 
 /// Walks an absolute path component by component. Returns the resolved path
-/// and whether it exists.
-fn walk(absolute: &Path) -> Result<(PathBuf, bool), PathError> {
+/// and how many of its last components do not exist (0: it exists).
+fn walk(absolute: &Path) -> Result<(PathBuf, usize), PathError> {
     // Components still to walk, last first, so a symlink's target can be
     // pushed in front of the rest.
     let mut pending: Vec<PathBuf> = Vec::new();
@@ -282,7 +351,7 @@ fn walk(absolute: &Path) -> Result<(PathBuf, bool), PathError> {
             }
         }
     }
-    Ok((resolved, missing == 0))
+    Ok((resolved, missing))
 }
 
 fn push_components(pending: &mut Vec<PathBuf>, path: &Path) {

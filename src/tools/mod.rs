@@ -8,6 +8,7 @@
 
 mod arguments;
 mod builtin;
+mod confined;
 mod registry;
 mod run;
 mod spec;

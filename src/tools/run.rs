@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::facts::{ResolvedPath, Root, resolve};
+use crate::facts::{ResolvedPath, Root};
 
 /// Set when the caller cancels; long-running tools poll it.
 #[derive(Debug, Clone, Default)]
@@ -40,8 +40,9 @@ pub struct Invocation<'a> {
     pub progress: &'a mut dyn FnMut(Progress),
     /// Whether the caller may read a file the tool finds by itself (search
     /// walks a tree): each such file is decided by the decision point, as
-    /// the paths the client named were.
-    pub may_read: &'a dyn Fn(&Path) -> bool,
+    /// the paths the client named were. The flag says whether the opened
+    /// file has other names (its link count, read on the handle).
+    pub may_read: &'a dyn Fn(&Path, bool) -> bool,
     /// When a tool that walks (search, list_dir) must stop and return what
     /// it has, marked truncated.
     pub deadline: Option<Instant>,
@@ -54,22 +55,15 @@ impl Invocation<'_> {
             .is_some_and(|deadline| Instant::now() >= deadline)
     }
 
-    /// The canonical path of a path argument, after checking that it still
-    /// resolves where it did when the call was decided: a symlink swapped
-    /// in between the decision and the run must not redirect the tool.
+    /// A path argument as it was resolved when the call was decided. A tool
+    /// reaches it only through `confined`, which refuses to act on anything
+    /// but the object decided about.
     pub fn path(&self, argument: &str) -> Result<&ResolvedPath, ToolFailure> {
-        let decided = self
-            .paths
+        self.paths
             .iter()
             .find(|(name, _)| name == argument)
             .map(|(_, path)| path)
-            .ok_or(ToolFailure::Internal)?;
-        let raw = decided.requested.to_str().ok_or(ToolFailure::Internal)?;
-        let now = resolve(self.root, raw).map_err(|_| ToolFailure::PathChanged)?;
-        if now.canonical != decided.canonical {
-            return Err(ToolFailure::PathChanged);
-        }
-        Ok(decided)
+            .ok_or(ToolFailure::Internal)
     }
 
     pub fn string(&self, name: &str) -> Option<&str> {

@@ -1,8 +1,7 @@
-use std::fs;
-
 use serde_json::json;
 
 use super::{SpecParts, path_argument, path_property};
+use crate::tools::confined;
 use crate::tools::run::{Invocation, ToolFailure};
 use crate::tools::spec::{Effect, PathRole, ToolSpec};
 
@@ -29,13 +28,9 @@ pub fn spec() -> ToolSpec {
 }
 
 pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
-    let path = call.path("path")?.canonical.clone();
-    let meta = fs::symlink_metadata(&path).map_err(ToolFailure::from_io)?;
-    if !meta.is_file() {
-        return Err(ToolFailure::NotAFile);
-    }
-    fs::remove_file(&path).map_err(ToolFailure::from_io)?;
-    Ok(json!({"path": call.display(&path), "deleted": true}))
+    let decided = call.path("path")?;
+    confined::remove_file(call.root, decided)?;
+    Ok(json!({"path": call.display(&decided.canonical), "deleted": true}))
 }
 
 #[cfg(test)]

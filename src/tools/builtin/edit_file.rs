@@ -1,8 +1,7 @@
 use serde_json::json;
 
-use super::{
-    MAX_CONTENT_LENGTH, SpecParts, path_argument, path_property, read_text, write_atomically,
-};
+use super::{MAX_CONTENT_LENGTH, MAX_FILE_BYTES, SpecParts, path_argument, path_property};
+use crate::tools::confined;
 use crate::tools::run::{Invocation, ToolFailure};
 use crate::tools::spec::{Effect, PathRole, ToolSpec};
 
@@ -36,18 +35,19 @@ pub fn spec() -> ToolSpec {
 }
 
 pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
-    let path = call.path("path")?.canonical.clone();
+    let decided = call.path("path")?;
     let old = call.string("old_string").ok_or(ToolFailure::Internal)?;
     let new = call.string("new_string").ok_or(ToolFailure::Internal)?;
-    let text = read_text(&path)?;
+    let (mut file, stat) = confined::open_file(call.root, decided)?;
+    let text = confined::read_text(&mut file, &stat, MAX_FILE_BYTES)?;
     match text.matches(old).count() {
         0 => return Err(ToolFailure::OldStringMissing),
         1 => {}
         n => return Err(ToolFailure::OldStringNotUnique(n)),
     }
     let edited = text.replacen(old, new, 1);
-    write_atomically(&path, &edited)?;
-    Ok(json!({"path": call.display(&path), "bytes": edited.len()}))
+    confined::replace_file(call.root, decided, &edited)?;
+    Ok(json!({"path": call.display(&decided.canonical), "bytes": edited.len()}))
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
-use std::fs;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 
+use rustix::fs::{AtFlags, Dir, FileType, statat};
 use serde_json::json;
 
 use super::{SpecParts, path_argument, path_property};
+use crate::tools::confined;
 use crate::tools::run::{Invocation, ToolFailure};
 use crate::tools::spec::{Effect, PathRole, ToolSpec};
 
@@ -46,14 +49,13 @@ pub fn spec() -> ToolSpec {
 }
 
 pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
-    let path = call.path("path")?.canonical.clone();
-    let meta = fs::metadata(&path).map_err(ToolFailure::from_io)?;
-    if !meta.is_dir() {
-        return Err(ToolFailure::NotAFolder);
-    }
+    let decided = call.path("path")?;
+    let path = decided.canonical.clone();
+    let folder = confined::open_folder(call.root, decided)?;
+    let mut listing = Dir::read_from(&folder).map_err(|_| ToolFailure::Internal)?;
     let mut entries = Vec::new();
     let mut out_of_time = false;
-    for entry in fs::read_dir(&path).map_err(ToolFailure::from_io)? {
+    while let Some(entry) = listing.read() {
         if call.cancel.is_cancelled() {
             return Err(ToolFailure::Cancelled);
         }
@@ -61,21 +63,26 @@ pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> 
             out_of_time = true;
             break;
         }
-        let entry = entry.map_err(ToolFailure::from_io)?;
-        let meta = entry.metadata().map_err(ToolFailure::from_io)?;
-        let kind = if meta.file_type().is_symlink() {
-            "symlink"
-        } else if meta.is_dir() {
-            "dir"
-        } else if meta.is_file() {
-            "file"
-        } else {
-            "other"
+        let entry = entry.map_err(|_| ToolFailure::Internal)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        // Described relative to the opened folder, never following a link;
+        // an entry gone since the listing is left out.
+        let Ok(stat) = statat(&folder, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let kind = match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => "symlink",
+            FileType::Directory => "dir",
+            FileType::RegularFile => "file",
+            _ => "other",
         };
         entries.push((
-            entry.file_name().to_string_lossy().into_owned(),
+            name.to_string_lossy().into_owned(),
             kind,
-            meta.len(),
+            u64::try_from(stat.st_size).unwrap_or(0),
         ));
     }
     entries.sort();

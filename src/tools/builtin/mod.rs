@@ -11,10 +11,6 @@ mod read_file;
 mod search;
 mod write_file;
 
-use std::fs;
-use std::io::Write;
-use std::path::Path;
-
 use serde_json::json;
 
 use super::run::{Invocation, ToolFailure};
@@ -118,50 +114,6 @@ fn spec(parts: SpecParts<'_>) -> ToolSpec {
     }
 }
 
-/// Reads a whole text file, refusing what is not a regular file, too large
-/// or not UTF-8.
-fn read_text(path: &Path) -> Result<String, ToolFailure> {
-    let meta = fs::metadata(path).map_err(ToolFailure::from_io)?;
-    if !meta.is_file() {
-        return Err(ToolFailure::NotAFile);
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ToolFailure::TooLarge(MAX_FILE_BYTES));
-    }
-    let bytes = fs::read(path).map_err(ToolFailure::from_io)?;
-    String::from_utf8(bytes).map_err(|_| ToolFailure::NotText)
-}
-
-/// Replaces a file's content atomically: a temporary file in the same
-/// folder, synced, then renamed over the target. Readers see the old file
-/// or the new one, never a mix. A new file gets mode 0644 less the umask;
-/// an existing file keeps its permissions.
-fn write_atomically(path: &Path, text: &str) -> Result<(), ToolFailure> {
-    let dir = path.parent().ok_or(ToolFailure::Internal)?;
-    fs::create_dir_all(dir).map_err(ToolFailure::from_io)?;
-    if path.is_dir() {
-        return Err(ToolFailure::NotAFile);
-    }
-    let mut temp = tempfile::Builder::new()
-        .prefix(".portcullis-")
-        .tempfile_in(dir)
-        .map_err(ToolFailure::from_io)?;
-    temp.write_all(text.as_bytes())
-        .map_err(ToolFailure::from_io)?;
-    temp.as_file().sync_all().map_err(ToolFailure::from_io)?;
-    let permissions = match fs::metadata(path) {
-        Ok(meta) => meta.permissions(),
-        Err(_) => {
-            use std::os::unix::fs::PermissionsExt;
-            fs::Permissions::from_mode(0o644)
-        }
-    };
-    fs::set_permissions(temp.path(), permissions).map_err(ToolFailure::from_io)?;
-    temp.persist(path)
-        .map_err(|err| ToolFailure::from_io(err.error))?;
-    Ok(())
-}
-
 #[cfg(test)]
 pub(crate) mod test_support {
     use std::path::Path;
@@ -195,7 +147,7 @@ pub(crate) mod test_support {
             paths: &facts.paths,
             cancel,
             progress: &mut progress,
-            may_read: &|_| true,
+            may_read: &|_, _| true,
             deadline: None,
         };
         let result = tool.run(&mut call);

@@ -1,6 +1,7 @@
 use serde_json::json;
 
-use super::{SpecParts, path_argument, path_property, read_text};
+use super::{MAX_FILE_BYTES, SpecParts, path_argument, path_property};
+use crate::tools::confined;
 use crate::tools::run::{Invocation, ToolFailure};
 use crate::tools::spec::{Effect, PathRole, ToolSpec};
 
@@ -46,8 +47,10 @@ pub fn spec() -> ToolSpec {
 }
 
 pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
-    let path = call.path("path")?.canonical.clone();
-    let text = read_text(&path)?;
+    let decided = call.path("path")?;
+    let (mut file, stat) = confined::open_file(call.root, decided)?;
+    let text = confined::read_text(&mut file, &stat, MAX_FILE_BYTES)?;
+    let path = decided.canonical.clone();
     let offset = call.integer("offset").unwrap_or(0);
     let limit = call.integer("limit").unwrap_or(DEFAULT_LIMIT);
     let total_lines = text.lines().count() as u64;

@@ -1,8 +1,7 @@
-use std::fs;
-
 use serde_json::json;
 
 use super::{MAX_FILE_BYTES, SpecParts, path_argument, path_property};
+use crate::tools::confined::{self, Found, WalkEnd};
 use crate::tools::run::{Invocation, Progress, ToolFailure};
 use crate::tools::spec::{Effect, PathRole, ToolSpec};
 
@@ -58,74 +57,64 @@ pub fn spec() -> ToolSpec {
 }
 
 pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
-    let base = call.path("path")?.canonical.clone();
-    if !base.is_dir() {
-        return Err(ToolFailure::NotAFolder);
-    }
+    let start = call.path("path")?.clone();
     let pattern = call.string("pattern").ok_or(ToolFailure::Internal)?;
     let regex = regex::RegexBuilder::new(pattern)
         .size_limit(MAX_REGEX_BYTES)
         .build()
         .map_err(|_| ToolFailure::BadPattern)?;
     let max_results = call.integer("max_results").unwrap_or(DEFAULT_MAX_RESULTS);
-    let walker = ignore::WalkBuilder::new(&base)
-        .require_git(false)
-        .follow_links(false)
-        .build();
     let mut matches = Vec::new();
     let mut files_searched = 0u64;
-    let mut truncated = false;
-    'files: for entry in walker {
-        if call.cancel.is_cancelled() {
-            return Err(ToolFailure::Cancelled);
-        }
-        if call.out_of_time() {
-            truncated = true;
-            break;
-        }
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let path = entry.path();
-        if !(call.may_read)(path) {
-            continue;
+    let mut full = false;
+    let cancel = call.cancel;
+    let deadline = call.deadline;
+    let out_of_time = || deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline);
+    let stop = || cancel.is_cancelled() || out_of_time();
+    let may_read = call.may_read;
+    let root = call.root;
+    let progress = &mut *call.progress;
+    let end = confined::walk_files(root, &start, &stop, &mut |mut found: Found<'_>| {
+        if !may_read(found.path, found.stat.st_nlink > 1) {
+            return true;
         }
         files_searched += 1;
         if files_searched.is_multiple_of(PROGRESS_EVERY) {
-            (call.progress)(Progress {
+            progress(Progress {
                 done: files_searched,
                 message: format!("{files_searched} files searched"),
             });
         }
-        if let Some(text) = read_if_text(path) {
-            for (index, line) in text.lines().enumerate() {
-                if !regex.is_match(line) {
-                    continue;
-                }
-                if matches.len() as u64 == max_results {
-                    truncated = true;
-                    break 'files;
-                }
-                matches.push(json!({
-                    "path": call.display(path),
-                    "line": index + 1,
-                    "text": line.chars().take(MAX_LINE_CHARS).collect::<String>(),
-                }));
+        // Unreadable, too large or not UTF-8: skipped.
+        let Ok(text) = confined::read_text(&mut found.file, &found.stat, MAX_FILE_BYTES) else {
+            return true;
+        };
+        for (index, line) in text.lines().enumerate() {
+            if !regex.is_match(line) {
+                continue;
             }
+            if matches.len() as u64 == max_results {
+                full = true;
+                return false;
+            }
+            matches.push(json!({
+                "path": display(root, found.path),
+                "line": index + 1,
+                "text": line.chars().take(MAX_LINE_CHARS).collect::<String>(),
+            }));
         }
+        true
+    })?;
+    if cancel.is_cancelled() {
+        return Err(ToolFailure::Cancelled);
     }
+    let truncated = full || end == WalkEnd::Stopped;
     Ok(json!({"matches": matches, "files_searched": files_searched, "truncated": truncated}))
 }
 
-/// The file's text, or `None` for what search skips: unreadable, too large
-/// or not UTF-8.
-fn read_if_text(path: &std::path::Path) -> Option<String> {
-    let meta = fs::metadata(path).ok()?;
-    if meta.len() > MAX_FILE_BYTES {
-        return None;
-    }
-    String::from_utf8(fs::read(path).ok()?).ok()
+fn display(root: &crate::facts::Root, path: &std::path::Path) -> String {
+    path.strip_prefix(root.path())
+        .map_or_else(|_| String::new(), |p| p.display().to_string())
 }
 
 #[cfg(test)]

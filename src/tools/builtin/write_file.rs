@@ -1,6 +1,7 @@
 use serde_json::json;
 
-use super::{MAX_CONTENT_LENGTH, SpecParts, path_argument, path_property, write_atomically};
+use super::{MAX_CONTENT_LENGTH, SpecParts, path_argument, path_property};
+use crate::tools::confined;
 use crate::tools::run::{Invocation, ToolFailure};
 use crate::tools::spec::{Effect, PathRole, ToolSpec};
 
@@ -31,10 +32,10 @@ pub fn spec() -> ToolSpec {
 }
 
 pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
-    let path = call.path("path")?.canonical.clone();
+    let decided = call.path("path")?;
     let content = call.string("content").ok_or(ToolFailure::Internal)?;
-    write_atomically(&path, content)?;
-    Ok(json!({"path": call.display(&path), "bytes": content.len()}))
+    confined::replace_file(call.root, decided, content)?;
+    Ok(json!({"path": call.display(&decided.canonical), "bytes": content.len()}))
 }
 
 #[cfg(test)]
