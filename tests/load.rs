@@ -1,0 +1,58 @@
+//! Load tests: ignored by `cargo test`, run by `.ci/run` in their own step
+//! (`cargo test --test integration -- --ignored`).
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{ALLOW_BUILTIN, Served, Session};
+
+/// Searches one client starts at once.
+const SEARCHES: u64 = 64;
+/// Files in the searched tree.
+const FILES: usize = 2000;
+
+#[test]
+#[ignore = "load test: run by .ci/run in its own step"]
+fn another_client_is_answered_while_one_runs_64_searches() {
+    let served = Served::new(ALLOW_BUILTIN, "readonly");
+    let ws = served.root.path();
+    for folder in 0..40 {
+        fs::create_dir(ws.join(format!("f{folder}"))).unwrap();
+    }
+    let line = "a line of text that the pattern does not match\n".repeat(40);
+    for file in 0..FILES {
+        fs::write(ws.join(format!("f{}/{file}.txt", file % 40)), &line).unwrap();
+    }
+    let mut busy = Session::start(&served);
+    busy.initialize();
+    for id in 1..=SEARCHES {
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                           "params": {"name": "search", "arguments": {"pattern": "needle [0-9]+"}}});
+        busy.send(&frame.to_string());
+    }
+    let mut other = Session::start(&served);
+    other.initialize();
+    let asked = Instant::now();
+    other.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "list_dir", "arguments": {}}})
+        .to_string(),
+    );
+    let answer = other.next();
+    let waited = asked.elapsed();
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(
+        waited < Duration::from_secs(1),
+        "the other client waited {waited:?}"
+    );
+    other.finish();
+    let mut answered = 0;
+    while answered < SEARCHES {
+        let response = busy.next();
+        assert_eq!(response["result"]["isError"], false, "{response}");
+        answered += 1;
+    }
+    busy.finish();
+}
