@@ -403,18 +403,20 @@ impl Keeper {
                 CallOutcome::Cancelled
             }
         };
-        let (status, reason) = match &outcome {
-            CallOutcome::Completed(_) => ("executed", None),
-            CallOutcome::Failed(failure) => ("failed", Some(failure.to_string())),
-            _ => ("cancelled", None),
+        let (status, reason, failure) = match &outcome {
+            CallOutcome::Completed(_) => ("executed", None, None),
+            CallOutcome::Failed(failure) => {
+                ("failed", Some(failure.to_string()), Some(failure.code()))
+            }
+            _ => ("cancelled", None, None),
         };
         let truncated = match &outcome {
             CallOutcome::Completed(output) => output.get("truncated").cloned(),
             _ => None,
         };
         let body = json!({"decision_seq": seq, "session": self.session, "request_id": request_id,
-                          "status": status, "reason": reason, "waited_ms": waited_ms,
-                          "truncated": truncated});
+                          "status": status, "reason": reason, "failure": failure,
+                          "waited_ms": waited_ms, "truncated": truncated});
         // The effect has happened; the answer need not wait for this
         // record. The writer keeps order, so it lands before any later one.
         if let Err(err) = self.audit.submit(Kind::Outcome, body) {

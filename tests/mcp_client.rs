@@ -279,6 +279,7 @@ async fn a_failing_tool_gets_fixed_text_without_paths() {
         .await,
     );
     assert_eq!(body["reason_code"], "tool_failed");
+    assert_eq!(body["failure"], "path_not_found");
     assert_eq!(body["reason"], "the file or folder does not exist");
     assert!(!body.to_string().contains("secret-name"), "{body}");
     assert!(

@@ -55,6 +55,7 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
         CallOutcome::Completed(output) => Ok(CallToolResult::structured(output).into()),
         CallOutcome::Failed(failure) => Ok(CallToolResult::structured_error(json!({
             "reason_code": "tool_failed",
+            "failure": failure.code(),
             "reason": failure.to_string(),
         }))
         .into()),

@@ -8,7 +8,7 @@
 
 mod arguments;
 mod builtin;
-mod confined;
+pub mod confined;
 mod registry;
 mod run;
 mod spec;

@@ -112,6 +112,25 @@ pub enum ToolFailure {
 }
 
 impl ToolFailure {
+    /// A stable code for the failure, for clients and the audit log to
+    /// match on rather than the text.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ToolFailure::NotFound => "path_not_found",
+            ToolFailure::NotAFile => "not_a_file",
+            ToolFailure::NotAFolder => "not_a_folder",
+            ToolFailure::NotText => "not_text",
+            ToolFailure::TooLarge(_) => "too_large",
+            ToolFailure::OldStringMissing => "old_string_missing",
+            ToolFailure::OldStringNotUnique(_) => "old_string_not_unique",
+            ToolFailure::BadPattern => "bad_pattern",
+            ToolFailure::PathChanged => "path_changed",
+            ToolFailure::Cancelled => "cancelled",
+            ToolFailure::PermissionDenied => "path_refused",
+            ToolFailure::Internal => "internal",
+        }
+    }
+
     /// Maps an I/O error to a failure, logging the details (which may hold
     /// paths) on the server side only.
     pub fn from_io(err: std::io::Error) -> Self {

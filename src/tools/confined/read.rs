@@ -12,10 +12,13 @@ use crate::tools::run::ToolFailure;
 /// whatever the size said, so a file swapped or grown after the check (a
 /// sparse file of gigabytes, say) costs no more than `cap` bytes.
 pub fn read_text(file: &mut File, stat: &Stat, cap: u64) -> Result<String, ToolFailure> {
-    if u64::try_from(stat.st_size).unwrap_or(u64::MAX) > cap {
+    let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+    if size > cap {
         return Err(ToolFailure::TooLarge(cap));
     }
-    let mut bytes = Vec::new();
+    // Sized for what `fstat` said (at most the cap), plus the byte that
+    // tells a file that grew since.
+    let mut bytes = Vec::with_capacity(usize::try_from(size + 1).unwrap_or(0));
     file.take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(ToolFailure::from_io)?;
