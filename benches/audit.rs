@@ -27,7 +27,7 @@ use portcullis::audit::{
 };
 use portcullis::facts::{ToolFacts, Transport};
 use portcullis::pdp::{
-    ClientRecord, Engine, PolicyBundle, SourceFile, ToolAction, ToolQuery, entity_uid,
+    ClientRecord, Engine, PolicyBundle, Query, SourceFile, ToolAction, entity_uid,
 };
 use portcullis::tools::{Registry, ToolId};
 use serde_json::json;
@@ -50,23 +50,23 @@ fn bundle() -> PolicyBundle {
 
 /// A decision record body of realistic size (about 1.6 KB).
 fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> serde_json::Value {
-    let decision = engine.decide(&ToolQuery {
-        client: "bench",
-        action: ToolAction::Call,
+    let decision = engine.decide(&Query::tool(
+        "bench",
+        ToolAction::Call,
         tool,
         facts,
-        approval_channel: "client_elicitation",
-    });
+        "client_elicitation",
+    ));
     let record = DecisionRecord {
         session: "0123456789abcdef".into(),
         request_id: i.to_string(),
-        transport: "stdio".into(),
+        transport: portcullis::facts::Transport::Stdio,
         client: ClientRef {
             name: "bench".into(),
             fingerprint: "0123456789abcdef".into(),
             tier: "paired".into(),
         },
-        action: "call_tool".into(),
+        action: portcullis::audit::RecordedAction::CallTool,
         tool: tool.name().into(),
         resource: Some(tool.to_string()),
         arguments_sha256: Some(format!("{i:064x}")),
@@ -77,7 +77,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         entities: engine.entities_for("bench", "paired", tool),
         policy_set: (**engine.identity()).clone(),
         decision: decision.outcome,
-        cause: decision.cause.as_str().into(),
+        cause: decision.cause,
         policies: decision
             .policies
             .iter()

@@ -14,9 +14,7 @@ use std::hint::black_box;
 use cedar_policy::{Authorizer, Context, EntityUid, Request, RestrictedExpression as R};
 use criterion::{Criterion, criterion_group, criterion_main};
 use portcullis::facts::{ToolFacts, Transport};
-use portcullis::pdp::{
-    ClientRecord, Engine, Outcome, PolicyBundle, SourceFile, ToolAction, ToolQuery,
-};
+use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle, Query, SourceFile, ToolAction};
 use portcullis::tools::{Registry, ToolId};
 
 const ALLOWLIST: &str = r#"
@@ -75,13 +73,8 @@ fn decide(c: &mut Criterion) {
         writes_inside_root: false,
         ..clean.clone()
     };
-    let query = |tool, facts| ToolQuery {
-        client: "alice",
-        action: ToolAction::Call,
-        tool,
-        facts,
-        approval_channel: "client_elicitation",
-    };
+    let query =
+        |tool, facts| Query::tool("alice", ToolAction::Call, tool, facts, "client_elicitation");
     let allow = query(&read, &clean);
     let ask = query(&write, &clean);
     let deny = query(&write, &escaping);

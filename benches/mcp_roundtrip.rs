@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use portcullis::auth::TokenStore;
 use portcullis::facts::{PathClasses, Root, Transport, tool_call_facts};
-use portcullis::pdp::{ClientRecord, Engine, PolicyBundle, ToolAction, ToolQuery};
+use portcullis::pdp::{ClientRecord, Engine, PolicyBundle, Query, ToolAction};
 use portcullis::tools::Registry;
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;
@@ -113,23 +113,23 @@ fn decide_cost(base: &Path) -> Duration {
     let no_paths = portcullis::facts::ToolFacts::without_paths(Transport::Stdio);
     for _ in 0..n {
         // What the keeper does per call: may the client see it, then may it call it.
-        std::hint::black_box(engine.decide(&ToolQuery {
-            client: "bench",
-            action: ToolAction::Discover,
-            tool: &tool.spec.id,
-            facts: &no_paths,
-            approval_channel: "client_elicitation",
-        }));
+        std::hint::black_box(engine.decide(&Query::tool(
+            "bench",
+            ToolAction::Discover,
+            &tool.spec.id,
+            &no_paths,
+            "client_elicitation",
+        )));
         tool.arguments.check(&arguments).unwrap();
         let call =
             tool_call_facts(&tool.spec, &arguments, &root, classes, Transport::Stdio).unwrap();
-        let decision = engine.decide(&ToolQuery {
-            client: "bench",
-            action: ToolAction::Call,
-            tool: &tool.spec.id,
-            facts: &call.facts,
-            approval_channel: "client_elicitation",
-        });
+        let decision = engine.decide(&Query::tool(
+            "bench",
+            ToolAction::Call,
+            &tool.spec.id,
+            &call.facts,
+            "client_elicitation",
+        ));
         std::hint::black_box(decision);
     }
     start.elapsed() / n

@@ -11,7 +11,7 @@ use thiserror::Error;
 use crate::facts::{
     CommandError, CommandFacts, PathError, Root, Transport, command_facts, resolve,
 };
-use crate::pdp::{Decision, Engine};
+use crate::pdp::{Decision, Engine, Query};
 
 /// The channel an approval of a command would come through: the harness
 /// asks its user.
@@ -115,6 +115,11 @@ pub fn judge(
         }
     };
     let facts = command_facts(command, cwd, root, engine.command_classes())?;
-    let decision = engine.decide_command(client, &facts, transport, GATE_APPROVAL_CHANNEL);
+    let decision = engine.decide(&Query::command(
+        client,
+        &facts,
+        transport,
+        GATE_APPROVAL_CHANNEL,
+    ));
     Ok(GateAnswer { decision, facts })
 }

@@ -7,6 +7,10 @@
 //! naming the client's fingerprint, a digest of the call (tool, arguments,
 //! policy set), an expiry and a nonce, which is spent on first use.
 
+mod flow;
+mod grant;
 mod seal;
 
+pub use flow::{Answer, Approvals, Asking, Era, Reply, Request, SealUnavailable};
+pub use grant::Grant;
 pub use seal::{ApprovalSeal, SealError, action_digest};

@@ -22,7 +22,8 @@ pub use head::{Head, Mark, head_path};
 pub use log::{AuditError, AuditLog};
 pub use record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 pub use replay::{
-    Change, ClientRef, DecisionRecord, RecordedPolicy, Replay, ReplayError, ReplaySummary,
+    Change, ClientRef, DecisionRecord, RecordedAction, RecordedPolicy, Replay, ReplayError,
+    ReplaySummary,
 };
 pub use snapshot::{load as load_snapshot, snapshots_dir, store as store_snapshot};
 pub use verify::{

@@ -16,8 +16,8 @@ use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
-    DecisionError, Engine, LoadError, Outcome, PolicyBundle, PolicySetIdentity, ToolAction,
-    entity_uid,
+    Asked, Asker, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
+    PolicySetIdentity, Query, ToolAction, ToolRef, entity_uid,
 };
 use crate::tools::Registry;
 
@@ -42,10 +42,9 @@ pub struct RecordedPolicy {
 pub struct DecisionRecord {
     pub session: String,
     pub request_id: String,
-    pub transport: String,
+    pub transport: Transport,
     pub client: ClientRef,
-    /// `discover_tool` or `call_tool`.
-    pub action: String,
+    pub action: RecordedAction,
     /// The name the client asked for.
     pub tool: String,
     /// The tool's id, when the name is a known tool.
@@ -68,11 +67,39 @@ pub struct DecisionRecord {
     pub entities: Vec<Value>,
     pub policy_set: PolicySetIdentity,
     pub decision: Outcome,
-    pub cause: String,
+    pub cause: Cause,
     pub policies: Vec<RecordedPolicy>,
     pub errors: Vec<DecisionError>,
     /// What the client was told when no Cedar decision was made.
     pub message: Option<String>,
+}
+
+/// What a decision record decided about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordedAction {
+    /// May the client see the tool in its listing?
+    DiscoverTool,
+    /// May the client run this call?
+    CallTool,
+    /// May this shell command run (the command gate)?
+    RunCommand,
+}
+
+impl std::fmt::Display for RecordedAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl RecordedAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordedAction::DiscoverTool => "discover_tool",
+            RecordedAction::CallTool => "call_tool",
+            RecordedAction::RunCommand => "run_command",
+        }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -94,11 +121,11 @@ pub struct Change {
     pub time: String,
     pub client: String,
     pub tool: String,
-    pub action: String,
+    pub action: RecordedAction,
     pub before: Outcome,
     pub after: Outcome,
-    pub before_cause: String,
-    pub after_cause: String,
+    pub before_cause: Cause,
+    pub after_cause: Cause,
     pub before_policies: Vec<String>,
     pub after_policies: Vec<String>,
 }
@@ -278,17 +305,14 @@ impl Replay {
     fn redecide(
         &mut self,
         recorded: &DecisionRecord,
-    ) -> Result<Option<(Outcome, String, Vec<String>)>, String> {
-        if recorded.action == "run_command" {
-            return self.redecide_command(recorded);
-        }
+    ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
+        let action = match recorded.action {
+            RecordedAction::RunCommand => return self.redecide_command(recorded),
+            RecordedAction::DiscoverTool => ToolAction::Discover,
+            RecordedAction::CallTool => ToolAction::Call,
+        };
         let (Some(facts), Some(resource)) = (&recorded.facts, &recorded.resource) else {
             return Ok(None);
-        };
-        let action = match recorded.action.as_str() {
-            "discover_tool" => ToolAction::Discover,
-            "call_tool" => ToolAction::Call,
-            other => return Err(format!("unknown action `{other}`")),
         };
         let engine = self
             .engine_for(&recorded.policy_set.hash)
@@ -297,14 +321,22 @@ impl Replay {
         let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
         let resource = entity_uid("Portcullis::Tool", resource)?;
         let channel = recorded.approval_channel.as_str();
-        let decision = if recorded.approved {
-            engine.decide_approved_in(entities, &principal, action, &resource, facts, channel)
-        } else {
-            engine.decide_in(entities, &principal, action, &resource, facts, channel)
-        };
+        let decision = engine.decide(&Query {
+            asker: Asker::Recorded {
+                entities,
+                principal: &principal,
+            },
+            asked: Asked::Tool {
+                action,
+                tool: ToolRef::Entity(&resource),
+                facts,
+            },
+            approved: recorded.approved,
+            approval_channel: channel,
+        });
         Ok(Some((
             decision.outcome,
-            decision.cause.as_str().to_owned(),
+            decision.cause,
             decision.policies.into_iter().map(|p| p.id).collect(),
         )))
     }
@@ -312,30 +344,28 @@ impl Replay {
     fn redecide_command(
         &mut self,
         recorded: &DecisionRecord,
-    ) -> Result<Option<(Outcome, String, Vec<String>)>, String> {
+    ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
         let Some(facts) = &recorded.command else {
             return Ok(None);
         };
-        let transport = match recorded.transport.as_str() {
-            "stdio" => Transport::Stdio,
-            "http" => Transport::Http,
-            _ => Transport::Cli,
-        };
+        let transport = recorded.transport;
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|e| e.to_string())?;
         let entities = self.entities_for(&engine, recorded, "shell")?;
         let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
-        let decision = engine.decide_command_in(
-            entities,
-            &principal,
-            facts,
-            transport,
-            &recorded.approval_channel,
-        );
+        let decision = engine.decide(&Query {
+            asker: Asker::Recorded {
+                entities,
+                principal: &principal,
+            },
+            asked: Asked::Command { facts, transport },
+            approved: false,
+            approval_channel: &recorded.approval_channel,
+        });
         Ok(Some((
             decision.outcome,
-            decision.cause.as_str().to_owned(),
+            decision.cause,
             decision.policies.into_iter().map(|p| p.id).collect(),
         )))
     }

@@ -331,11 +331,11 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
                 let (client, action, tool, result, why) = match &decision {
                     Some(d) => (
                         d.client.name.clone(),
-                        d.action.clone(),
+                        d.action.to_string(),
                         d.resource.clone().unwrap_or_else(|| d.tool.clone()),
                         d.decision.as_str().to_owned(),
                         if d.policies.is_empty() {
-                            d.cause.clone()
+                            d.cause.to_string()
                         } else {
                             d.policies
                                 .iter()

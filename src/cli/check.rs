@@ -7,7 +7,7 @@ use serde_json::json;
 use super::policy::load_for_client;
 use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, ToolFacts, Transport, tool_call_facts};
-use crate::pdp::{ClientRecord, Decision, Outcome, ToolAction, ToolQuery};
+use crate::pdp::{ClientRecord, Decision, Outcome, Query, ToolAction};
 use crate::tools::ToolId;
 
 #[derive(Debug, Args)]
@@ -103,13 +103,13 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
         }
     };
 
-    let decision = engine.decide(&ToolQuery {
-        client: &client.name,
+    let decision = engine.decide(&Query::tool(
+        &client.name,
         action,
-        tool: &tool_id,
-        facts: &facts,
-        approval_channel: &args.approval_channel,
-    });
+        &tool_id,
+        &facts,
+        &args.approval_channel,
+    ));
     match format {
         Format::Json => print_json(&json!({
             "decision": decision.outcome,

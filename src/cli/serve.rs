@@ -9,6 +9,7 @@ use serde_json::json;
 use super::policy::report_problems;
 use super::{Exit, Format, PolicyArgs};
 use crate::approval::ApprovalSeal;
+use crate::approval::Approvals;
 use crate::audit::{
     AuditLog, Kind, PRIVATE_KEY_FILE, Signer, load_or_create_signer, snapshots_dir, store_snapshot,
 };
@@ -16,8 +17,7 @@ use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
 };
 use crate::facts::{Root, Transport};
-use crate::keeper::{ClientIdentity, Keeper, Limits};
-use crate::mcp::Approvals;
+use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::pdp::{ClientRecord, Engine};
 use crate::tools::Registry;
 
@@ -135,16 +135,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     );
     let keeper = Arc::new(
         Keeper::new(
-            engine,
-            registry,
-            root,
+            Setting {
+                engine,
+                registry,
+                root,
+            },
             ClientIdentity {
                 fingerprint: client.fingerprint(),
                 name: client.name,
                 tier: client.tier,
             },
             Transport::Stdio,
-            Arc::clone(&audit),
+            Arc::clone(&audit) as Arc<dyn AuditSink>,
             session.clone(),
         )
         .with_limits(Limits {

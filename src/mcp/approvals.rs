@@ -1,46 +1,20 @@
-//! Asking a human: an `ask` becomes an MCP elicitation, by era.
-//!
-//! - Legacy sessions (`initialize`): a server-to-client `elicitation/create`
-//!   request, with a timeout; the answer comes back on the same call.
-//! - 2026-07-28 requests: an input-required result holding the question and
-//!   a sealed `requestState`; the client retries the call with the answer
-//!   and the state, which must open for this client and this very call.
-//!
-//! Either way, only an explicit "approve" runs the call, and then only
-//! through the decision point again, with `approved = true`.
-
-use std::time::Duration;
+//! Approval questions and answers in MCP's terms: the elicitation form, the
+//! input request of a 2026-07-28 result, and what a user's answer means.
+//! The flow itself (when to ask, sealing, retries, recording) is
+//! `approval::Approvals`.
 
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequests, InputResponses,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::approval::ApprovalSeal;
-use crate::keeper::Keeper;
+use crate::approval::Answer;
 
 /// The key of the question in an input-required result.
 pub const APPROVAL_INPUT: &str = "approval";
 /// The form field the user ticks to approve.
 const APPROVE_FIELD: &str = "approve";
-
-/// Approval settings and the seal of one server process.
-pub struct Approvals {
-    pub seal: ApprovalSeal,
-    /// How long a legacy elicitation waits for the user.
-    pub timeout: Duration,
-}
-
-/// What a retried 2026-07-28 call carried.
-pub enum Retry {
-    /// The state opened for this client and call, and the user approved.
-    Granted,
-    /// The user declined, cancelled or did not approve.
-    Declined(&'static str),
-    /// No usable answer (a refused state, a missing response): ask again.
-    AskAgain,
-}
 
 /// The form put to the user.
 pub fn question(message: &str) -> Option<ElicitRequestParams> {
@@ -65,8 +39,8 @@ pub fn input_requests(message: &str) -> Option<InputRequests> {
     Some(requests)
 }
 
-/// What a user's answer means: approve, or the name of the refusal.
-pub fn judge(answer: &ElicitResult) -> Result<(), &'static str> {
+/// What a user's answer means: only a ticked "approve" approves.
+pub fn judge(answer: &ElicitResult) -> Answer {
     match answer.action {
         ElicitationAction::Accept => {
             let approved = answer
@@ -76,76 +50,59 @@ pub fn judge(answer: &ElicitResult) -> Result<(), &'static str> {
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
             if approved {
-                Ok(())
+                Answer::Approve
             } else {
-                Err("not_approved")
+                Answer::Refuse("not_approved")
             }
         }
-        ElicitationAction::Decline => Err("decline"),
-        ElicitationAction::Cancel => Err("cancel"),
+        ElicitationAction::Decline => Answer::Refuse("decline"),
+        ElicitationAction::Cancel => Answer::Refuse("cancel"),
         // An action this version does not know is not an approval.
-        _ => Err("unknown_answer"),
+        _ => Answer::Refuse("unknown_answer"),
     }
 }
 
-impl Approvals {
-    /// Checks the state and answer of a retried call. Every refusal is
-    /// audited; none runs the call.
-    pub async fn check_retry(
-        &self,
-        keeper: &Keeper,
-        request_id: &str,
-        name: &str,
-        arguments: &Value,
-        state: Option<&str>,
-        responses: Option<&InputResponses>,
-    ) -> Retry {
-        let Some(digest) = keeper.action_digest(name, arguments) else {
-            return Retry::AskAgain;
-        };
-        let Some(state) = state else {
-            keeper
-                .record_approval(
-                    request_id,
-                    "state_refused",
-                    &digest,
-                    json!({"why": "missing"}),
-                )
-                .await;
-            return Retry::AskAgain;
-        };
-        if let Err(refused) = self.seal.open(state, &keeper.client().fingerprint, &digest) {
-            keeper
-                .record_approval(
-                    request_id,
-                    "state_refused",
-                    &digest,
-                    json!({"why": refused.code()}),
-                )
-                .await;
-            return Retry::AskAgain;
-        }
-        let answer = responses
-            .and_then(|r| r.get(APPROVAL_INPUT))
-            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-        let Some(answer) = answer else {
-            keeper
-                .record_approval(request_id, "answer_missing", &digest, json!({}))
-                .await;
-            return Retry::AskAgain;
-        };
-        let verdict = judge(&answer);
-        keeper
-            .record_approval(
-                request_id,
-                "answered",
-                &digest,
-                json!({"answer": verdict.err().unwrap_or("approve")}),
-            )
-            .await;
-        match verdict {
-            Ok(()) => Retry::Granted,
-            Err(why) => Retry::Declined(why),
-        }
+/// The answer a retried call carried, if it carried a readable one.
+pub fn retried_answer(responses: Option<&InputResponses>) -> Option<Answer> {
+    responses
+        .and_then(|r| r.get(APPROVAL_INPUT))
+        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+        .map(|answer| judge(&answer))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn answer(value: Value) -> ElicitResult {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn only_a_ticked_approve_approves() {
+        let yes = answer(json!({"action": "accept", "content": {"approve": true}}));
+        assert_eq!(judge(&yes), Answer::Approve);
+        let unticked = answer(json!({"action": "accept", "content": {"approve": false}}));
+        assert_eq!(judge(&unticked), Answer::Refuse("not_approved"));
+        let empty = answer(json!({"action": "accept"}));
+        assert_eq!(judge(&empty), Answer::Refuse("not_approved"));
+        assert_eq!(
+            judge(&answer(json!({"action": "decline"}))),
+            Answer::Refuse("decline")
+        );
+        assert_eq!(
+            judge(&answer(json!({"action": "cancel"}))),
+            Answer::Refuse("cancel")
+        );
+    }
+
+    #[test]
+    fn a_retry_without_a_readable_answer_carries_none() {
+        assert_eq!(retried_answer(None), None);
+        let mut responses = InputResponses::new();
+        responses.insert("other".into(), json!({"action": "accept"}));
+        assert_eq!(retried_answer(Some(&responses)), None);
     }
 }

@@ -1,13 +1,15 @@
-//! The one place where the outcome of a call becomes what the client sees
-//! (design.md, "error taxonomy"). Protocol errors only for requests that
-//! cannot be routed; everything a caller should read is an `isError` result
-//! with a stable `reason_code`.
+//! The one place where how a call ended becomes what an MCP client sees
+//! (design.md, "error taxonomy"): JSON-RPC errors only for requests that
+//! cannot be routed or whose arguments do not fit; everything a caller
+//! should read is an `isError` result with a stable [`ReasonCode`].
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::model::{CallToolResponse, CallToolResult, InputRequiredResult};
 use serde_json::{Value, json};
 
-use crate::keeper::CallOutcome;
+use super::approvals::input_requests;
+use crate::approval::Reply;
+use crate::keeper::{CallOutcome, ReasonCode};
 use crate::pdp::{Cause, Decision};
 
 /// The text of the unknown-tool error. The same for a tool that does not
@@ -17,44 +19,77 @@ pub fn unknown_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("Unknown tool: {name}"), None)
 }
 
+/// Arguments that do not fit a schema: -32602 with the validation message.
+pub fn invalid_arguments(message: impl Into<String>) -> ErrorData {
+    ErrorData::invalid_params(message.into(), None)
+}
+
+/// A resource this client may not read, or that does not exist: the same
+/// answer.
+pub fn resource_not_found(uri: &str) -> ErrorData {
+    ErrorData::resource_not_found(format!("no resource {uri}"), None)
+}
+
+/// Something on portcullis's side failed; the text is fixed.
+pub fn internal(what: &'static str) -> ErrorData {
+    ErrorData::internal_error(what, None)
+}
+
+/// A listing that could not be recorded is not given: fail closed.
+pub fn listing_unrecorded() -> ErrorData {
+    internal("the audit log is unavailable")
+}
+
+/// Maps what the approval flow answered to the MCP answer.
+pub fn reply(reply: Reply) -> Result<CallToolResponse, ErrorData> {
+    match reply {
+        Reply::Done(outcome) => to_response(outcome).unwrap_or_else(|| Err(internal("cancelled"))),
+        Reply::Declined { why, policies } => Ok(approval_declined(why, &policies)),
+        Reply::InputRequired { question, state } => {
+            let requests = input_requests(&question)
+                .ok_or_else(|| internal("the approval question could not be built"))?;
+            Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
+        }
+    }
+}
+
 /// Maps how a call ended to the MCP answer. `None` for a cancelled call:
 /// rmcp sends nothing back for it.
 pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, ErrorData>> {
+    let unapproved = |decision: &Decision| {
+        format!(
+            "this call needs a human approval ({}), and no approver can be reached from this client",
+            decision.reason()
+        )
+    };
     let response = match outcome {
         CallOutcome::UnknownTool(name) => Err(unknown_tool(&name)),
-        CallOutcome::InvalidArguments(message) => Err(ErrorData::invalid_params(message, None)),
+        CallOutcome::InvalidArguments(message) => Err(invalid_arguments(message)),
         CallOutcome::Denied(decision, missing) => Ok(denied(&decision, &missing)),
-        CallOutcome::ApprovalUnavailable(decision) => Ok(refused(
-            &decision,
-            "approval_unavailable",
-            format!(
-                "this call needs a human approval ({}), and no approver can be reached from this client",
-                decision.reason()
-            ),
-            None,
-        )),
-        CallOutcome::ApprovalRefused(decision) => Ok(refused(
-            &decision,
-            "approval_declined",
-            format!(
+        CallOutcome::ApprovalUnavailable(decision)
+        | CallOutcome::NeedsApproval { decision, .. } => {
+            let reason = unapproved(&decision);
+            Ok(refused(
+                Some(&decision),
+                ReasonCode::ApprovalUnavailable,
+                reason,
+            ))
+        }
+        CallOutcome::ApprovalRefused(decision) => {
+            let reason = format!(
                 "the approval was given, and the policies still refuse the call: {}",
                 decision.reason()
-            ),
-            None,
-        )),
-        CallOutcome::NeedsApproval { decision, .. } => Ok(refused(
-            &decision,
-            "approval_unavailable",
-            format!(
-                "this call needs a human approval ({}), and no approver can be reached from this client",
-                decision.reason()
-            ),
-            None,
-        )),
+            );
+            Ok(refused(
+                Some(&decision),
+                ReasonCode::ApprovalDeclined,
+                reason,
+            ))
+        }
         CallOutcome::AuditUnavailable => Ok(audit_unavailable()),
         CallOutcome::Completed(output) => Ok(CallToolResult::structured(output).into()),
         CallOutcome::Failed(failure) => Ok(CallToolResult::structured_error(json!({
-            "reason_code": "tool_failed",
+            "reason_code": ReasonCode::ToolFailed,
             "failure": failure.code(),
             "reason": failure.to_string(),
         }))
@@ -66,13 +101,11 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
 
 /// The answer when a decision could not be recorded: nothing ran.
 pub fn audit_unavailable() -> CallToolResponse {
-    CallToolResult::structured_error(json!({
-        "decision": "deny",
-        "reason_code": "audit_unavailable",
-        "policies": [],
-        "reason": "the decision could not be recorded, so nothing ran",
-    }))
-    .into()
+    refused(
+        None,
+        ReasonCode::AuditUnavailable,
+        "the decision could not be recorded, so nothing ran".to_owned(),
+    )
 }
 
 /// The answer to a call whose approval was declined, cancelled, timed out
@@ -81,7 +114,7 @@ pub fn approval_declined(answer: &str, policies: &[String]) -> CallToolResponse 
     let policies: Vec<Value> = policies.iter().map(|id| json!({"id": id})).collect();
     CallToolResult::structured_error(json!({
         "decision": "deny",
-        "reason_code": "approval_declined",
+        "reason_code": ReasonCode::ApprovalDeclined,
         "policies": policies,
         "reason": format!("the call was not approved ({answer})"),
     }))
@@ -90,47 +123,194 @@ pub fn approval_declined(answer: &str, policies: &[String]) -> CallToolResponse 
 
 fn denied(decision: &Decision, missing: &[String]) -> CallToolResponse {
     if decision.cause == Cause::PolicyError {
-        return refused(
-            decision,
-            "policy_error",
-            "the policy engine failed to decide this call, so it is denied".to_owned(),
-            None,
-        );
+        let reason = "the policy engine failed to decide this call, so it is denied".to_owned();
+        return refused(Some(decision), ReasonCode::PolicyError, reason);
     }
     if !missing.is_empty() {
-        return refused(
-            decision,
-            "missing_capability",
-            format!(
-                "the client's tier lacks the capabilit{} this tool requires: {}",
-                if missing.len() == 1 { "y" } else { "ies" },
-                missing.join(", ")
-            ),
-            Some(json!(missing)),
+        let reason = format!(
+            "the client's tier lacks the capabilit{} this tool requires: {}",
+            if missing.len() == 1 { "y" } else { "ies" },
+            missing.join(", ")
         );
+        let mut body = refusal(Some(decision), ReasonCode::MissingCapability, reason);
+        body["missing_capabilities"] = json!(missing);
+        return CallToolResult::structured_error(body).into();
     }
-    refused(decision, decision.cause.as_str(), decision.reason(), None)
+    let code = ReasonCode::of_denial(decision.cause);
+    refused(Some(decision), code, decision.reason())
 }
 
-fn refused(
-    decision: &Decision,
-    reason_code: &str,
-    reason: String,
-    missing: Option<Value>,
-) -> CallToolResponse {
+fn refused(decision: Option<&Decision>, code: ReasonCode, reason: String) -> CallToolResponse {
+    CallToolResult::structured_error(refusal(decision, code, reason)).into()
+}
+
+/// The structured body of a refusal: `{decision, reason_code, policies,
+/// reason}`.
+fn refusal(decision: Option<&Decision>, code: ReasonCode, reason: String) -> Value {
     let policies: Vec<Value> = decision
-        .policies
-        .iter()
-        .map(|p| json!({"id": p.id, "reason": p.reason}))
-        .collect();
-    let mut body = json!({
-        "decision": decision.outcome,
-        "reason_code": reason_code,
+        .map(|d| {
+            d.policies
+                .iter()
+                .map(|p| json!({"id": p.id, "reason": p.reason}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let outcome = decision.map_or(json!("deny"), |d| json!(d.outcome));
+    json!({
+        "decision": outcome,
+        "reason_code": code,
         "policies": policies,
         "reason": reason,
-    });
-    if let (Some(missing), Some(object)) = (missing, body.as_object_mut()) {
-        object.insert("missing_capabilities".to_owned(), missing);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per row of design.md's error taxonomy.
+
+    use std::sync::Arc;
+
+    use rmcp::model::ErrorCode;
+
+    use super::*;
+    use crate::approval::Reply;
+    use crate::pdp::{DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
+    use crate::tools::ToolFailure;
+
+    fn decision(outcome: Outcome, cause: Cause, policies: &[&str]) -> Decision {
+        Decision {
+            outcome,
+            cause,
+            policies: policies
+                .iter()
+                .map(|id| DeterminingPolicy {
+                    id: (*id).to_owned(),
+                    reason: format!("because {id}").into(),
+                    file: "policies/x.cedar".into(),
+                })
+                .collect(),
+            errors: Vec::new(),
+            policy_set: Arc::new(PolicySetIdentity {
+                hash: "h".into(),
+                portcullis_version: "v".into(),
+                cedar_sdk_version: "s".into(),
+                cedar_lang_version: "l".into(),
+            }),
+        }
     }
-    CallToolResult::structured_error(body).into()
+
+    /// The structured body of an `isError` result.
+    fn body(outcome: CallOutcome) -> Value {
+        match to_response(outcome) {
+            Some(Ok(CallToolResponse::Complete(result))) => {
+                assert_eq!(result.is_error, Some(true));
+                result.structured_content.unwrap()
+            }
+            other => panic!("not an isError result: {other:?}"),
+        }
+    }
+
+    fn error(outcome: CallOutcome) -> ErrorData {
+        match to_response(outcome) {
+            Some(Err(error)) => error,
+            other => panic!("not a JSON-RPC error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_tool_is_invalid_params_with_the_same_text_either_way() {
+        let error = error(CallOutcome::UnknownTool("secret_tool".into()));
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(error.message, "Unknown tool: secret_tool");
+    }
+
+    #[test]
+    fn arguments_that_fail_the_schema_are_invalid_params_with_the_message() {
+        let error = error(CallOutcome::InvalidArguments("`path` is required".into()));
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(error.message, "`path` is required");
+    }
+
+    #[test]
+    fn a_policy_denial_names_its_policies_and_reason() {
+        let denied = decision(Outcome::Deny, Cause::Forbidden, &["paths.no_secrets"]);
+        let body = body(CallOutcome::Denied(denied, Vec::new()));
+        assert_eq!(body["decision"], "deny");
+        assert_eq!(body["reason_code"], "forbidden");
+        assert_eq!(body["policies"][0]["id"], "paths.no_secrets");
+        assert_eq!(body["reason"], "because paths.no_secrets");
+        let nothing = decision(Outcome::Deny, Cause::NotPermitted, &[]);
+        let not_permitted = body_of_denial(nothing);
+        assert_eq!(not_permitted["reason_code"], "not_permitted");
+    }
+
+    fn body_of_denial(decision: Decision) -> Value {
+        body(CallOutcome::Denied(decision, Vec::new()))
+    }
+
+    #[test]
+    fn a_missing_capability_is_named() {
+        let denied = decision(Outcome::Deny, Cause::Forbidden, &["tier.capability_gate"]);
+        let body = body(CallOutcome::Denied(denied, vec!["write".into()]));
+        assert_eq!(body["reason_code"], "missing_capability");
+        assert_eq!(body["missing_capabilities"], json!(["write"]));
+        assert!(body["reason"].as_str().unwrap().contains("write"));
+    }
+
+    #[test]
+    fn an_ask_nobody_can_answer_is_approval_unavailable() {
+        let ask = decision(Outcome::Ask, Cause::ApprovalRequired, &["approval.writes"]);
+        let body = body(CallOutcome::ApprovalUnavailable(ask));
+        assert_eq!(body["reason_code"], "approval_unavailable");
+        assert_eq!(body["decision"], "ask");
+    }
+
+    #[test]
+    fn a_declined_or_refused_approval_is_approval_declined() {
+        let reply = reply(Reply::Declined {
+            why: "decline",
+            policies: vec!["approval.writes".into()],
+        });
+        let Ok(CallToolResponse::Complete(result)) = reply else {
+            panic!("{reply:?}");
+        };
+        let declined = result.structured_content.unwrap();
+        assert_eq!(declined["reason_code"], "approval_declined");
+        assert_eq!(declined["policies"], json!([{"id": "approval.writes"}]));
+        let refused = decision(Outcome::Deny, Cause::Forbidden, &["x"]);
+        let body = body(CallOutcome::ApprovalRefused(refused));
+        assert_eq!(body["reason_code"], "approval_declined");
+    }
+
+    #[test]
+    fn a_failed_tool_gets_fixed_text_and_a_failure_code() {
+        let body = body(CallOutcome::Failed(ToolFailure::PathChanged));
+        assert_eq!(body["reason_code"], "tool_failed");
+        assert_eq!(body["failure"], "path_changed");
+        assert_eq!(body["reason"], ToolFailure::PathChanged.to_string());
+    }
+
+    #[test]
+    fn a_policy_engine_error_is_policy_error() {
+        let mut failed = decision(Outcome::Deny, Cause::PolicyError, &[]);
+        failed.errors.push(DecisionError {
+            policy: Some("p".into()),
+            message: "boom".into(),
+        });
+        let body = body(CallOutcome::Denied(failed, Vec::new()));
+        assert_eq!(body["reason_code"], "policy_error");
+        assert!(!body.to_string().contains("boom"));
+    }
+
+    #[test]
+    fn a_cancelled_call_gets_no_result() {
+        assert!(to_response(CallOutcome::Cancelled).is_none());
+    }
+
+    #[test]
+    fn an_unrecorded_decision_is_audit_unavailable() {
+        let body = body(CallOutcome::AuditUnavailable);
+        assert_eq!(body["reason_code"], "audit_unavailable");
+        assert_eq!(body["decision"], "deny");
+    }
 }

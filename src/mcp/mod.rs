@@ -17,9 +17,9 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 use thiserror::Error;
 
-pub use approvals::Approvals;
 pub use server::PortcullisServer;
 
+use crate::approval::Approvals;
 use crate::keeper::Keeper;
 use crate::pdp::PolicyBundle;
 

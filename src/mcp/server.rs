@@ -1,19 +1,25 @@
+//! The rmcp handler: each MCP request translated into a call on the keeper
+//! or the approval flow, and the answer translated back through `errors`.
+//! It decides nothing and builds no error itself.
+
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InputRequiredResult,
-    JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::approvals::{self, Approvals, Retry};
+use super::approvals;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
+use crate::approval::{Answer, Approvals, Asking, Era, Request};
 use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
 use crate::pdp::PolicyBundle;
 use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool};
@@ -135,7 +141,7 @@ impl PortcullisServer {
             .keeper
             .discoverable(request_id)
             .await
-            .map_err(audit_unavailable)?
+            .map_err(|_| errors::listing_unrecorded())?
             .into_iter()
             .map(|tool| {
                 json!({
@@ -151,11 +157,6 @@ impl PortcullisServer {
     }
 }
 
-/// A listing that could not be recorded is not given: fail closed.
-fn audit_unavailable(_: crate::keeper::AuditUnavailable) -> ErrorData {
-    ErrorData::internal_error("the audit log is unavailable", None)
-}
-
 /// The request's JSON-RPC id, as recorded in the audit log.
 fn request_id(context: &RequestContext<RoleServer>) -> String {
     serde_json::to_string(&context.id).unwrap_or_default()
@@ -167,7 +168,11 @@ fn compiled(schema: &Value) -> ArgumentValidator {
         Ok(validator) => validator,
         // The wrapper schemas are literals above, covered by the tests; a
         // failure here is a bug in this file, not something input can cause.
-        Err(err) => unreachable!("a wrapper schema does not compile: {err}"),
+        #[expect(
+            clippy::panic,
+            reason = "invariant: the wrapper schemas are constants of this file and compile"
+        )]
+        Err(err) => panic!("a wrapper schema does not compile: {err}"),
     }
 }
 
@@ -207,6 +212,88 @@ impl PortcullisServer {
     }
 }
 
+impl PortcullisServer {
+    async fn tools_list_call(
+        &self,
+        id: &str,
+        arguments: &Value,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.no_arguments
+            .check(arguments)
+            .map_err(|err| errors::invalid_arguments(err.to_string()))?;
+        Ok(CallToolResult::structured(self.tools_list(id).await?).into())
+    }
+
+    async fn gate_call(&self, id: &str, arguments: &Value) -> Result<CallToolResponse, ErrorData> {
+        self.gate_arguments
+            .check(arguments)
+            .map_err(|err| errors::invalid_arguments(err.to_string()))?;
+        let command = arguments["command"].as_str().unwrap_or_default();
+        let cwd = arguments.get("cwd").and_then(Value::as_str);
+        match self.keeper.gate(id, command, cwd).await {
+            Ok(answer) => Ok(CallToolResult::structured(answer.to_json()).into()),
+            Err(GateFailure::Input(err)) => Err(errors::invalid_arguments(err.to_string())),
+            Err(GateFailure::AuditUnavailable) => Ok(errors::audit_unavailable()),
+        }
+    }
+
+    /// The tool and arguments a `tool_call` wrapper names.
+    fn unwrapped(&self, arguments: &Value) -> Result<(String, Value), ErrorData> {
+        self.tool_call_arguments
+            .check(arguments)
+            .map_err(|err| errors::invalid_arguments(err.to_string()))?;
+        let name = arguments["name"].as_str().unwrap_or_default().to_owned();
+        let inner = arguments
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        Ok((name, inner))
+    }
+}
+
+/// One tool call as the approval flow sees it: run it through the keeper,
+/// or ask this client's user on the same call.
+struct McpCall<'a> {
+    server: &'a PortcullisServer,
+    context: &'a RequestContext<RoleServer>,
+    id: &'a str,
+    name: &'a str,
+    arguments: &'a Value,
+}
+
+impl Asking for McpCall<'_> {
+    async fn run(&self, approval: Approval) -> CallOutcome {
+        self.server
+            .run_call(
+                self.context,
+                self.id,
+                self.name,
+                self.arguments.clone(),
+                approval,
+            )
+            .await
+    }
+
+    async fn ask(&self, question: &str, timeout: Duration) -> Answer {
+        let Some(form) = approvals::question(question) else {
+            return Answer::Refuse("no_answer");
+        };
+        match self
+            .context
+            .peer
+            .create_elicitation_with_timeout(form, Some(timeout))
+            .await
+        {
+            Ok(answer) => approvals::judge(&answer),
+            Err(rmcp::ServiceError::Timeout { .. }) => Answer::Refuse("timeout"),
+            Err(err) => {
+                tracing::warn!(error = %err, "the approval question failed");
+                Answer::Refuse("no_answer")
+            }
+        }
+    }
+}
+
 impl ServerHandler for PortcullisServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
@@ -226,7 +313,7 @@ impl ServerHandler for PortcullisServer {
             .keeper
             .discoverable(&request_id(&context))
             .await
-            .map_err(audit_unavailable)?
+            .map_err(|_| errors::listing_unrecorded())?
             .into_iter()
             .map(Self::mcp_tool)
             .collect();
@@ -239,150 +326,47 @@ impl ServerHandler for PortcullisServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let id = request_id(&context);
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let (name, arguments) = match request.name.as_ref() {
-            TOOLS_LIST => {
-                self.no_arguments
-                    .check(&arguments)
-                    .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-                return Ok(CallToolResult::structured(
-                    self.tools_list(&request_id(&context)).await?,
-                )
-                .into());
-            }
-            GATE => {
-                self.gate_arguments
-                    .check(&arguments)
-                    .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-                let command = arguments["command"].as_str().unwrap_or_default();
-                let cwd = arguments.get("cwd").and_then(Value::as_str);
-                return match self.keeper.gate(&request_id(&context), command, cwd).await {
-                    Ok(answer) => Ok(CallToolResult::structured(answer.to_json()).into()),
-                    Err(GateFailure::Input(err)) => {
-                        Err(ErrorData::invalid_params(err.to_string(), None))
-                    }
-                    Err(GateFailure::AuditUnavailable) => Ok(errors::audit_unavailable()),
-                };
-            }
-            TOOL_CALL => {
-                self.tool_call_arguments
-                    .check(&arguments)
-                    .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-                let name = arguments["name"].as_str().unwrap_or_default().to_owned();
-                let inner = arguments
-                    .get("arguments")
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                (name, inner)
-            }
+            TOOLS_LIST => return self.tools_list_call(&id, &arguments).await,
+            GATE => return self.gate_call(&id, &arguments).await,
+            TOOL_CALL => self.unwrapped(&arguments)?,
             other => (other.to_owned(), arguments),
         };
-
-        let id = request_id(&context);
-        let modern = context
-            .protocol_version()
-            .is_some_and(|v| !v.has_initialize());
+        let era = match context.protocol_version() {
+            Some(version) if !version.has_initialize() => Era::Modern,
+            _ => Era::Legacy,
+        };
         let askable = context
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some());
-        let mut approval = if askable {
-            Approval::Askable
-        } else {
-            Approval::Unavailable
+        let retried =
+            (request.request_state.is_some() || request.input_responses.is_some()).then(|| {
+                let answer = approvals::retried_answer(request.input_responses.as_ref());
+                (request.request_state.as_deref(), answer)
+            });
+        let adapter = McpCall {
+            server: self,
+            context: &context,
+            id: &id,
+            name: &name,
+            arguments: &arguments,
         };
-        if modern && (request.request_state.is_some() || request.input_responses.is_some()) {
-            let retry = self
-                .approvals
-                .check_retry(
-                    &self.keeper,
-                    &id,
-                    &name,
-                    &arguments,
-                    request.request_state.as_deref(),
-                    request.input_responses.as_ref(),
-                )
-                .await;
-            match retry {
-                Retry::Granted => approval = Approval::Granted,
-                Retry::Declined(why) => return Ok(errors::approval_declined(why, &[])),
-                Retry::AskAgain => {}
-            }
-        }
-
-        let outcome = self
-            .run_call(&context, &id, &name, arguments.clone(), approval)
-            .await;
-        let CallOutcome::NeedsApproval {
-            decision,
-            digest,
-            question,
-        } = outcome
-        else {
-            return errors::to_response(outcome)
-                .unwrap_or_else(|| Err(ErrorData::internal_error("cancelled", None)));
+        let request = Request {
+            request_id: &id,
+            name: &name,
+            arguments: &arguments,
+            era,
+            askable,
+            retried,
         };
-        let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
-        let Some(form) = approvals::question(&question) else {
-            return Err(ErrorData::internal_error(
-                "the approval question could not be built",
-                None,
-            ));
-        };
-        if modern {
-            let state = self
-                .approvals
-                .seal
-                .seal(&self.keeper.client().fingerprint, &digest)
-                .map_err(|err| ErrorData::internal_error(err.to_string(), None))?;
-            self.keeper
-                .record_approval(
-                    &id,
-                    "asked",
-                    &digest,
-                    json!({"policies": asking, "era": "2026-07-28"}),
-                )
-                .await;
-            let requests = approvals::input_requests(&question).ok_or_else(|| {
-                ErrorData::internal_error("the approval question could not be built", None)
-            })?;
-            return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
-        }
-        self.keeper
-            .record_approval(
-                &id,
-                "asked",
-                &digest,
-                json!({"policies": asking, "era": "legacy"}),
-            )
-            .await;
-        let answer = context
-            .peer
-            .create_elicitation_with_timeout(form, Some(self.approvals.timeout))
-            .await;
-        let verdict = match &answer {
-            Ok(answer) => approvals::judge(answer),
-            Err(rmcp::ServiceError::Timeout { .. }) => Err("timeout"),
-            Err(err) => {
-                tracing::warn!(error = %err, "the approval question failed");
-                Err("no_answer")
-            }
-        };
-        self.keeper
-            .record_approval(
-                &id,
-                "answered",
-                &digest,
-                json!({"answer": verdict.err().unwrap_or("approve")}),
-            )
-            .await;
-        if let Err(why) = verdict {
-            return Ok(errors::approval_declined(why, &asking));
-        }
-        let outcome = self
-            .run_call(&context, &id, &name, arguments, Approval::Granted)
-            .await;
-        errors::to_response(outcome)
-            .unwrap_or_else(|| Err(ErrorData::internal_error("cancelled", None)))
+        let reply = self
+            .approvals
+            .call(&self.keeper, &adapter, request)
+            .await
+            .map_err(|_| errors::internal("the approval state could not be sealed"))?;
+        errors::reply(reply)
     }
 
     async fn list_resources(
@@ -404,9 +388,7 @@ impl ServerHandler for PortcullisServer {
             .resources
             .iter()
             .find(|r| r.uri == request.uri)
-            .ok_or_else(|| {
-                ErrorData::resource_not_found(format!("no resource {}", request.uri), None)
-            })?;
+            .ok_or_else(|| errors::resource_not_found(&request.uri))?;
         Ok(ReadResourceResult::new(vec![resource.contents()]).into())
     }
 }

@@ -19,53 +19,160 @@ pub enum ToolAction {
     Call,
 }
 
+/// Who asks, and against which entities.
+#[derive(Debug, Clone, Copy)]
+pub enum Asker<'a> {
+    /// A live client, by name, against the engine's own entities. Cedar
+    /// does not check that a principal exists (a missing one makes
+    /// attribute-reading forbids error, and Cedar skips erroring policies),
+    /// so an unknown name is denied before Cedar is asked.
+    Client(&'a str),
+    /// A recorded principal with the entities its record names (replay).
+    Recorded {
+        entities: &'a Entities,
+        principal: &'a EntityUid,
+    },
+}
+
+/// A tool, by registry id (checked to exist) or by recorded entity.
+#[derive(Debug, Clone, Copy)]
+pub enum ToolRef<'a> {
+    Id(&'a ToolId),
+    Entity(&'a EntityUid),
+}
+
+/// What is asked about.
+#[derive(Debug, Clone, Copy)]
+pub enum Asked<'a> {
+    Tool {
+        action: ToolAction,
+        tool: ToolRef<'a>,
+        facts: &'a ToolFacts,
+    },
+    /// A shell command for the command gate (action `run_command`).
+    Command {
+        facts: &'a CommandFacts,
+        transport: Transport,
+    },
+}
+
 /// One question for the decision point.
 #[derive(Debug, Clone, Copy)]
-pub struct ToolQuery<'a> {
-    pub client: &'a str,
-    pub action: ToolAction,
-    pub tool: &'a ToolId,
-    pub facts: &'a ToolFacts,
+pub struct Query<'a> {
+    pub asker: Asker<'a>,
+    pub asked: Asked<'a>,
+    /// A human approved through `approval_channel`: decide in one pass as
+    /// approved, instead of the two passes that tell allow from ask.
+    pub approved: bool,
     /// The channel a human approval would come through if one is needed;
     /// policies may refuse approvals from some channels.
     pub approval_channel: &'a str,
+}
+
+impl<'a> Query<'a> {
+    /// A live client's tool request, not (yet) approved.
+    pub fn tool(
+        client: &'a str,
+        action: ToolAction,
+        tool: &'a ToolId,
+        facts: &'a ToolFacts,
+        approval_channel: &'a str,
+    ) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Tool {
+                action,
+                tool: ToolRef::Id(tool),
+                facts,
+            },
+            approved: false,
+            approval_channel,
+        }
+    }
+
+    /// A live client's shell command, not (yet) approved.
+    pub fn command(
+        client: &'a str,
+        facts: &'a CommandFacts,
+        transport: Transport,
+        approval_channel: &'a str,
+    ) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Command { facts, transport },
+            approved: false,
+            approval_channel,
+        }
+    }
+
+    /// The same question, with a human's approval through its channel.
+    pub fn approved(self) -> Self {
+        Self {
+            approved: true,
+            ..self
+        }
+    }
 }
 
 /// The `approval_channel` of the first pass, where nobody has approved.
 pub const NO_APPROVAL: &str = "none";
 
 impl Engine {
-    /// Decides a tool request in up to two passes (design.md, "Decisions"):
-    /// as if nobody approved (allow?), then as if a human approved through
-    /// `approval_channel` (ask?), else deny. Any error in any pass is a deny:
-    /// Cedar skips a policy that errors, even a forbid.
-    pub fn decide(&self, query: &ToolQuery<'_>) -> Decision {
-        let (principal, resource) = match self.known(query) {
-            Ok(known) => known,
-            Err(denied) => return denied,
+    /// The decision point: every decision portcullis makes, live or in
+    /// replay, comes from here. Unapproved, it decides in up to two passes
+    /// (design.md, "Decisions"): as if nobody approved (allow?), then as if
+    /// a human approved through `approval_channel` (ask?), else deny.
+    /// Approved, one pass with `approved = true`: allow only if Cedar allows
+    /// with no errors (a policy may still refuse the channel). Any error in
+    /// any pass is a deny: Cedar skips a policy that errors, even a forbid.
+    pub fn decide(&self, query: &Query<'_>) -> Decision {
+        let (entities, principal) = match query.asker {
+            Asker::Client(name) => match self.clients.get(name) {
+                Some(principal) => (&self.entities, principal),
+                None => return self.denied(Cause::UnknownClient),
+            },
+            Asker::Recorded {
+                entities,
+                principal,
+            } => (entities, principal),
         };
-        self.decide_in(
-            &self.entities,
+        let (action, resource, facts) = match query.asked {
+            Asked::Tool {
+                action,
+                tool,
+                facts,
+            } => {
+                let resource = match tool {
+                    ToolRef::Entity(uid) => uid,
+                    ToolRef::Id(id) => match self.tools.get(id) {
+                        Some(uid) => uid,
+                        None => return self.denied(Cause::UnknownTool),
+                    },
+                };
+                (self.tool_action(action), resource, Facts::Tool(facts))
+            }
+            Asked::Command { facts, transport } => (
+                &self.actions.run_command,
+                &self.shell,
+                Facts::Command(facts, transport),
+            ),
+        };
+        let request = Pass {
+            entities,
             principal,
-            query.action,
+            action,
             resource,
-            query.facts,
-            query.approval_channel,
-        )
+            facts,
+        };
+        if query.approved {
+            self.approved_pass(&request, query.approval_channel)
+        } else {
+            self.two_pass(&request, query.approval_channel)
+        }
     }
 
-    /// The client and tool of a query. Cedar does not check that the
-    /// principal and resource exist; a missing one makes attribute-reading
-    /// forbids error, and Cedar skips erroring policies. So existence is
-    /// checked here, first, and a stranger is denied.
-    fn known(&self, query: &ToolQuery<'_>) -> Result<(&EntityUid, &EntityUid), Decision> {
-        let Some(principal) = self.clients.get(query.client) else {
-            return Err(self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new()));
-        };
-        let Some(resource) = self.tools.get(query.tool) else {
-            return Err(self.decision(Outcome::Deny, Cause::UnknownTool, Vec::new(), Vec::new()));
-        };
-        Ok((principal, resource))
+    fn denied(&self, cause: Cause) -> Decision {
+        self.decision(Outcome::Deny, cause, Vec::new(), Vec::new())
     }
 
     fn tool_action(&self, action: ToolAction) -> &EntityUid {
@@ -75,85 +182,8 @@ impl Engine {
         }
     }
 
-    /// The two passes, on given entities. `decide` checks that the
-    /// principal and resource exist first; replay passes the entities a
-    /// record names, which hold both.
-    pub fn decide_in(
-        &self,
-        entities: &Entities,
-        principal: &EntityUid,
-        action: ToolAction,
-        resource: &EntityUid,
-        facts: &ToolFacts,
-        approval_channel: &str,
-    ) -> Decision {
-        let action = self.tool_action(action);
-        self.two_pass(
-            entities,
-            principal,
-            action,
-            resource,
-            Facts::Tool(facts),
-            approval_channel,
-        )
-    }
-
-    /// Decides a shell command for the command gate (action `run_command`).
-    pub fn decide_command(
-        &self,
-        client: &str,
-        facts: &CommandFacts,
-        transport: Transport,
-        approval_channel: &str,
-    ) -> Decision {
-        let Some(principal) = self.clients.get(client) else {
-            return self.decision(Outcome::Deny, Cause::UnknownClient, Vec::new(), Vec::new());
-        };
-        self.decide_command_in(
-            &self.entities,
-            principal,
-            facts,
-            transport,
-            approval_channel,
-        )
-    }
-
-    /// `decide_command` on given entities (replay).
-    pub fn decide_command_in(
-        &self,
-        entities: &Entities,
-        principal: &EntityUid,
-        facts: &CommandFacts,
-        transport: Transport,
-        approval_channel: &str,
-    ) -> Decision {
-        self.two_pass(
-            entities,
-            principal,
-            &self.actions.run_command,
-            &self.shell,
-            Facts::Command(facts, transport),
-            approval_channel,
-        )
-    }
-
-    fn two_pass(
-        &self,
-        entities: &Entities,
-        principal: &EntityUid,
-        action: &EntityUid,
-        resource: &EntityUid,
-        facts: Facts<'_>,
-        approval_channel: &str,
-    ) -> Decision {
-        let request = Pass {
-            entities,
-            principal,
-            action,
-            resource,
-            facts,
-        };
-        let unapproved = match self.pass(&request, false, NO_APPROVAL) {
+    fn two_pass(&self, request: &Pass<'_>, approval_channel: &str) -> Decision {
+        let unapproved = match self.pass(request, false, NO_APPROVAL) {
             Ok(response) => response,
             Err(denied) => return denied,
         };
@@ -162,7 +192,7 @@ impl Engine {
             return self.decision(Outcome::Allow, Cause::Permitted, policies, Vec::new());
         }
 
-        let approved = match self.pass(&request, true, approval_channel) {
+        let approved = match self.pass(request, true, approval_channel) {
             Ok(response) => response,
             Err(denied) => return denied,
         };
@@ -183,43 +213,8 @@ impl Engine {
         self.decision(Outcome::Deny, cause, policies, Vec::new())
     }
 
-    /// Decides a call a human has approved through `approval_channel`: one
-    /// pass with `approved = true`. Allow only if Cedar allows with no
-    /// errors; a policy may still refuse the channel.
-    pub fn decide_approved(&self, query: &ToolQuery<'_>) -> Decision {
-        let (principal, resource) = match self.known(query) {
-            Ok(known) => known,
-            Err(denied) => return denied,
-        };
-        self.decide_approved_in(
-            &self.entities,
-            principal,
-            query.action,
-            resource,
-            query.facts,
-            query.approval_channel,
-        )
-    }
-
-    /// `decide_approved` on given entities (replay).
-    pub fn decide_approved_in(
-        &self,
-        entities: &Entities,
-        principal: &EntityUid,
-        action: ToolAction,
-        resource: &EntityUid,
-        facts: &ToolFacts,
-        approval_channel: &str,
-    ) -> Decision {
-        let action = self.tool_action(action);
-        let request = Pass {
-            entities,
-            principal,
-            action,
-            resource,
-            facts: Facts::Tool(facts),
-        };
-        let response = match self.pass(&request, true, approval_channel) {
+    fn approved_pass(&self, request: &Pass<'_>, approval_channel: &str) -> Decision {
+        let response = match self.pass(request, true, approval_channel) {
             Ok(response) => response,
             Err(denied) => return denied,
         };

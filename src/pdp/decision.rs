@@ -35,7 +35,7 @@ impl fmt::Display for Outcome {
 
 /// Why the outcome is what it is, as a stable code for machines (MCP
 /// `reason_code`, audit filters, replay reports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// Allowed by the permits listed.
@@ -50,12 +50,22 @@ pub enum Cause {
     NotPermitted,
     /// The client is not one portcullis knows.
     UnknownClient,
-    /// The tool is not one portcullis knows.
+    /// The tool is not one portcullis knows (or this client may not see
+    /// it: the same cause, so a refusal cannot tell the two apart).
     UnknownTool,
+    /// The arguments failed the tool's input schema, or a path in them is
+    /// not one portcullis accepts: refused before Cedar was asked.
+    InvalidArguments,
     /// A policy failed to evaluate, or the request did not build against the
     /// schema: denied, because Cedar skips an erroring policy even when it
     /// is a forbid.
     PolicyError,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Cause {
@@ -68,6 +78,7 @@ impl Cause {
             Cause::NotPermitted => "not_permitted",
             Cause::UnknownClient => "unknown_client",
             Cause::UnknownTool => "unknown_tool",
+            Cause::InvalidArguments => "invalid_arguments",
             Cause::PolicyError => "policy_error",
         }
     }
@@ -123,6 +134,7 @@ impl Decision {
             }
             Cause::UnknownClient => "the client is not known".to_owned(),
             Cause::UnknownTool => "the tool is not known".to_owned(),
+            Cause::InvalidArguments => "the arguments are not valid for this tool".to_owned(),
             Cause::PolicyError => "the policy engine failed, so the call is denied".to_owned(),
             Cause::Permitted | Cause::Approved | Cause::ApprovalRequired | Cause::Forbidden => {
                 String::new()

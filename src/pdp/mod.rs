@@ -15,7 +15,7 @@ mod problem;
 mod proof;
 
 pub use bundle::{BUILTIN_COPY, BundleError, Framing, PolicyBundle, SourceFile, name_problem};
-pub use decide::{NO_APPROVAL, ToolAction, ToolQuery};
+pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
 pub use entities::{ClientRecord, entity_uid};

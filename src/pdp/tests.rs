@@ -62,13 +62,13 @@ fn decide(
     facts: &ToolFacts,
 ) -> Decision {
     let (server, name) = tool.split_once('/').unwrap();
-    engine.decide(&ToolQuery {
+    engine.decide(&Query::tool(
         client,
         action,
-        tool: &ToolId::new(server, name),
+        &ToolId::new(server, name),
         facts,
-        approval_channel: "client_elicitation",
-    })
+        "client_elicitation",
+    ))
 }
 
 fn ids(decision: &Decision) -> Vec<&str> {

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::run::{Invocation, ToolFailure};
 use super::spec::{Effect, PathArgument, PathRole, ToolId, ToolSpec};
+use crate::keeper::Authorized;
 
 /// The server id of the tools portcullis implements itself.
 pub const BUILTIN_SERVER: &str = "builtin";
@@ -58,8 +59,13 @@ impl Builtin {
         }
     }
 
-    /// Runs the tool. Blocking: call it off the async runtime.
-    pub fn run(self, call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> {
+    /// Runs the tool. Blocking: call it off the async runtime. Only the
+    /// keeper holds an [`Authorized`], made once an allow is recorded.
+    pub fn run(
+        self,
+        call: &mut Invocation<'_>,
+        _authorized: &Authorized,
+    ) -> Result<serde_json::Value, ToolFailure> {
         match self {
             Builtin::ReadFile => read_file::run(call),
             Builtin::ListDir => list_dir::run(call),
@@ -150,7 +156,7 @@ pub(crate) mod test_support {
             may_read: &|_, _| true,
             deadline: None,
         };
-        let result = tool.run(&mut call);
+        let result = tool.run(&mut call, &crate::keeper::Authorized::for_tests());
         (result, seen)
     }
 }

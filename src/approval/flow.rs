@@ -1,0 +1,214 @@
+//! Asking a human, whatever the protocol era: the orchestration an adapter
+//! calls, so that the adapter only translates.
+//!
+//! - Legacy sessions: the question goes to the user on the same call
+//!   ([`Asking::ask`], an elicitation with a timeout) and the answer comes
+//!   back there.
+//! - 2026-07-28 requests: the call ends with the question and a sealed state
+//!   ([`Reply::InputRequired`]); the client retries with the answer and the
+//!   state, which must open for this client and this very call.
+//!
+//! Either way only an explicit approval makes a [`Grant`], and the call runs
+//! only through the keeper again, decided with `approved = true`. Every
+//! question, answer and refused state is audited.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::grant::Grant;
+use super::seal::ApprovalSeal;
+use crate::keeper::{Approval, CallOutcome, Keeper};
+
+/// What the user answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Approve,
+    /// Declined, cancelled, not ticked, timed out, no answer: the name of
+    /// the refusal, as recorded.
+    Refuse(&'static str),
+}
+
+impl Answer {
+    fn recorded(self) -> &'static str {
+        match self {
+            Answer::Approve => "approve",
+            Answer::Refuse(why) => why,
+        }
+    }
+}
+
+/// What the flow needs of the adapter.
+pub trait Asking {
+    /// Runs the call through the keeper with this approval state.
+    fn run(&self, approval: Approval) -> impl Future<Output = CallOutcome> + Send;
+    /// Puts the question to the user on this same call and waits at most
+    /// `timeout` for the answer.
+    fn ask(&self, question: &str, timeout: Duration) -> impl Future<Output = Answer> + Send;
+}
+
+/// How the client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` sessions: questions go out as server-to-client requests.
+    Legacy,
+    /// 2026-07-28 requests: questions go back in the result.
+    Modern,
+}
+
+/// A call as the adapter received it.
+pub struct Request<'a> {
+    pub request_id: &'a str,
+    pub name: &'a str,
+    pub arguments: &'a Value,
+    pub era: Era,
+    /// The client declared it can put a question to its user.
+    pub askable: bool,
+    /// A retried 2026-07-28 call: the state it carried, and the answer
+    /// (`None` when it carried none).
+    pub retried: Option<(Option<&'a str>, Option<Answer>)>,
+}
+
+/// What the adapter answers.
+#[derive(Debug)]
+pub enum Reply {
+    /// The call ended (ran, failed, was refused or cancelled).
+    Done(CallOutcome),
+    /// The user did not approve; the policies that asked.
+    Declined {
+        why: &'static str,
+        policies: Vec<String>,
+    },
+    /// Ask this question in the result; the client retries with the
+    /// answer and this sealed state.
+    InputRequired { question: String, state: String },
+}
+
+/// The approval state could not be sealed (no randomness).
+#[derive(Debug, thiserror::Error)]
+#[error("the approval state could not be sealed")]
+pub struct SealUnavailable;
+
+/// Approval settings and the seal of one server process.
+pub struct Approvals {
+    pub seal: ApprovalSeal,
+    /// How long a legacy question waits for the user.
+    pub timeout: Duration,
+}
+
+/// What a retried call carried.
+enum Retry {
+    Granted(Grant),
+    Declined(&'static str),
+    /// No usable answer (a refused state, a missing response): ask again.
+    AskAgain,
+}
+
+impl Approvals {
+    /// Runs one call to its end, asking a human when the decision is ask
+    /// and the client can put the question.
+    pub async fn call(
+        &self,
+        keeper: &Keeper,
+        adapter: &impl Asking,
+        request: Request<'_>,
+    ) -> Result<Reply, SealUnavailable> {
+        let mut approval = if request.askable {
+            Approval::Askable
+        } else {
+            Approval::Unavailable
+        };
+        if let (Era::Modern, Some((state, answer))) = (request.era, request.retried) {
+            match self.check_retry(keeper, &request, state, answer).await {
+                Retry::Granted(grant) => approval = Approval::Granted(grant),
+                Retry::Declined(why) => {
+                    return Ok(Reply::Declined {
+                        why,
+                        policies: Vec::new(),
+                    });
+                }
+                Retry::AskAgain => {}
+            }
+        }
+        let outcome = adapter.run(approval).await;
+        let CallOutcome::NeedsApproval {
+            decision,
+            digest,
+            question,
+        } = outcome
+        else {
+            return Ok(Reply::Done(outcome));
+        };
+        let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
+        let id = request.request_id;
+        if request.era == Era::Modern {
+            let state = self
+                .seal
+                .seal(&keeper.client().fingerprint, &digest)
+                .map_err(|_| SealUnavailable)?;
+            let detail = json!({"policies": asking, "era": "2026-07-28"});
+            keeper.record_approval(id, "asked", &digest, detail).await;
+            return Ok(Reply::InputRequired { question, state });
+        }
+        let detail = json!({"policies": asking, "era": "legacy"});
+        keeper.record_approval(id, "asked", &digest, detail).await;
+        let answer = adapter.ask(&question, self.timeout).await;
+        let detail = json!({"answer": answer.recorded()});
+        keeper
+            .record_approval(id, "answered", &digest, detail)
+            .await;
+        match answer {
+            Answer::Refuse(why) => Ok(Reply::Declined {
+                why,
+                policies: asking,
+            }),
+            Answer::Approve => Ok(Reply::Done(
+                adapter.run(Approval::Granted(Grant::checked(digest))).await,
+            )),
+        }
+    }
+
+    /// Checks the state and answer of a retried call. Every refusal is
+    /// audited; none runs the call.
+    async fn check_retry(
+        &self,
+        keeper: &Keeper,
+        request: &Request<'_>,
+        state: Option<&str>,
+        answer: Option<Answer>,
+    ) -> Retry {
+        let id = request.request_id;
+        let Some(digest) = keeper.action_digest(request.name, request.arguments) else {
+            return Retry::AskAgain;
+        };
+        let Some(state) = state else {
+            let detail = json!({"why": "missing"});
+            keeper
+                .record_approval(id, "state_refused", &digest, detail)
+                .await;
+            return Retry::AskAgain;
+        };
+        if let Err(refused) = self.seal.open(state, &keeper.client().fingerprint, &digest) {
+            let detail = json!({"why": refused.code()});
+            keeper
+                .record_approval(id, "state_refused", &digest, detail)
+                .await;
+            return Retry::AskAgain;
+        }
+        let Some(answer) = answer else {
+            keeper
+                .record_approval(id, "answer_missing", &digest, json!({}))
+                .await;
+            return Retry::AskAgain;
+        };
+        let detail = json!({"answer": answer.recorded()});
+        keeper
+            .record_approval(id, "answered", &digest, detail)
+            .await;
+        match answer {
+            Answer::Approve => Retry::Granted(Grant::checked(digest)),
+            Answer::Refuse(why) => Retry::Declined(why),
+        }
+    }
+}

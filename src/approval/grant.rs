@@ -1,0 +1,29 @@
+//! The proof that a human approved one call.
+
+/// A human approved the call with this action digest. Made only by this
+/// module's flow, after the answer (and, for a retried call, the sealed
+/// state) were checked; the keeper decides again with `approved = true`
+/// only when it holds one for the very call it is deciding.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    digest: String,
+}
+
+impl Grant {
+    pub(super) fn checked(digest: String) -> Self {
+        Self { digest }
+    }
+
+    /// The action digest of the approved call.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// A grant for unit tests of the keeper.
+    #[cfg(test)]
+    pub(crate) fn for_tests(digest: &str) -> Self {
+        Self {
+            digest: digest.to_owned(),
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The steps of one call, in order. Each hands on what the next needs, or
+//! ends the call with its outcome (recorded where a decision was made).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::records::Trail;
+use super::{Approval, Authorized, CallOutcome, Keeper};
+use crate::facts::{ResolvedPath, ToolCallFacts, ToolFacts, is_vcs_metadata, tool_call_facts};
+use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
+use crate::tools::{
+    CancelFlag, Invocation, Progress, RegisteredTool, Runner, ToolFailure, ToolId, ToolSpec,
+};
+
+/// The id of the default policy that refuses a tool whose required
+/// capabilities the client's tier lacks. When it is among the policies that
+/// decided a denial, the refusal names the missing capabilities; when
+/// another policy decided (a hard constraint, say), it does not.
+const CAPABILITY_POLICY: &str = "tier.capability_gate";
+
+type Step<T> = Result<T, CallOutcome>;
+
+impl Keeper {
+    /// Decides a call and, if allowed and recorded, runs it. Progress goes
+    /// to `progress` while the tool runs; the sender is dropped before this
+    /// returns, so a forwarder draining it finishes before the result is sent.
+    pub async fn call(
+        self: &Arc<Self>,
+        request_id: &str,
+        name: &str,
+        arguments: Value,
+        approval: Approval,
+        progress: mpsc::UnboundedSender<Progress>,
+        cancelled: CancellationToken,
+    ) -> CallOutcome {
+        let (tool, call, authorized) = {
+            let mut trail = Trail::new(request_id, name, Some(&arguments));
+            match self
+                .decide_and_record(&mut trail, &arguments, &approval)
+                .await
+            {
+                Ok(allowed) => allowed,
+                Err(outcome) => return outcome,
+            }
+        };
+        let seq = authorized.decision_seq();
+        let (slot, waited_ms) = match self.slot(request_id, seq, &cancelled).await {
+            Ok(slot) => slot,
+            Err(outcome) => return outcome,
+        };
+        let outcome = self
+            .run(
+                &tool, arguments, call.paths, authorized, progress, &cancelled,
+            )
+            .await;
+        drop(slot);
+        self.record_end(request_id, seq, waited_ms, &outcome);
+        outcome
+    }
+
+    /// discover → validate → facts → decide → approve → record.
+    async fn decide_and_record(
+        &self,
+        trail: &mut Trail<'_>,
+        arguments: &Value,
+        approval: &Approval,
+    ) -> Step<(ToolId, ToolCallFacts, Authorized)> {
+        let tool = self.discover(trail).await?;
+        trail.action = ToolAction::Call;
+        self.validate(tool, arguments, trail).await?;
+        let call = self.facts(tool, arguments, trail).await?;
+        let decision = self.decide_call(tool, arguments, &call.facts, approval, trail);
+        let authorized = self
+            .authorize(tool, arguments, &call, decision, approval, trail)
+            .await?;
+        Ok((tool.spec.id.clone(), call, authorized))
+    }
+
+    /// May the client see the tool at all? If not, it does not exist for
+    /// this client. The discovery record goes out with the call's own, in
+    /// one batch: one durable write before the call, not two.
+    async fn discover(&self, trail: &mut Trail<'_>) -> Step<&RegisteredTool> {
+        let unknown = || CallOutcome::UnknownTool(trail.tool.to_owned());
+        let Some(tool) = self.tool_named(trail.tool) else {
+            let message = format!("Unknown tool: {}", trail.tool);
+            let outcome = unknown();
+            self.record_refusal(trail, Cause::UnknownTool, &message)
+                .await;
+            return Err(outcome);
+        };
+        trail.resource = Some(tool.spec.id.clone());
+        let no_paths = ToolFacts::without_paths(self.transport);
+        let discovery = self.decide(ToolAction::Discover, tool, &no_paths);
+        let body = self
+            .decision_body(trail, Some((&no_paths, &discovery)), None)
+            .map_err(|_| CallOutcome::AuditUnavailable)?;
+        if discovery.outcome != Outcome::Allow {
+            let outcome = unknown();
+            let _ = self.append(vec![body]).await;
+            return Err(outcome);
+        }
+        trail.pending.push(body);
+        Ok(tool)
+    }
+
+    async fn validate(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        trail: &mut Trail<'_>,
+    ) -> Step<()> {
+        if let Err(err) = tool.arguments.check(arguments) {
+            let message = err.to_string();
+            self.record_refusal(trail, Cause::InvalidArguments, &message)
+                .await;
+            return Err(CallOutcome::InvalidArguments(message));
+        }
+        Ok(())
+    }
+
+    async fn facts(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        trail: &mut Trail<'_>,
+    ) -> Step<ToolCallFacts> {
+        let classes = self.engine.path_classes();
+        match tool_call_facts(&tool.spec, arguments, &self.root, classes, self.transport) {
+            Ok(call) => Ok(call),
+            Err(err) => {
+                let message = format!("invalid arguments: {err}");
+                self.record_refusal(trail, Cause::InvalidArguments, &message)
+                    .await;
+                Err(CallOutcome::InvalidArguments(message))
+            }
+        }
+    }
+
+    /// The decision, and with a human's grant for this very call, the
+    /// decision with the approval.
+    fn decide_call(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        facts: &ToolFacts,
+        approval: &Approval,
+        trail: &mut Trail<'_>,
+    ) -> Decision {
+        let decision = self.decide(ToolAction::Call, tool, facts);
+        let Approval::Granted(grant) = approval else {
+            return decision;
+        };
+        if decision.outcome != Outcome::Ask
+            || grant.digest() != self.digest(&tool.spec.id, arguments)
+        {
+            return decision;
+        }
+        trail.approved = true;
+        let query = Query::tool(
+            &self.client.name,
+            ToolAction::Call,
+            &tool.spec.id,
+            facts,
+            super::APPROVAL_CHANNEL,
+        );
+        self.engine.decide(&query.approved())
+    }
+
+    /// Records the decision and turns it into a proof to run, or the
+    /// outcome that ends the call. Audit before effect: without a durable
+    /// record nothing runs and no question is asked.
+    async fn authorize(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        call: &ToolCallFacts,
+        decision: Decision,
+        approval: &Approval,
+        trail: &mut Trail<'_>,
+    ) -> Step<Authorized> {
+        let seq = self.record(trail, &call.facts, &decision).await;
+        match (decision.outcome, seq) {
+            (Outcome::Deny, _) if trail.approved => Err(CallOutcome::ApprovalRefused(decision)),
+            (Outcome::Deny, _) => {
+                let missing = self.missing_capabilities(&tool.spec, &decision);
+                Err(CallOutcome::Denied(decision, missing))
+            }
+            (_, Err(_)) => Err(CallOutcome::AuditUnavailable),
+            (Outcome::Ask, Ok(_)) if matches!(approval, Approval::Askable) => {
+                let digest = self.digest(&tool.spec.id, arguments);
+                let question = self.question(tool, arguments, &call.paths, &decision);
+                Err(CallOutcome::NeedsApproval {
+                    decision,
+                    digest,
+                    question,
+                })
+            }
+            (Outcome::Ask, Ok(_)) => Err(CallOutcome::ApprovalUnavailable(decision)),
+            (Outcome::Allow, Ok(seq)) => Ok(Authorized::recorded(seq)),
+        }
+    }
+
+    /// Waits for one of the client's slots; a call cancelled while it
+    /// waits never runs.
+    async fn slot(
+        &self,
+        request_id: &str,
+        decision_seq: u64,
+        cancelled: &CancellationToken,
+    ) -> Step<(OwnedSemaphorePermit, u64)> {
+        let waiting = Instant::now();
+        let slot = tokio::select! {
+            slot = Arc::clone(&self.slots).acquire_owned() => slot.ok(),
+            () = cancelled.cancelled() => None,
+        };
+        let waited_ms = u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match slot {
+            Some(slot) => Ok((slot, waited_ms)),
+            None => {
+                self.record_outcome(json!({
+                    "decision_seq": decision_seq, "session": self.session,
+                    "request_id": request_id, "status": "cancelled",
+                    "reason": "cancelled while waiting for a slot", "waited_ms": waited_ms}));
+                Err(CallOutcome::Cancelled)
+            }
+        }
+    }
+
+    /// Runs the tool off the async runtime; a cancel stops it and waits for
+    /// it to stop, so no side effect and no progress outlives the call.
+    async fn run(
+        self: &Arc<Self>,
+        tool: &ToolId,
+        arguments: Value,
+        paths: Vec<(String, ResolvedPath)>,
+        authorized: Authorized,
+        progress: mpsc::UnboundedSender<Progress>,
+        cancelled: &CancellationToken,
+    ) -> CallOutcome {
+        let cancel = CancelFlag::default();
+        let keeper = Arc::clone(self);
+        let tool = tool.clone();
+        let mut task = tokio::task::spawn_blocking({
+            let cancel = cancel.clone();
+            move || keeper.run_blocking(&tool, &arguments, &paths, &cancel, progress, &authorized)
+        });
+        tokio::select! {
+            joined = &mut task => match joined {
+                Ok(Ok(output)) => CallOutcome::Completed(output),
+                Ok(Err(ToolFailure::Cancelled)) => CallOutcome::Cancelled,
+                Ok(Err(failure)) => CallOutcome::Failed(failure),
+                Err(err) => {
+                    tracing::error!(error = %err, "tool task failed");
+                    CallOutcome::Failed(ToolFailure::Internal)
+                }
+            },
+            () = cancelled.cancelled() => {
+                cancel.cancel();
+                let _ = task.await;
+                CallOutcome::Cancelled
+            }
+        }
+    }
+
+    fn record_end(
+        &self,
+        request_id: &str,
+        decision_seq: u64,
+        waited_ms: u64,
+        outcome: &CallOutcome,
+    ) {
+        let (status, reason, failure) = match outcome {
+            CallOutcome::Completed(_) => ("executed", None, None),
+            CallOutcome::Failed(failure) => {
+                ("failed", Some(failure.to_string()), Some(failure.code()))
+            }
+            _ => ("cancelled", None, None),
+        };
+        let truncated = match outcome {
+            CallOutcome::Completed(output) => output.get("truncated").cloned(),
+            _ => None,
+        };
+        self.record_outcome(json!({
+            "decision_seq": decision_seq, "session": self.session,
+            "request_id": request_id, "status": status, "reason": reason, "failure": failure,
+            "waited_ms": waited_ms, "truncated": truncated}));
+    }
+
+    fn run_blocking(
+        &self,
+        tool_id: &ToolId,
+        arguments: &Value,
+        paths: &[(String, ResolvedPath)],
+        cancel: &CancelFlag,
+        progress: mpsc::UnboundedSender<Progress>,
+        authorized: &Authorized,
+    ) -> Result<Value, ToolFailure> {
+        let tool = self.registry.get(tool_id).ok_or(ToolFailure::Internal)?;
+        let mut report = |p: Progress| {
+            // The receiver is gone only when the call is over; nothing to tell.
+            let _ = progress.send(p);
+        };
+        let may_read = |path: &Path, hardlinked: bool| self.may_read(tool, path, hardlinked);
+        let mut invocation = Invocation {
+            root: &self.root,
+            arguments,
+            paths,
+            cancel,
+            progress: &mut report,
+            may_read: &may_read,
+            deadline: Some(Instant::now() + self.limits.walk_budget),
+        };
+        match tool.runner {
+            Runner::Builtin(builtin) => builtin.run(&mut invocation, authorized),
+        }
+    }
+
+    /// Decides a read of one file a tool found by itself (search walks a
+    /// tree by handles, never through a symlink, so the file is where it
+    /// says). `hardlinked` comes from the opened file's link count: a file
+    /// with another name may be that name's secret, or lie outside the
+    /// root, so it is judged as outside, as `resolve` judges it. These
+    /// per-file decisions gate what the already recorded call reads; they
+    /// are not recorded one by one.
+    fn may_read(&self, tool: &RegisteredTool, path: &Path, hardlinked: bool) -> bool {
+        let mut facts = ToolFacts::without_paths(self.transport);
+        facts.reads_inside_root = path.starts_with(self.root.path()) && !hardlinked;
+        if hardlinked {
+            facts
+                .path_classes
+                .insert(crate::facts::HARDLINKED.to_owned());
+        }
+        facts.touches_vcs_metadata = is_vcs_metadata(path);
+        let classes = self.engine.path_classes();
+        classes.classify_into(path, &mut facts.path_classes);
+        if let Ok(relative) = path.strip_prefix(self.root.path()) {
+            classes.classify_into(relative, &mut facts.path_classes);
+        }
+        self.decide(ToolAction::Call, tool, &facts).outcome == Outcome::Allow
+    }
+
+    /// The capabilities the tool requires that the client's tier lacks,
+    /// named only when the tier's capability policy took part in the
+    /// denial.
+    fn missing_capabilities(&self, spec: &ToolSpec, decision: &Decision) -> Vec<String> {
+        if !decision.policies.iter().any(|p| p.id == CAPABILITY_POLICY) {
+            return Vec::new();
+        }
+        let has: BTreeSet<&str> = self
+            .engine
+            .tier_capabilities(&self.client.tier)
+            .iter()
+            .map(String::as_str)
+            .collect();
+        spec.required_capabilities
+            .iter()
+            .filter(|c| !has.contains(c.as_str()))
+            .cloned()
+            .collect()
+    }
+}

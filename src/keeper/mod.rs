@@ -1,0 +1,279 @@
+//! The gate keeper: the one path from a tool request to a tool run.
+//!
+//! authenticate (done before the keeper exists) → discover → validate →
+//! facts → decide → approve → record → run → outcome, each a small step of
+//! [`Keeper::call`] that either hands on or ends the call with its
+//! [`CallOutcome`]. Every adapter that can run a tool goes through
+//! `call`; a tool's runner takes an [`Authorized`], which only the record
+//! step makes, after an allow's record is durable. Every decision, including
+//! the ones a client sees as "unknown tool", is recorded first.
+//!
+//! What it may not do: speak a protocol (adapters translate its outcomes),
+//! or evaluate Cedar other than through `Engine::decide`.
+
+mod authorized;
+mod call;
+mod command;
+mod question;
+mod reason;
+mod records;
+mod sink;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use authorized::Authorized;
+pub use reason::ReasonCode;
+pub use sink::{Appending, AuditSink};
+
+use crate::approval::{Grant, action_digest};
+use crate::audit::Kind;
+use crate::facts::{Root, ToolFacts, Transport};
+use crate::gate::GateError;
+use crate::pdp::{Decision, Engine, Outcome, Query, ToolAction};
+use crate::tools::{BUILTIN_SERVER, RegisteredTool, Registry, ToolFailure, ToolId, ToolSpec};
+
+/// The authenticated client a keeper serves.
+#[derive(Debug, Clone)]
+pub struct ClientIdentity {
+    pub name: String,
+    pub tier: String,
+    pub fingerprint: String,
+}
+
+/// The channel a human approval comes through for this keeper's clients.
+pub const APPROVAL_CHANNEL: &str = "client_elicitation";
+
+/// Whether a human can be asked about this call, or already said yes.
+#[derive(Debug, Clone)]
+pub enum Approval {
+    /// Nobody can be asked (the client declared no elicitation): an ask
+    /// ends as `approval_unavailable`.
+    Unavailable,
+    /// The client can put a question to its user: an ask ends as
+    /// `NeedsApproval`, for the approval flow to ask.
+    Askable,
+    /// A human approved a call; only `approval/` makes the grant, and it
+    /// counts only for the call whose digest it holds.
+    Granted(Grant),
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub enum CallOutcome {
+    /// No such tool, or the caller may not discover it: the same answer
+    /// either way, so a client cannot probe for tools it may not see.
+    UnknownTool(String),
+    /// The arguments do not fit the tool's input schema, or a path in them
+    /// cannot be accepted.
+    InvalidArguments(String),
+    /// Denied: by a policy, a missing capability (named when the tier's
+    /// capability policy is among the deciding ones), or a policy error.
+    Denied(Decision, Vec<String>),
+    /// Allowed only with a human approval, and no human can be asked.
+    ApprovalUnavailable(Decision),
+    /// Allowed only with a human approval; ask this question, bound to
+    /// this action digest.
+    NeedsApproval {
+        decision: Decision,
+        digest: String,
+        question: String,
+    },
+    /// A human approved, and the decision with the approval still denies
+    /// (a policy refuses the channel, say).
+    ApprovalRefused(Decision),
+    /// Its decision record could not be made durable, so the tool did not
+    /// run and no question was asked.
+    AuditUnavailable,
+    /// The tool ran.
+    Completed(Value),
+    /// The tool ran and failed.
+    Failed(ToolFailure),
+    /// The caller cancelled; nothing is sent back.
+    Cancelled,
+}
+
+/// Why the gate gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GateFailure {
+    #[error(transparent)]
+    Input(#[from] GateError),
+    #[error("the audit log is unavailable")]
+    AuditUnavailable,
+}
+
+/// The audit log could not be written: nothing that needs a record happens.
+#[derive(Debug, thiserror::Error)]
+#[error("the audit log is unavailable")]
+pub struct AuditUnavailable;
+
+/// How much work one client may make portcullis do.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Calls of this client that run at once; the rest wait (and can be
+    /// cancelled while they wait).
+    pub max_concurrent: usize,
+    /// How long a tool that walks (search, list_dir) may run before it
+    /// returns what it has, marked truncated.
+    pub walk_budget: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 8,
+            walk_budget: Duration::from_secs(30),
+        }
+    }
+}
+
+pub struct Keeper {
+    engine: Engine,
+    registry: Registry,
+    root: Root,
+    client: ClientIdentity,
+    transport: Transport,
+    audit: Arc<dyn AuditSink>,
+    session: String,
+    limits: Limits,
+    /// One permit per call that may run at once for this client.
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// Where a keeper serves: the policies, the tools, the root.
+pub struct Setting {
+    pub engine: Engine,
+    pub registry: Registry,
+    pub root: Root,
+}
+
+impl Keeper {
+    pub fn new(
+        setting: Setting,
+        client: ClientIdentity,
+        transport: Transport,
+        audit: Arc<dyn AuditSink>,
+        session: String,
+    ) -> Self {
+        Self {
+            engine: setting.engine,
+            registry: setting.registry,
+            root: setting.root,
+            client,
+            transport,
+            audit,
+            session,
+            limits: Limits::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                Limits::default().max_concurrent,
+            )),
+        }
+    }
+
+    /// The same keeper, held to `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.slots = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent.max(1)));
+        self.limits = limits;
+        self
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn client(&self) -> &ClientIdentity {
+        &self.client
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The name a client calls a tool by: its bare name for built-in tools,
+    /// `server__name` for others.
+    pub fn mcp_name(spec: &ToolSpec) -> String {
+        if spec.id.server() == BUILTIN_SERVER {
+            spec.id.name().to_owned()
+        } else {
+            format!("{}__{}", spec.id.server(), spec.id.name())
+        }
+    }
+
+    fn tool_named(&self, name: &str) -> Option<&RegisteredTool> {
+        self.registry
+            .iter()
+            .find(|tool| Self::mcp_name(&tool.spec) == name)
+    }
+
+    fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
+        self.engine.decide(&Query::tool(
+            &self.client.name,
+            action,
+            &tool.spec.id,
+            facts,
+            APPROVAL_CHANNEL,
+        ))
+    }
+
+    /// The tools this client may see, in a stable order. Each discovery
+    /// decision is recorded before the listing is returned.
+    pub async fn discoverable(
+        &self,
+        request_id: &str,
+    ) -> Result<Vec<&RegisteredTool>, AuditUnavailable> {
+        let facts = ToolFacts::without_paths(self.transport);
+        let mut visible = Vec::new();
+        let mut bodies = Vec::new();
+        for tool in self.registry.iter() {
+            let decision = self.decide(ToolAction::Discover, tool, &facts);
+            let name = Self::mcp_name(&tool.spec);
+            let mut trail = records::Trail::new(request_id, &name, None);
+            trail.resource = Some(tool.spec.id.clone());
+            bodies.push(self.decision_body(&trail, Some((&facts, &decision)), None)?);
+            if decision.outcome == Outcome::Allow {
+                visible.push(tool);
+            }
+        }
+        self.append(bodies).await?;
+        Ok(visible)
+    }
+
+    fn digest(&self, tool: &ToolId, arguments: &Value) -> String {
+        action_digest(&tool.to_string(), arguments, &self.engine.identity().hash)
+    }
+
+    /// The action digest of a call by tool name, for checking that an
+    /// approval is for this very call; `None` for an unknown tool.
+    pub fn action_digest(&self, name: &str, arguments: &Value) -> Option<String> {
+        let tool = self.tool_named(name)?;
+        Some(self.digest(&tool.spec.id, arguments))
+    }
+
+    /// Records an approval event (a question asked, an answer, a refused
+    /// state), linked to its decision by digest and request.
+    pub async fn record_approval(
+        &self,
+        request_id: &str,
+        event: &str,
+        digest: &str,
+        detail: Value,
+    ) {
+        let body = json!({
+            "event": event,
+            "session": self.session,
+            "request_id": request_id,
+            "client": self.client.name,
+            "channel": APPROVAL_CHANNEL,
+            "digest": digest,
+            "detail": detail,
+        });
+        if let Err(err) = self.audit.append_many(vec![(Kind::Approval, body)]).await {
+            tracing::error!(error = %err, "an approval record could not be written");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

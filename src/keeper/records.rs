@@ -1,0 +1,158 @@
+//! The keeper's decision records: what each one says, and writing them.
+
+use serde_json::Value;
+
+use super::{AuditUnavailable, Keeper};
+use crate::audit::{ClientRef, DecisionRecord, Kind, RecordedAction, RecordedPolicy, sha256_hex};
+use crate::facts::ToolFacts;
+use crate::pdp::{Cause, Decision, Outcome, ToolAction};
+use crate::tools::ToolId;
+
+/// What a call's decision records say beyond the decision itself, filled
+/// in as the call goes through the pipeline; the records not yet written
+/// go out with the next one, in one batch.
+pub(super) struct Trail<'a> {
+    pub request_id: &'a str,
+    pub action: ToolAction,
+    pub tool: &'a str,
+    pub resource: Option<ToolId>,
+    pub arguments: Option<&'a Value>,
+    pub approved: bool,
+    pub pending: Vec<Value>,
+}
+
+impl<'a> Trail<'a> {
+    pub fn new(request_id: &'a str, tool: &'a str, arguments: Option<&'a Value>) -> Self {
+        Self {
+            request_id,
+            action: ToolAction::Discover,
+            tool,
+            resource: None,
+            arguments,
+            approved: false,
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl Keeper {
+    pub(super) fn client_ref(&self) -> ClientRef {
+        ClientRef {
+            name: self.client.name.clone(),
+            fingerprint: self.client.fingerprint.clone(),
+            tier: self.client.tier.clone(),
+        }
+    }
+
+    /// Appends decision records as one durable batch; their seqs.
+    pub(super) async fn append(&self, bodies: Vec<Value>) -> Result<Vec<u64>, AuditUnavailable> {
+        let records = bodies.into_iter().map(|b| (Kind::Decision, b)).collect();
+        self.audit.append_many(records).await.map_err(|err| {
+            tracing::error!(error = %err, "a decision record could not be written");
+            AuditUnavailable
+        })
+    }
+
+    /// Writes the trail's pending records and this decision's, in one
+    /// batch; this one's seq when all are durable.
+    pub(super) async fn record(
+        &self,
+        trail: &mut Trail<'_>,
+        facts: &ToolFacts,
+        decision: &Decision,
+    ) -> Result<u64, AuditUnavailable> {
+        let body = self.decision_body(trail, Some((facts, decision)), None)?;
+        self.flush(trail, body).await
+    }
+
+    /// Records a refusal made before Cedar was asked (unknown tool, bad
+    /// arguments). The client is refused whether or not this lands.
+    pub(super) async fn record_refusal(&self, trail: &mut Trail<'_>, cause: Cause, message: &str) {
+        if let Ok(body) = self.decision_body(trail, None, Some((cause, message))) {
+            let _ = self.flush(trail, body).await;
+        }
+    }
+
+    async fn flush(&self, trail: &mut Trail<'_>, body: Value) -> Result<u64, AuditUnavailable> {
+        let mut bodies: Vec<Value> = trail.pending.drain(..).collect();
+        bodies.push(body);
+        let seqs = self.append(bodies).await?;
+        seqs.last().copied().ok_or(AuditUnavailable)
+    }
+
+    /// The body of a decision record. A record that cannot be encoded is
+    /// an audit failure: nothing it would allow may run.
+    pub(super) fn decision_body(
+        &self,
+        trail: &Trail<'_>,
+        decided: Option<(&ToolFacts, &Decision)>,
+        refusal: Option<(Cause, &str)>,
+    ) -> Result<Value, AuditUnavailable> {
+        let (outcome, cause, policies, errors) = match decided {
+            Some((_, d)) => (d.outcome, d.cause, recorded_policies(d), d.errors.clone()),
+            None => (
+                Outcome::Deny,
+                refusal.map_or(Cause::InvalidArguments, |r| r.0),
+                Vec::new(),
+                Vec::new(),
+            ),
+        };
+        let entities = trail
+            .resource
+            .as_ref()
+            .map(|id| {
+                self.engine
+                    .entities_for(&self.client.name, &self.client.tier, id)
+            })
+            .unwrap_or_default();
+        let record = DecisionRecord {
+            session: self.session.clone(),
+            request_id: trail.request_id.to_owned(),
+            transport: self.transport,
+            client: self.client_ref(),
+            action: match trail.action {
+                ToolAction::Discover => RecordedAction::DiscoverTool,
+                ToolAction::Call => RecordedAction::CallTool,
+            },
+            tool: trail.tool.to_owned(),
+            resource: trail.resource.as_ref().map(ToString::to_string),
+            arguments_sha256: trail.arguments.map(sha256_hex),
+            facts: decided.map(|(facts, _)| facts.clone()),
+            approved: trail.approved,
+            command: None,
+            approval_channel: super::APPROVAL_CHANNEL.to_owned(),
+            entities,
+            policy_set: (**self.engine.identity()).clone(),
+            decision: outcome,
+            cause,
+            policies,
+            errors,
+            message: refusal.map(|r| r.1.to_owned()),
+        };
+        serde_json::to_value(record).map_err(|err| {
+            tracing::error!(error = %err, "a decision record could not be encoded");
+            AuditUnavailable
+        })
+    }
+
+    /// Records how an allowed call ended. The effect has happened, so the
+    /// answer does not wait for this record; the writer keeps order, so it
+    /// lands before any later one.
+    pub(super) fn record_outcome(&self, body: Value) {
+        if let Err(err) = self.audit.submit(Kind::Outcome, body) {
+            tracing::error!(error = %err, "an outcome record could not be written");
+        }
+    }
+}
+
+/// The determining policies of a decision, as a record keeps them.
+pub(super) fn recorded_policies(decision: &Decision) -> Vec<RecordedPolicy> {
+    decision
+        .policies
+        .iter()
+        .map(|p| RecordedPolicy {
+            id: p.id.clone(),
+            reason: p.reason.to_string(),
+        })
+        .collect()
+}

@@ -1,0 +1,242 @@
+//! The keeper's pipeline against an in-memory audit sink.
+
+use std::fs;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::sink::memory::MemorySink;
+use super::*;
+use crate::approval::Grant;
+use crate::pdp::{ClientRecord, PolicyBundle, SourceFile};
+
+const ALLOW_BUILTIN: &str = r#"
+@id("allow.builtin")
+@reason("test clients may use the built-in tools")
+permit (
+  principal,
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"builtin"
+);
+"#;
+
+struct Fixture {
+    keeper: Arc<Keeper>,
+    sink: Arc<MemorySink>,
+    dir: tempfile::TempDir,
+}
+
+fn fixture(tier: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    let mut bundle = PolicyBundle::builtin();
+    bundle.policies.push(SourceFile {
+        logical: "policies/20_allowlist.cedar".into(),
+        display: "policies/20_allowlist.cedar".into(),
+        text: ALLOW_BUILTIN.into(),
+    });
+    let registry = Registry::builtin().unwrap();
+    let clients = [ClientRecord {
+        name: "agent".into(),
+        tier: tier.into(),
+    }];
+    let engine = Engine::load(&bundle, &registry, &clients).unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let keeper = Keeper::new(
+        Setting {
+            engine,
+            registry,
+            root: Root::new(&dir.path().join("ws")).unwrap(),
+        },
+        ClientIdentity {
+            name: "agent".into(),
+            tier: tier.into(),
+            fingerprint: "0123456789abcdef".into(),
+        },
+        Transport::Stdio,
+        Arc::clone(&sink) as Arc<dyn AuditSink>,
+        "session".into(),
+    );
+    Fixture {
+        keeper: Arc::new(keeper),
+        sink,
+        dir,
+    }
+}
+
+async fn call(
+    keeper: &Arc<Keeper>,
+    name: &str,
+    arguments: Value,
+    approval: Approval,
+) -> CallOutcome {
+    let (progress, _) = mpsc::unbounded_channel();
+    keeper
+        .call(
+            "1",
+            name,
+            arguments,
+            approval,
+            progress,
+            CancellationToken::new(),
+        )
+        .await
+}
+
+fn write_args() -> Value {
+    json!({"path": "new.txt", "content": "x"})
+}
+
+#[tokio::test]
+async fn an_allowed_call_runs_after_its_record_and_records_how_it_ended() {
+    let f = fixture("paired");
+    fs::write(f.dir.path().join("ws/a.txt"), "hello\n").unwrap();
+    let outcome = call(
+        &f.keeper,
+        "read_file",
+        json!({"path": "a.txt"}),
+        Approval::Unavailable,
+    )
+    .await;
+    assert!(matches!(outcome, CallOutcome::Completed(_)), "{outcome:?}");
+    let decisions = f.sink.bodies(Kind::Decision);
+    let actions: Vec<&str> = decisions
+        .iter()
+        .map(|d| d["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["discover_tool", "call_tool"]);
+    let outcomes = f.sink.bodies(Kind::Outcome);
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0]["status"], "executed");
+    assert_eq!(outcomes[0]["decision_seq"], 2);
+}
+
+#[tokio::test]
+async fn nothing_runs_and_nothing_is_asked_without_a_durable_record() {
+    let f = fixture("paired");
+    f.sink.failing.store(true, Ordering::Relaxed);
+    let granted = Approval::Granted(Grant::for_tests(
+        &f.keeper.action_digest("write_file", &write_args()).unwrap(),
+    ));
+    for approval in [Approval::Askable, granted] {
+        let outcome = call(&f.keeper, "write_file", write_args(), approval).await;
+        assert!(
+            matches!(outcome, CallOutcome::AuditUnavailable),
+            "{outcome:?}"
+        );
+    }
+    assert!(!f.dir.path().join("ws/new.txt").exists());
+}
+
+#[tokio::test]
+async fn a_grant_counts_only_for_the_call_it_was_given_for() {
+    let f = fixture("paired");
+    let other = json!({"path": "other.txt", "content": "x"});
+    let grant = Grant::for_tests(&f.keeper.action_digest("write_file", &other).unwrap());
+    let outcome = call(
+        &f.keeper,
+        "write_file",
+        write_args(),
+        Approval::Granted(grant),
+    )
+    .await;
+    assert!(
+        matches!(outcome, CallOutcome::ApprovalUnavailable(_)),
+        "{outcome:?}"
+    );
+    assert!(!f.dir.path().join("ws/new.txt").exists());
+
+    let grant = Grant::for_tests(&f.keeper.action_digest("write_file", &write_args()).unwrap());
+    let outcome = call(
+        &f.keeper,
+        "write_file",
+        write_args(),
+        Approval::Granted(grant),
+    )
+    .await;
+    assert!(matches!(outcome, CallOutcome::Completed(_)), "{outcome:?}");
+    let last = f.sink.bodies(Kind::Decision).pop().unwrap();
+    assert_eq!(
+        (last["approved"].clone(), last["cause"].clone()),
+        (json!(true), json!("approved"))
+    );
+}
+
+#[tokio::test]
+async fn an_ask_becomes_a_question_only_when_someone_can_answer() {
+    let f = fixture("paired");
+    let outcome = call(&f.keeper, "write_file", write_args(), Approval::Askable).await;
+    let CallOutcome::NeedsApproval {
+        question, digest, ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert!(question.contains("path `path`: \"new.txt\""), "{question}");
+    assert_eq!(
+        Some(digest),
+        f.keeper.action_digest("write_file", &write_args())
+    );
+    let outcome = call(&f.keeper, "write_file", write_args(), Approval::Unavailable).await;
+    assert!(
+        matches!(outcome, CallOutcome::ApprovalUnavailable(_)),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_capability_is_named_only_when_the_capability_policy_decided() {
+    let f = fixture("readonly");
+    let outcome = call(&f.keeper, "write_file", write_args(), Approval::Unavailable).await;
+    let CallOutcome::Denied(_, missing) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(missing, ["write"]);
+
+    let f = fixture("paired");
+    let outside = json!({"path": "../outside.txt", "content": "x"});
+    let outcome = call(&f.keeper, "write_file", outside, Approval::Unavailable).await;
+    let CallOutcome::Denied(decision, missing) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(missing.is_empty());
+    assert!(decision.policies.iter().any(|p| p.id.starts_with("hard.")));
+}
+
+#[tokio::test]
+async fn refusals_before_cedar_are_recorded_with_their_cause() {
+    let f = fixture("paired");
+    let outcome = call(&f.keeper, "no_such_tool", json!({}), Approval::Unavailable).await;
+    assert!(
+        matches!(outcome, CallOutcome::UnknownTool(_)),
+        "{outcome:?}"
+    );
+    let outcome = call(
+        &f.keeper,
+        "read_file",
+        json!({"path": 7}),
+        Approval::Unavailable,
+    )
+    .await;
+    assert!(
+        matches!(outcome, CallOutcome::InvalidArguments(_)),
+        "{outcome:?}"
+    );
+    let causes: Vec<Value> = f
+        .sink
+        .bodies(Kind::Decision)
+        .iter()
+        .map(|d| d["cause"].clone())
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            json!("unknown_tool"),
+            json!("permitted"),
+            json!("invalid_arguments")
+        ]
+    );
+}
