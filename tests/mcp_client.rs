@@ -449,6 +449,78 @@ async fn the_policies_and_schema_are_readable_resources() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_client_the_policies_forbid_reading_sees_no_resources_and_each_ask_is_recorded() {
+    let allowlist = format!(
+        "{ALLOW_BUILTIN}\n@id(\"hide.rules\") @reason(\"agents do not read the rules\")\n\
+         forbid (principal, action == Portcullis::Action::\"read_policy\", resource);\n"
+    );
+    let served = Served::new(&allowlist, "paired");
+    let client = connect(&served).await;
+    let listed = client.list_all_resources().await.unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+    for uri in [
+        "portcullis://policies/20_allowlist.cedar",
+        "portcullis://schema",
+    ] {
+        let refused = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap_err();
+        let missing = client
+            .read_resource(ReadResourceRequestParams::new("portcullis://nope"))
+            .await
+            .unwrap_err();
+        // Told exactly what it is told of a resource that does not exist,
+        // apart from the uri it asked for.
+        assert_eq!(
+            refused.to_string().replace(uri, "URI"),
+            missing.to_string().replace("portcullis://nope", "URI")
+        );
+    }
+    client.cancel().await.unwrap();
+
+    let log = std::fs::read_to_string(served.audit_log()).unwrap();
+    let reads: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["body"]["action"] == "read_policy")
+        .map(|record| record["body"].clone())
+        .collect();
+    assert_eq!(reads.len(), 5, "one list and four reads: {reads:?}");
+    for record in &reads {
+        assert_eq!(record["decision"], "deny", "{record}");
+        assert_eq!(record["policies"][0]["id"], "hide.rules", "{record}");
+    }
+    let replay = crate::util::portcullis(&[
+        "audit",
+        "replay",
+        served.audit_log().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(replay.code, 0, "{replay:?}");
+    let summary = &replay.json()["summary"];
+    assert_eq!(summary["same"], summary["redecided"], "{summary}");
+    assert_eq!(summary["changes"], json!([]), "{summary}");
+    // Without the forbid, every one of those reads would have been allowed.
+    let candidate = crate::util::Tree::new();
+    candidate.write_policy("20_allowlist.cedar", ALLOW_BUILTIN);
+    let log = served.audit_log();
+    let mut args = vec!["audit", "replay", log.to_str().unwrap(), "--format", "json"];
+    let flags = candidate.flags();
+    args.extend(flags.iter().map(String::as_str));
+    let replay = crate::util::portcullis(&args);
+    assert_eq!(replay.code, 2, "{replay:?}");
+    let flipped: Vec<Value> = replay.json()["summary"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!([c["action"], c["before"], c["after"]]))
+        .collect();
+    assert_eq!(flipped, vec![json!(["read_policy", "deny", "allow"]); 5]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_2026_client_gets_the_same_decisions() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
     let client = connect_modern(&served).await;

@@ -84,6 +84,8 @@ pub enum RecordedAction {
     CallTool,
     /// May this shell command run (the command gate)?
     RunCommand,
+    /// May the client read the policies in force?
+    ReadPolicy,
 }
 
 impl std::fmt::Display for RecordedAction {
@@ -98,6 +100,7 @@ impl RecordedAction {
             RecordedAction::DiscoverTool => "discover_tool",
             RecordedAction::CallTool => "call_tool",
             RecordedAction::RunCommand => "run_command",
+            RecordedAction::ReadPolicy => "read_policy",
         }
     }
 }
@@ -308,6 +311,7 @@ impl Replay {
     ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
         let action = match recorded.action {
             RecordedAction::RunCommand => return self.redecide_command(recorded),
+            RecordedAction::ReadPolicy => return self.redecide_policies(recorded),
             RecordedAction::DiscoverTool => ToolAction::Discover,
             RecordedAction::CallTool => ToolAction::Call,
         };
@@ -333,6 +337,33 @@ impl Replay {
             },
             approved: recorded.approved,
             approval_channel: channel,
+        });
+        Ok(Some((
+            decision.outcome,
+            decision.cause,
+            decision.policies.into_iter().map(|p| p.id).collect(),
+        )))
+    }
+
+    fn redecide_policies(
+        &mut self,
+        recorded: &DecisionRecord,
+    ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
+        let engine = self
+            .engine_for(&recorded.policy_set.hash)
+            .map_err(|e| e.to_string())?;
+        let entities = self.entities_for(&engine, recorded, "policies")?;
+        let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
+        let decision = engine.decide(&Query {
+            asker: Asker::Recorded {
+                entities,
+                principal: &principal,
+            },
+            asked: Asked::Policies {
+                transport: recorded.transport,
+            },
+            approved: false,
+            approval_channel: &recorded.approval_channel,
         });
         Ok(Some((
             decision.outcome,

@@ -14,6 +14,7 @@
 mod authorized;
 mod call;
 mod command;
+mod policies;
 mod question;
 mod reason;
 mod records;

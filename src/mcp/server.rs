@@ -372,21 +372,35 @@ impl ServerHandler for PortcullisServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let readable = self
+            .keeper
+            .policies_readable(&request_id(&context))
+            .await
+            .map_err(|_| errors::listing_unrecorded())?;
+        let listed = if readable { &self.resources[..] } else { &[] };
         Ok(ListResourcesResult::with_all_items(
-            self.resources.iter().map(PolicyResource::listing).collect(),
+            listed.iter().map(PolicyResource::listing).collect(),
         ))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let readable = self
+            .keeper
+            .policies_readable(&request_id(&context))
+            .await
+            .map_err(|_| errors::listing_unrecorded())?;
+        // A client that may not read the policies is told what it would be
+        // told of a resource that does not exist.
         let resource = self
             .resources
             .iter()
+            .filter(|_| readable)
             .find(|r| r.uri == request.uri)
             .ok_or_else(|| errors::resource_not_found(&request.uri))?;
         Ok(ReadResourceResult::new(vec![resource.contents()]).into())

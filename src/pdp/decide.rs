@@ -54,6 +54,8 @@ pub enum Asked<'a> {
         facts: &'a CommandFacts,
         transport: Transport,
     },
+    /// Reading the policies in force (action `read_policy`).
+    Policies { transport: Transport },
 }
 
 /// One question for the decision point.
@@ -102,6 +104,16 @@ impl<'a> Query<'a> {
             asked: Asked::Command { facts, transport },
             approved: false,
             approval_channel,
+        }
+    }
+
+    /// May a live client read the policies it runs under?
+    pub fn policies(client: &'a str, transport: Transport) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Policies { transport },
+            approved: false,
+            approval_channel: NO_APPROVAL,
         }
     }
 
@@ -156,6 +168,10 @@ impl Engine {
                 &self.shell,
                 Facts::Command(facts, transport),
             ),
+            Asked::Policies { transport } => match &self.actions.read_policy {
+                Some(action) => (action, &self.policies_resource, Facts::Policies(transport)),
+                None => return self.denied(Cause::NotPermitted),
+            },
         };
         let request = Pass {
             entities,
@@ -273,6 +289,7 @@ impl Engine {
                 approval_channel,
                 self.command_shape,
             ),
+            Facts::Policies(transport) => policy_context(transport, approved, approval_channel),
         }
         .map_err(|err| DecisionError {
             policy: None,
@@ -293,8 +310,18 @@ impl Engine {
             policy: None,
             message: format!("the request does not build: {err}"),
         })?;
-        let policies = self.by_action.get(action).unwrap_or(&self.policies);
-        Ok(self.authorizer.is_authorized(&request, policies, entities))
+        Ok(self.authorize(&request, entities))
+    }
+
+    /// The one place Cedar evaluates a request: with the policies whose
+    /// action scope can match it (the same answer as the whole set, for
+    /// less). `decide` and the policy fixtures both come here.
+    pub(super) fn authorize(&self, request: &Request, entities: &Entities) -> Response {
+        let policies = request
+            .action()
+            .and_then(|action| self.by_action.get(action))
+            .unwrap_or(&self.policies);
+        self.authorizer.is_authorized(request, policies, entities)
     }
 
     fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {
@@ -370,6 +397,34 @@ pub(super) fn tool_context(
             RestrictedExpression::new_bool(facts.writes_vcs_metadata),
         ),
         ("path_classes", RestrictedExpression::new_set(classes)),
+    ];
+    Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+}
+
+/// The context record of a `read_policy` request (schema type
+/// `Portcullis::PolicyFacts`): reading writes nothing, so the path facts
+/// hold vacuously.
+pub(super) fn policy_context(
+    transport: Transport,
+    approved: bool,
+    approval_channel: &str,
+) -> Result<Context, Box<ContextCreationError>> {
+    let pairs = [
+        ("approved", RestrictedExpression::new_bool(approved)),
+        (
+            "approval_channel",
+            RestrictedExpression::new_string(approval_channel.to_owned()),
+        ),
+        (
+            "transport",
+            RestrictedExpression::new_string(transport.as_str().to_owned()),
+        ),
+        ("writes_inside_root", RestrictedExpression::new_bool(true)),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(false),
+        ),
+        ("writes_vcs_metadata", RestrictedExpression::new_bool(false)),
     ];
     Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
 }
@@ -453,6 +508,7 @@ struct Pass<'a> {
 pub(super) enum Facts<'a> {
     Tool(&'a ToolFacts),
     Command(&'a CommandFacts, Transport),
+    Policies(Transport),
 }
 
 /// The evaluation errors of a response, sorted, or `None` when there are none.

@@ -33,6 +33,9 @@ pub(super) struct Actions {
     pub discover_tool: EntityUid,
     pub call_tool: EntityUid,
     pub run_command: EntityUid,
+    /// Absent from schemas recorded before clients could be refused the
+    /// policies; such a set denies every `read_policy` request.
+    pub read_policy: Option<EntityUid>,
 }
 
 #[derive(Debug)]
@@ -54,6 +57,7 @@ pub struct Engine {
     path_classes: PathClasses,
     command_classes: CommandClasses,
     pub(super) shell: EntityUid,
+    pub(super) policies_resource: EntityUid,
     pub(super) command_shape: CommandShape,
     tiers: Vec<String>,
     tier_capabilities: HashMap<String, Vec<String>>,
@@ -203,6 +207,12 @@ impl Engine {
         entities_json.extend(entities::tool_entities(registry));
         entities_json.extend(clients.iter().map(entities::client_entity));
         entities_json.push(entities::shell_entity());
+        let read_policy = entities::entity_uid("Portcullis::Action", "read_policy")
+            .ok()
+            .filter(|uid| compiled.schema.actions().any(|action| action == uid));
+        if read_policy.is_some() {
+            entities_json.push(entities::policies_entity());
+        }
         let entities =
             Entities::from_json_value(Value::Array(entities_json.clone()), Some(&compiled.schema))
                 .map_err(|err| LoadError {
@@ -239,11 +249,14 @@ impl Engine {
             discover_tool: uid("Portcullis::Action", "discover_tool")?,
             call_tool: uid("Portcullis::Action", "call_tool")?,
             run_command: uid("Portcullis::Action", "run_command")?,
+            read_policy,
         };
         let shell = uid(entities::SHELL_TYPE, entities::SHELL_ID)?;
+        let policies_resource = uid(entities::POLICIES_TYPE, entities::POLICIES_ID)?;
 
         let command_shape =
             check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
+        check_policies_shape(&compiled.schema, &actions, &policies_resource)?;
         let by_action = policies_by_action(&compiled.schema, &compiled.policies);
 
         let identity = Arc::new(PolicySetIdentity {
@@ -266,6 +279,7 @@ impl Engine {
             path_classes,
             command_classes,
             shell,
+            policies_resource,
             command_shape,
             tiers: tier_names.into_iter().collect(),
             tier_capabilities,
@@ -345,6 +359,22 @@ impl Engine {
             .collect()
     }
 
+    /// The entities a `read_policy` decision read: the client, its tier and
+    /// the policy set (for audit records).
+    pub fn policy_entities(&self, client: &str, tier: &str) -> Vec<Value> {
+        self.entities_json
+            .iter()
+            .filter(|e| {
+                let kind = e.pointer("/uid/type").and_then(Value::as_str);
+                let id = e.pointer("/uid/id").and_then(Value::as_str);
+                (kind == Some(entities::CLIENT_TYPE) && id == Some(client))
+                    || (kind == Some(entities::TIER_TYPE) && id == Some(tier))
+                    || kind == Some(entities::POLICIES_TYPE)
+            })
+            .cloned()
+            .collect()
+    }
+
     pub fn entities_json(&self) -> &[Value] {
         &self.entities_json
     }
@@ -390,6 +420,43 @@ fn policies_by_action(schema: &Schema, policies: &PolicySet) -> HashMap<EntityUi
         by_action.insert(action.clone(), subset);
     }
     by_action
+}
+
+/// Checks, once per load, that a `read_policy` request (a client, the
+/// policy set, an empty context) is valid for a schema that declares it.
+fn check_policies_shape(
+    schema: &Schema,
+    actions: &Actions,
+    policies: &EntityUid,
+) -> Result<(), LoadError> {
+    let Some(action) = &actions.read_policy else {
+        return Ok(());
+    };
+    let refuse = |message: String| LoadError {
+        problems: vec![
+            Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
+                "read_policy applies to principal Client, resource Policies, context PolicyFacts; \
+             compare with `portcullis init`"
+                    .to_owned(),
+            )),
+        ],
+    };
+    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe").map_err(refuse)?;
+    let context = super::decide::policy_context(Transport::Stdio, true, "probe")
+        .map_err(|err| refuse(err.to_string()))?;
+    Request::new(
+        principal,
+        action.clone(),
+        policies.clone(),
+        context,
+        Some(schema),
+    )
+    .map(|_| ())
+    .map_err(|err| {
+        refuse(format!(
+            "the request portcullis builds for {action} does not match the schema: {err}"
+        ))
+    })
 }
 
 /// Checks, once per load, that the requests `decide` builds (a client, a

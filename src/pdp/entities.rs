@@ -18,6 +18,9 @@ pub const TOOL_TYPE: &str = "Portcullis::Tool";
 pub const SHELL_TYPE: &str = "Portcullis::Shell";
 /// The one shell the command gate judges commands for.
 pub const SHELL_ID: &str = "local";
+pub const POLICIES_TYPE: &str = "Portcullis::Policies";
+/// The policy set in force, resource of every `read_policy` request.
+pub const POLICIES_ID: &str = "current";
 
 /// A client portcullis knows, with the tier its token was issued for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -112,6 +115,11 @@ pub fn entity_uid(kind: &str, id: &str) -> Result<cedar_policy::EntityUid, Strin
 /// The shell entity, resource of every `run_command` request.
 pub fn shell_entity() -> Value {
     json!({"uid": {"type": SHELL_TYPE, "id": SHELL_ID}, "attrs": {}, "parents": []})
+}
+
+/// The policy set entity, resource of every `read_policy` request.
+pub fn policies_entity() -> Value {
+    json!({"uid": {"type": POLICIES_TYPE, "id": POLICIES_ID}, "attrs": {}, "parents": []})
 }
 
 /// A client entity: its tier is its parent and its `tier` attribute.

@@ -118,9 +118,7 @@ fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), S
     .map_err(|err| format!("the context does not match the schema: {err}"))?;
     let request = Request::new(principal, action, resource, context, Some(engine.schema()))
         .map_err(|err| format!("the request does not match the schema: {err}"))?;
-    let response = engine
-        .authorizer
-        .is_authorized(&request, engine.policies(), &entities);
+    let response = engine.authorize(&request, &entities);
 
     let decision = match response.decision() {
         CedarDecision::Allow => ExpectedDecision::Allow,
