@@ -22,6 +22,7 @@ pub mod approval;
 pub mod audit;
 pub mod auth;
 pub mod cli;
+pub mod clock;
 pub mod facts;
 pub mod gate;
 pub mod keeper;

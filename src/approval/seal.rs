@@ -1,16 +1,20 @@
+//! Sealed approval states: what binds a human's answer to one client and
+//! one call. It may only seal and open; it never decides.
+
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use thiserror::Error;
 
 use crate::audit::sha256_hex;
+use crate::clock::Clock;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -59,38 +63,36 @@ pub fn action_digest(tool: &str, arguments: &Value, policy_set: &str) -> String 
 
 /// Seals and opens approval states for one server process.
 pub struct ApprovalSeal {
-    key: [u8; 32],
+    /// As long as SHA-256's block, so HMAC uses it as it is.
+    key: [u8; 64],
     ttl: Duration,
+    clock: Arc<dyn Clock>,
     /// Nonces spent, with their expiry, so a state works once.
     spent: Mutex<HashMap<String, u64>>,
 }
 
-/// Milliseconds since the epoch: expiry is checked to the millisecond, so
-/// a state lives its whole time to live, not up to a second less.
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 impl ApprovalSeal {
-    /// A new seal with a fresh random key; states live for `ttl`.
-    pub fn new(ttl: Duration) -> Result<Self, getrandom::Error> {
-        let mut key = [0u8; 32];
+    /// A new seal with a fresh random key; states live for `ttl` as
+    /// `clock` tells it.
+    pub fn new(ttl: Duration, clock: Arc<dyn Clock>) -> Result<Self, getrandom::Error> {
+        let mut key = [0u8; 64];
         getrandom::fill(&mut key)?;
         Ok(Self {
             key,
             ttl,
+            clock,
             spent: Mutex::new(HashMap::new()),
         })
     }
 
     fn mac(&self) -> HmacSha256 {
-        // HMAC takes a key of any length: this cannot fail.
-        match HmacSha256::new_from_slice(&self.key) {
-            Ok(mac) => mac,
-            Err(_) => unreachable!("HMAC accepts keys of any length"),
-        }
+        HmacSha256::new(&self.key.into())
+    }
+
+    /// Milliseconds since the epoch: expiry is checked to the millisecond,
+    /// so a state lives its whole time to live, not up to a second less.
+    fn now(&self) -> u64 {
+        self.clock.now_millis()
     }
 
     /// A state for a question about the call with `digest`, asked of the
@@ -101,11 +103,11 @@ impl ApprovalSeal {
         let sealed = Sealed {
             fingerprint: fingerprint.to_owned(),
             digest: digest.to_owned(),
-            expires: now()
+            expires: self.now()
                 + u64::try_from(self.ttl.as_millis())
                     .unwrap_or(u64::MAX)
                     .max(1),
-            nonce: nonce.iter().map(|b| format!("{b:02x}")).collect(),
+            nonce: hex::encode(nonce),
         };
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&sealed).unwrap_or_default());
         let mut mac = self.mac();
@@ -129,7 +131,7 @@ impl ApprovalSeal {
             .decode(payload)
             .map_err(|_| SealError::Tampered)?;
         let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| SealError::Tampered)?;
-        let now = now();
+        let now = self.now();
         if sealed.expires <= now {
             return Err(SealError::Expired);
         }
@@ -153,10 +155,13 @@ impl ApprovalSeal {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
     use super::*;
+    use crate::clock::{ManualClock, SystemClock};
 
     fn seal() -> ApprovalSeal {
-        ApprovalSeal::new(Duration::from_secs(600)).unwrap()
+        ApprovalSeal::new(Duration::from_secs(600), Arc::new(SystemClock)).unwrap()
     }
 
     #[test]
@@ -196,11 +201,40 @@ mod tests {
     }
 
     #[test]
-    fn an_expired_state_is_refused() {
-        let s = ApprovalSeal::new(Duration::from_secs(1)).unwrap();
-        let state = s.seal("fp", "d").unwrap();
-        std::thread::sleep(Duration::from_millis(2100));
-        assert_eq!(s.open(&state, "fp", "d"), Err(SealError::Expired));
+    fn a_state_lives_its_whole_time_to_live_and_not_a_millisecond_more() {
+        let clock = Arc::new(ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_000)));
+        let s = ApprovalSeal::new(Duration::from_secs(1), Arc::clone(&clock) as Arc<dyn Clock>)
+            .unwrap();
+        let early = s.seal("fp", "d").unwrap();
+        let late = s.seal("fp", "d").unwrap();
+        clock.advance(Duration::from_millis(999));
+        assert_eq!(s.open(&early, "fp", "d"), Ok(()));
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(s.open(&late, "fp", "d"), Err(SealError::Expired));
+        // An expired state does not count as spent: its nonce was never taken.
+        assert_eq!(s.spent.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn spent_nonces_are_forgotten_once_their_state_has_expired() {
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let s = ApprovalSeal::new(
+            Duration::from_secs(60),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        )
+        .unwrap();
+        let first = s.seal("fp", "d").unwrap();
+        assert_eq!(s.open(&first, "fp", "d"), Ok(()));
+        clock.advance(Duration::from_secs(61));
+        let second = s.seal("fp", "d").unwrap();
+        assert_eq!(s.open(&second, "fp", "d"), Ok(()));
+        assert_eq!(
+            s.spent.lock().unwrap().len(),
+            1,
+            "the first nonce was dropped"
+        );
+        // And the first state stays refused: expired, not replayable.
+        assert_eq!(s.open(&first, "fp", "d"), Err(SealError::Expired));
     }
 
     #[test]

@@ -17,8 +17,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::SystemTime;
+use std::sync::{Arc, mpsc};
 
 use serde_json::Value;
 use thiserror::Error;
@@ -28,6 +27,7 @@ use super::checkpoint::Signer;
 use super::head::{self, Head, HeadFile, Mark, head_path};
 use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 use super::verify::{Break, scan};
+use crate::clock::{Clock, SystemClock};
 
 /// Most records written in one batch.
 const MAX_BATCH: usize = 4096;
@@ -75,6 +75,15 @@ impl AuditLog {
     /// to it would hide the break. With a signer, every batch ends with a
     /// signed checkpoint.
     pub fn open(path: &Path, signer: Option<Signer>) -> Result<Self, AuditError> {
+        Self::open_with_clock(path, signer, Arc::new(SystemClock))
+    }
+
+    /// As `open`, with records stamped by `clock`.
+    pub fn open_with_clock(
+        path: &Path,
+        signer: Option<Signer>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, AuditError> {
         let open_error = |message: String| AuditError::Open {
             path: path.to_owned(),
             message,
@@ -96,6 +105,7 @@ impl AuditLog {
             head,
             tail: Tail::default(),
             signer,
+            clock,
             broken: None,
             closed: false,
         };
@@ -188,6 +198,7 @@ struct Writer {
     head: HeadFile,
     tail: Tail,
     signer: Option<Signer>,
+    clock: Arc<dyn Clock>,
     /// Set when a failed write could not be undone: every later append
     /// fails, rather than chain onto a damaged file.
     broken: Option<String>,
@@ -399,7 +410,7 @@ impl Writer {
 
     fn write_locked(&mut self, batch: &[Job]) -> Result<Vec<u64>, String> {
         self.catch_up()?;
-        let time = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let time = humantime::format_rfc3339_millis(self.clock.now()).to_string();
         let (mut seq, mut prev) = match &self.tail.last {
             Some(mark) => (mark.seq, mark.hash.clone()),
             None => (0, GENESIS.to_owned()),
@@ -501,6 +512,41 @@ mod tests {
 
     use super::*;
     use crate::audit::verify::verify;
+
+    #[test]
+    fn each_batch_is_stamped_with_the_time_its_clock_tells() {
+        use std::time::{Duration, UNIX_EPOCH};
+
+        use crate::clock::ManualClock;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let clock = Arc::new(ManualClock::new(
+            UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+        ));
+        let log =
+            AuditLog::open_with_clock(&path, None, Arc::clone(&clock) as Arc<dyn Clock>).unwrap();
+        log.append_blocking(Kind::System, json!({"event": "start"}))
+            .unwrap();
+        clock.advance(Duration::from_millis(2_500));
+        log.append_blocking(Kind::System, json!({"event": "later"}))
+            .unwrap();
+        let times: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<Value>(line).unwrap()["time"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            times,
+            ["2023-11-14T22:13:20.123Z", "2023-11-14T22:13:22.623Z"]
+        );
+        assert!(verify(&path).unwrap().is_ok());
+    }
 
     #[test]
     fn nothing_is_recorded_after_the_closing_record() {

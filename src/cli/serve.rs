@@ -16,6 +16,7 @@ use crate::audit::{
 use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
 };
+use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::pdp::{ClientRecord, Engine};
@@ -121,8 +122,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     })?;
     let session = new_session_id()?;
     let approvals = Approvals {
-        seal: ApprovalSeal::new(Duration::from_secs(args.approval_ttl))
-            .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
+        seal: ApprovalSeal::new(
+            Duration::from_secs(args.approval_ttl),
+            Arc::new(SystemClock),
+        )
+        .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
         timeout: Duration::from_secs(args.approval_timeout),
     };
     tracing::info!(

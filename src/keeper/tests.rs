@@ -240,3 +240,90 @@ async fn refusals_before_cedar_are_recorded_with_their_cause() {
         ]
     );
 }
+
+/// Runs calls straight through the keeper, as an adapter would.
+struct Direct<'a> {
+    keeper: &'a Arc<Keeper>,
+    arguments: Value,
+}
+
+impl crate::approval::Asking for Direct<'_> {
+    async fn run(&self, approval: Approval) -> CallOutcome {
+        call(self.keeper, "write_file", self.arguments.clone(), approval).await
+    }
+
+    async fn ask(&self, _question: &str, _timeout: std::time::Duration) -> crate::approval::Answer {
+        panic!("a 2026-07-28 call never asks on the same call")
+    }
+}
+
+#[tokio::test]
+async fn an_expired_state_asks_again_runs_nothing_and_is_audited() {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use crate::approval::{Answer, ApprovalSeal, Approvals, Era, Reply, Request};
+    use crate::clock::{Clock, ManualClock};
+
+    let f = fixture("paired");
+    let clock = Arc::new(ManualClock::new(
+        UNIX_EPOCH + Duration::from_secs(1_000_000),
+    ));
+    let approvals = Approvals {
+        seal: ApprovalSeal::new(
+            Duration::from_secs(600),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        )
+        .unwrap(),
+        timeout: Duration::from_secs(120),
+    };
+    let adapter = Direct {
+        keeper: &f.keeper,
+        arguments: write_args(),
+    };
+    let request = |retried| Request {
+        request_id: "1",
+        name: "write_file",
+        arguments: &adapter.arguments,
+        era: Era::Modern,
+        askable: true,
+        retried,
+    };
+    let Reply::InputRequired { state, .. } = approvals
+        .call(&f.keeper, &adapter, request(None))
+        .await
+        .unwrap()
+    else {
+        panic!("a write asks first")
+    };
+    clock.advance(Duration::from_secs(600));
+    let again = approvals
+        .call(
+            &f.keeper,
+            &adapter,
+            request(Some((Some(&state), Some(Answer::Approve)))),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(again, Reply::InputRequired { .. }), "{again:?}");
+    assert!(!f.dir.path().join("ws/new.txt").exists());
+    let events: Vec<(String, String)> = f
+        .sink
+        .bodies(Kind::Approval)
+        .iter()
+        .map(|a| {
+            (
+                a["event"].as_str().unwrap().to_owned(),
+                a["detail"]["why"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("asked".to_owned(), String::new()),
+            ("state_refused".to_owned(), "expired".to_owned()),
+            ("asked".to_owned(), String::new()),
+        ]
+    );
+    assert!(f.sink.bodies(Kind::Outcome).is_empty(), "nothing ran");
+}
