@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use super::checkpoint::Signer;
 use super::head::{self, Head, HeadFile, Mark, head_path};
 use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
-use super::verify::{Break, scan};
+use super::verify::{Break, End, end_against_head, scan};
 use crate::clock::{Clock, SystemClock};
 
 /// Most records written in one batch.
@@ -44,6 +44,27 @@ pub enum AuditError {
     Stopped,
     #[error("the audit log was closed by this process's shutdown record")]
     Closed,
+}
+
+/// Why a writer cannot find or extend the true end of the log.
+#[derive(Debug, Error)]
+enum TailProblem {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("head: {0}")]
+    Head(io::Error),
+    #[error(transparent)]
+    Break(#[from] Break),
+    #[error("the log shrank from {was} to {now} bytes under this process")]
+    Shrank { was: u64, now: u64 },
+    #[error("a record another writer left is unreadable: {0}")]
+    Unreadable(serde_json::Error),
+    #[error("seq {0}: a record another writer left does not chain")]
+    Unchained(u64),
+    #[error("the committed seq {0} is not in the log")]
+    CommittedMissing(u64),
+    #[error("a checkpoint could not be encoded: {0}")]
+    Encode(serde_json::Error),
 }
 
 struct Job {
@@ -232,7 +253,7 @@ impl Writer {
         };
         let tail = self
             .reconcile(head.unwrap_or_default(), found)
-            .map_err(broken)?;
+            .map_err(|problem| broken(problem.to_string()))?;
         self.settle(tail).map_err(|e| open_error(e.to_string()))
     }
 
@@ -240,43 +261,19 @@ impl Writer {
     /// records found: the committed end, or a whole batch that landed but
     /// was never acknowledged. Records past that (a batch cut short by a
     /// crash, never acknowledged) are cut off.
-    fn reconcile(&self, head: Head, found: Tail) -> Result<Tail, String> {
-        if let (Some(pending), committed) = (&head.pending, &head.committed) {
-            let committed_seq = committed.as_ref().map_or(0, |m| m.seq);
-            if pending.seq <= committed_seq {
-                return Err(Break::HeadTampered {
-                    message: format!(
-                        "pending seq {} is not past committed seq {committed_seq}",
-                        pending.seq
-                    ),
-                }
-                .to_string());
+    fn reconcile(&self, head: Head, found: Tail) -> Result<Tail, TailProblem> {
+        match end_against_head(&head, found.last.as_ref())? {
+            End::Committed | End::Pending => Ok(found),
+            End::PartOfPending => {
+                let committed_seq = head.committed.as_ref().map_or(0, |m| m.seq);
+                let bytes = offset_after(&self.path, committed_seq)?
+                    .ok_or(TailProblem::CommittedMissing(committed_seq))?;
+                Ok(Tail {
+                    last: head.committed,
+                    bytes,
+                })
             }
         }
-        if found.last == head.committed {
-            return Ok(found);
-        }
-        if head.pending.is_some() && found.last == head.pending {
-            return Ok(found);
-        }
-        let log_seq = found.last.as_ref().map_or(0, |m| m.seq);
-        let head_seq = head.committed.as_ref().map_or(0, |m| m.seq);
-        let pending_seq = head.pending.as_ref().map_or(0, |m| m.seq);
-        if log_seq > head_seq && log_seq < pending_seq {
-            // Part of the pending batch landed: cut it back to the committed end.
-            let bytes = offset_after(&self.path, head_seq)
-                .map_err(|e| format!("cannot find the committed end: {e}"))?;
-            let Some(bytes) = bytes else {
-                return Err(format!("the committed seq {head_seq} is not in the log"));
-            };
-            return Ok(Tail {
-                last: head.committed,
-                bytes,
-            });
-        }
-        Err(format!(
-            "the log ends at seq {log_seq}, its head is at seq {head_seq}"
-        ))
     }
 
     /// Cuts the file to `tail` if it is longer and marks the head there.
@@ -296,30 +293,28 @@ impl Writer {
 
     /// Reads, under the lock, what other processes appended since this
     /// one last wrote, checking every record's hash and link.
-    fn catch_up(&mut self) -> Result<(), String> {
-        let length = self.file.metadata().map_err(|e| e.to_string())?.len();
+    fn catch_up(&mut self) -> Result<(), TailProblem> {
+        let length = self.file.metadata()?.len();
         if length < self.tail.bytes {
-            return Err(format!(
-                "the log shrank from {} to {length} bytes under this process",
-                self.tail.bytes
-            ));
+            return Err(TailProblem::Shrank {
+                was: self.tail.bytes,
+                now: length,
+            });
         }
         let head = head::read(&head_path(&self.path))
-            .map_err(|e| format!("head: {e}"))?
+            .map_err(TailProblem::Head)?
             .unwrap_or_default();
         let mut found = self.tail.clone();
         if length > self.tail.bytes {
             let mut bytes = vec![0; (length - self.tail.bytes) as usize];
-            self.file
-                .read_exact_at(&mut bytes, self.tail.bytes)
-                .map_err(|e| e.to_string())?;
+            self.file.read_exact_at(&mut bytes, self.tail.bytes)?;
             for line in bytes.split_inclusive(|b| *b == b'\n') {
                 let Some(content) = line.strip_suffix(b"\n") else {
                     // A batch cut short by a writer that died.
                     break;
                 };
-                let record: StoredRecord = serde_json::from_slice(content)
-                    .map_err(|e| format!("a record another writer left is unreadable: {e}"))?;
+                let record: StoredRecord =
+                    serde_json::from_slice(content).map_err(TailProblem::Unreadable)?;
                 let (seq, prev) = match &found.last {
                     Some(mark) => (mark.seq, mark.hash.as_str()),
                     None => (0, GENESIS),
@@ -328,10 +323,7 @@ impl Writer {
                     || record.prev != prev
                     || !line_hash_is_valid(content, &record.hash)
                 {
-                    return Err(format!(
-                        "seq {}: a record another writer left does not chain",
-                        record.seq
-                    ));
+                    return Err(TailProblem::Unchained(record.seq));
                 }
                 found.last = Some(Mark {
                     seq: record.seq,
@@ -345,7 +337,7 @@ impl Writer {
             return Ok(());
         }
         let tail = self.reconcile(head, found)?;
-        self.settle(tail).map_err(|e| e.to_string())
+        Ok(self.settle(tail)?)
     }
 
     fn run(mut self, receiver: &mpsc::Receiver<Job>) {
@@ -403,12 +395,12 @@ impl Writer {
                 eprintln!(
                     "portcullis: cannot write the audit log ({err}); denying calls until it can"
                 );
-                Self::refuse(batch, &AuditError::Write(err));
+                Self::refuse(batch, &AuditError::Write(err.to_string()));
             }
         }
     }
 
-    fn write_locked(&mut self, batch: &[Job]) -> Result<Vec<u64>, String> {
+    fn write_locked(&mut self, batch: &[Job]) -> Result<Vec<u64>, TailProblem> {
         self.catch_up()?;
         let time = humantime::format_rfc3339_millis(self.clock.now()).to_string();
         let (mut seq, mut prev) = match &self.tail.last {
@@ -430,7 +422,7 @@ impl Writer {
                 hash: prev.clone(),
             };
             let checkpoint = signer.checkpoint(&signed, &time);
-            let body = serde_json::to_value(&checkpoint).map_err(|e| e.to_string())?;
+            let body = serde_json::to_value(&checkpoint).map_err(TailProblem::Encode)?;
             let record = Record::chained(seq, &prev, time.clone(), Kind::Checkpoint, body);
             bytes.extend_from_slice(&record.to_line());
             seq = record.seq;
@@ -447,7 +439,7 @@ impl Writer {
             }
             Err(err) => {
                 self.undo();
-                Err(err.to_string())
+                Err(err.into())
             }
         }
     }

@@ -93,6 +93,8 @@ pub struct StoredRecord {
 }
 
 impl StoredRecord {
+    /// The body as a value. A `RawValue` holds JSON the reader already
+    /// parsed, so the `Null` fallback is never taken.
     pub fn body_value(&self) -> Value {
         serde_json::from_str(self.body.get()).unwrap_or(Value::Null)
     }

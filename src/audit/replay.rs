@@ -2,6 +2,7 @@
 //! under (from the snapshot store) or under a candidate set, to show what a
 //! policy change would do to real traffic before it ships.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
-    Asked, Asker, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
+    Asked, Asker, BadEntityType, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
     PolicySetIdentity, Query, ToolAction, ToolRef, entity_uid,
 };
 use crate::tools::Registry;
@@ -111,11 +112,28 @@ pub enum ReplayError {
     Read { path: PathBuf, message: String },
     #[error("the log does not verify: {0}")]
     Broken(Break),
-    #[error("seq {seq}: {message}")]
-    Record { seq: u64, message: String },
+    #[error("seq {seq}: {problem}")]
+    Record { seq: u64, problem: RecordProblem },
     #[error("the policy set {hash} cannot be rebuilt: {message}")]
     PolicySet { hash: String, message: String },
 }
+
+/// Why one decision record cannot be decided again.
+#[derive(Debug, Error)]
+pub enum RecordProblem {
+    #[error("not a decision record: {0}")]
+    NotADecision(serde_json::Error),
+    #[error("the recorded entities do not fit the schema: {0}")]
+    Entities(Box<cedar_policy::entities_errors::EntitiesError>),
+    #[error(transparent)]
+    Uid(#[from] BadEntityType),
+    /// The policy set the record names cannot be rebuilt.
+    #[error(transparent)]
+    PolicySet(Box<ReplayError>),
+}
+
+/// What a record would get now: outcome, cause, determining policy ids.
+type Redecided = (Outcome, Cause, Vec<String>);
 
 /// A record whose decision would change.
 #[derive(Debug, Clone, Serialize)]
@@ -241,16 +259,16 @@ impl Replay {
             }
             summary.decisions += 1;
             let redecided = serde_json::from_str::<DecisionRecord>(record.body.get())
-                .map_err(|err| format!("not a decision record: {err}"))
+                .map_err(RecordProblem::NotADecision)
                 .and_then(|recorded| self.redecide(&recorded).map(|after| (recorded, after)));
             let (recorded, after) = match redecided {
                 Ok(pair) => pair,
-                Err(message) => {
+                Err(problem) => {
                     // Keep following the chain: a break later in the log
                     // is the more important news.
                     failure = Some(ReplayError::Record {
                         seq: record.seq,
-                        message,
+                        problem,
                     });
                     continue;
                 }
@@ -305,93 +323,53 @@ impl Replay {
 
     /// The decision a record would get now: outcome, cause, determining ids.
     /// `None` for a record that had no Cedar decision.
-    fn redecide(
-        &mut self,
-        recorded: &DecisionRecord,
-    ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
-        let action = match recorded.action {
-            RecordedAction::RunCommand => return self.redecide_command(recorded),
-            RecordedAction::ReadPolicy => return self.redecide_policies(recorded),
-            RecordedAction::DiscoverTool => ToolAction::Discover,
-            RecordedAction::CallTool => ToolAction::Call,
-        };
-        let (Some(facts), Some(resource)) = (&recorded.facts, &recorded.resource) else {
-            return Ok(None);
+    fn redecide(&mut self, recorded: &DecisionRecord) -> Result<Option<Redecided>, RecordProblem> {
+        // The resource names the entities cached for the record.
+        let resource = match (recorded.action, &recorded.facts, &recorded.resource) {
+            (RecordedAction::RunCommand, ..) if recorded.command.is_some() => "shell",
+            (RecordedAction::ReadPolicy, ..) => "policies",
+            (RecordedAction::DiscoverTool | RecordedAction::CallTool, Some(_), Some(tool)) => {
+                tool.as_str()
+            }
+            _ => return Ok(None),
         };
         let engine = self
             .engine_for(&recorded.policy_set.hash)
-            .map_err(|e| e.to_string())?;
-        let entities = self.entities_for(&engine, recorded, resource)?;
+            .map_err(|err| RecordProblem::PolicySet(Box::new(err)))?;
         let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
-        let resource = entity_uid("Portcullis::Tool", resource)?;
-        let channel = recorded.approval_channel.as_str();
-        let decision = engine.decide(&Query {
-            asker: Asker::Recorded {
-                entities,
-                principal: &principal,
-            },
-            asked: Asked::Tool {
-                action,
-                tool: ToolRef::Entity(&resource),
-                facts,
-            },
-            approved: recorded.approved,
-            approval_channel: channel,
-        });
-        Ok(Some((
-            decision.outcome,
-            decision.cause,
-            decision.policies.into_iter().map(|p| p.id).collect(),
-        )))
-    }
-
-    fn redecide_policies(
-        &mut self,
-        recorded: &DecisionRecord,
-    ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
-        let engine = self
-            .engine_for(&recorded.policy_set.hash)
-            .map_err(|e| e.to_string())?;
-        let entities = self.entities_for(&engine, recorded, "policies")?;
-        let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
-        let decision = engine.decide(&Query {
-            asker: Asker::Recorded {
-                entities,
-                principal: &principal,
-            },
-            asked: Asked::Policies {
-                transport: recorded.transport,
-            },
-            approved: false,
-            approval_channel: &recorded.approval_channel,
-        });
-        Ok(Some((
-            decision.outcome,
-            decision.cause,
-            decision.policies.into_iter().map(|p| p.id).collect(),
-        )))
-    }
-
-    fn redecide_command(
-        &mut self,
-        recorded: &DecisionRecord,
-    ) -> Result<Option<(Outcome, Cause, Vec<String>)>, String> {
-        let Some(facts) = &recorded.command else {
-            return Ok(None);
-        };
+        let tool = entity_uid("Portcullis::Tool", resource)?;
         let transport = recorded.transport;
-        let engine = self
-            .engine_for(&recorded.policy_set.hash)
-            .map_err(|e| e.to_string())?;
-        let entities = self.entities_for(&engine, recorded, "shell")?;
-        let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
+        let (asked, approved) = match (recorded.action, &recorded.facts, &recorded.command) {
+            (RecordedAction::RunCommand, _, Some(facts)) => {
+                (Asked::Command { facts, transport }, false)
+            }
+            (RecordedAction::ReadPolicy, ..) => (Asked::Policies { transport }, false),
+            (action, Some(facts), _) => {
+                let action = if action == RecordedAction::DiscoverTool {
+                    ToolAction::Discover
+                } else {
+                    ToolAction::Call
+                };
+                let tool = ToolRef::Entity(&tool);
+                (
+                    Asked::Tool {
+                        action,
+                        tool,
+                        facts,
+                    },
+                    recorded.approved,
+                )
+            }
+            _ => return Ok(None),
+        };
+        let entities = self.entities_for(&engine, recorded, resource)?;
         let decision = engine.decide(&Query {
             asker: Asker::Recorded {
                 entities,
                 principal: &principal,
             },
-            asked: Asked::Command { facts, transport },
-            approved: false,
+            asked,
+            approved,
             approval_channel: &recorded.approval_channel,
         });
         Ok(Some((
@@ -409,7 +387,7 @@ impl Replay {
         engine: &Engine,
         recorded: &DecisionRecord,
         resource: &str,
-    ) -> Result<&Entities, String> {
+    ) -> Result<&Entities, RecordProblem> {
         let key = format!(
             "{}\n{}\n{}\n{}\n{resource}",
             engine.identity().hash,
@@ -417,16 +395,13 @@ impl Replay {
             recorded.client.name,
             recorded.client.tier
         );
-        if !self.entities.contains_key(&key) {
-            if self.entities.len() >= ENTITY_CACHE_LIMIT {
-                self.entities.clear();
-            }
-            let entities = record_entities(engine, &recorded.entities)?;
-            self.entities.insert(key.clone(), entities);
+        if self.entities.len() >= ENTITY_CACHE_LIMIT && !self.entities.contains_key(&key) {
+            self.entities.clear();
         }
-        self.entities
-            .get(&key)
-            .ok_or_else(|| "entity cache".to_owned())
+        Ok(match self.entities.entry(key) {
+            Entry::Occupied(cached) => cached.into_mut(),
+            Entry::Vacant(slot) => slot.insert(record_entities(engine, &recorded.entities)?),
+        })
     }
 
     fn engine_for(&mut self, hash: &str) -> Result<Arc<Engine>, ReplayError> {
@@ -437,9 +412,9 @@ impl Replay {
             return Ok(Arc::clone(engine));
         }
         let bundle =
-            snapshot::load(&self.snapshots, hash).map_err(|message| ReplayError::PolicySet {
+            snapshot::load(&self.snapshots, hash).map_err(|err| ReplayError::PolicySet {
                 hash: hash.to_owned(),
-                message,
+                message: err.to_string(),
             })?;
         let engine = Arc::new(
             Engine::load_recorded(&bundle, &self.registry, &[])
@@ -452,7 +427,7 @@ impl Replay {
 
 /// The entities of a recorded decision, with the tiers of the policy set
 /// being replayed (a candidate may change what a tier can do).
-fn record_entities(engine: &Engine, recorded: &[Value]) -> Result<Entities, String> {
+fn record_entities(engine: &Engine, recorded: &[Value]) -> Result<Entities, RecordProblem> {
     let is_tier =
         |e: &Value| e.pointer("/uid/type").and_then(Value::as_str) == Some("Portcullis::Tier");
     let mut all: Vec<Value> = engine
@@ -463,5 +438,5 @@ fn record_entities(engine: &Engine, recorded: &[Value]) -> Result<Entities, Stri
         .collect();
     all.extend(recorded.iter().filter(|e| !is_tier(e)).cloned());
     Entities::from_json_value(Value::Array(all), Some(engine.schema()))
-        .map_err(|err| format!("the recorded entities do not fit the schema: {err}"))
+        .map_err(|err| RecordProblem::Entities(Box::new(err)))
 }

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::pdp::{Framing, PolicyBundle, SourceFile};
+use thiserror::Error;
+
+use crate::pdp::{BundleError, Framing, PolicyBundle, SourceFile};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,14 +68,37 @@ pub fn store(dir: &Path, bundle: &PolicyBundle) -> io::Result<String> {
     Ok(hash)
 }
 
+/// Why a stored policy set cannot be loaded.
+#[derive(Debug, Error)]
+pub enum SnapshotError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} is not a policy snapshot: {source}")]
+    NotASnapshot {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{path}: unknown hash framing {framing}")]
+    UnknownFraming { path: PathBuf, framing: u8 },
+    #[error("{path}: {source}")]
+    Files { path: PathBuf, source: BundleError },
+    #[error("{path} does not hash to its name: it was changed")]
+    Changed { path: PathBuf },
+}
+
 /// Loads the policy set stored under `hash`, checking that its files still
 /// hash to it.
-pub fn load(dir: &Path, hash: &str) -> Result<PolicyBundle, String> {
+pub fn load(dir: &Path, hash: &str) -> Result<PolicyBundle, SnapshotError> {
     let path = dir.join(format!("{hash}.json"));
-    let text = fs::read_to_string(&path)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-    let snapshot: Snapshot = serde_json::from_str(&text)
-        .map_err(|err| format!("{} is not a policy snapshot: {err}", path.display()))?;
+    let text = fs::read_to_string(&path).map_err(|source| SnapshotError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let snapshot: Snapshot =
+        serde_json::from_str(&text).map_err(|source| SnapshotError::NotASnapshot {
+            path: path.clone(),
+            source,
+        })?;
     let files = snapshot
         .files
         .into_iter()
@@ -83,20 +108,18 @@ pub fn load(dir: &Path, hash: &str) -> Result<PolicyBundle, String> {
             text: f.text,
         })
         .collect();
-    let framing = Framing::from_number(snapshot.framing).ok_or_else(|| {
-        format!(
-            "{}: unknown hash framing {}",
-            path.display(),
-            snapshot.framing
-        )
-    })?;
-    let bundle = PolicyBundle::from_files(files, framing)
-        .map_err(|err| format!("{}: {err}", path.display()))?;
+    let framing =
+        Framing::from_number(snapshot.framing).ok_or_else(|| SnapshotError::UnknownFraming {
+            path: path.clone(),
+            framing: snapshot.framing,
+        })?;
+    let bundle =
+        PolicyBundle::from_files(files, framing).map_err(|source| SnapshotError::Files {
+            path: path.clone(),
+            source,
+        })?;
     if bundle.hash() != hash {
-        return Err(format!(
-            "{} does not hash to its name: it was changed",
-            path.display()
-        ));
+        return Err(SnapshotError::Changed { path });
     }
     Ok(bundle)
 }

@@ -10,7 +10,7 @@ use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 
 use super::checkpoint::Checkpoint;
-use super::head::{self, Mark, head_path};
+use super::head::{self, Head, Mark, head_path};
 use super::record::{GENESIS, Kind, StoredRecord, line_hash_is_valid};
 
 /// What is wrong with a log, at the first place it goes wrong.
@@ -55,6 +55,8 @@ pub enum Break {
     /// An exported checkpoint the log should still contain is not in it.
     ExpectationMissing { seq: u64 },
 }
+
+impl std::error::Error for Break {}
 
 impl fmt::Display for Break {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -399,39 +401,154 @@ pub fn check_end(path: &Path, scan: Scan) -> Result<Verified, Break> {
             });
         }
     };
-    if let Some(pending) = &head.pending {
-        let committed = head.committed.as_ref().map_or(0, |m| m.seq);
-        if pending.seq <= committed {
-            return Err(Break::HeadTampered {
-                message: format!(
-                    "pending seq {} is not past committed seq {committed}",
-                    pending.seq
-                ),
-            });
-        }
-    }
-    let end = scan.last.clone();
-    if end == head.committed {
+    let unacknowledged_tail = match end_against_head(&head, scan.last.as_ref())? {
         // A partial line after the committed end is a batch cut short by a
         // crash: never acknowledged, so nothing ran on it.
-        return Ok(Verified {
-            unacknowledged_tail: scan.partial_tail,
-            scan,
+        End::Committed => scan.partial_tail,
+        End::Pending | End::PartOfPending => true,
+    };
+    Ok(Verified {
+        scan,
+        unacknowledged_tail,
+    })
+}
+
+/// Where a log's last complete record lies against its head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// At the committed mark: every record was acknowledged.
+    Committed,
+    /// At the pending mark: the last batch landed whole but was never
+    /// acknowledged.
+    Pending,
+    /// Between the two: a crash cut the last batch short; none of it was
+    /// acknowledged, and a writer cuts it back to the committed mark.
+    PartOfPending,
+}
+
+/// The one check of a log's end against its head, for the verifier and
+/// the writer alike. Any end the writing protocol cannot leave is a break.
+pub fn end_against_head(head: &Head, last: Option<&Mark>) -> Result<End, Break> {
+    let committed_seq = head.committed.as_ref().map_or(0, |m| m.seq);
+    if let Some(pending) = &head.pending
+        && pending.seq <= committed_seq
+    {
+        return Err(Break::HeadTampered {
+            message: format!(
+                "pending seq {} is not past committed seq {committed_seq}",
+                pending.seq
+            ),
         });
     }
-    if head.pending.is_some() && end == head.pending {
-        return Ok(Verified {
-            scan,
-            unacknowledged_tail: true,
-        });
+    if last == head.committed.as_ref() {
+        return Ok(End::Committed);
     }
-    let log_seq = end.as_ref().map_or(0, |m| m.seq);
-    let head_seq = head.committed.as_ref().map_or(0, |m| m.seq);
-    Err(if log_seq < head_seq {
-        Break::Truncated { log_seq, head_seq }
-    } else if log_seq > head_seq {
-        Break::Extended { log_seq, head_seq }
+    if head.pending.is_some() && last == head.pending.as_ref() {
+        return Ok(End::Pending);
+    }
+    let log_seq = last.map_or(0, |m| m.seq);
+    if let Some(pending) = &head.pending
+        && log_seq > committed_seq
+        && log_seq < pending.seq
+    {
+        return Ok(End::PartOfPending);
+    }
+    Err(if log_seq < committed_seq {
+        Break::Truncated {
+            log_seq,
+            head_seq: committed_seq,
+        }
+    } else if log_seq > committed_seq {
+        Break::Extended {
+            log_seq,
+            head_seq: committed_seq,
+        }
     } else {
         Break::HeadMismatch { seq: log_seq }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(seq: u64) -> Mark {
+        Mark {
+            seq,
+            hash: format!("h{seq}"),
+        }
+    }
+
+    fn head(committed: u64, pending: Option<u64>) -> Head {
+        Head {
+            committed: (committed > 0).then(|| mark(committed)),
+            pending: pending.map(mark),
+        }
+    }
+
+    #[test]
+    fn every_end_the_writer_can_leave_is_accepted() {
+        assert_eq!(end_against_head(&head(0, None), None), Ok(End::Committed));
+        assert_eq!(
+            end_against_head(&head(5, None), Some(&mark(5))),
+            Ok(End::Committed)
+        );
+        assert_eq!(
+            end_against_head(&head(5, Some(9)), Some(&mark(5))),
+            Ok(End::Committed)
+        );
+        assert_eq!(
+            end_against_head(&head(5, Some(9)), Some(&mark(9))),
+            Ok(End::Pending)
+        );
+        assert_eq!(
+            end_against_head(&head(5, Some(9)), Some(&mark(7))),
+            Ok(End::PartOfPending)
+        );
+        assert_eq!(
+            end_against_head(&head(0, Some(3)), Some(&mark(1))),
+            Ok(End::PartOfPending)
+        );
+    }
+
+    #[test]
+    fn every_other_end_is_a_break() {
+        assert_eq!(
+            end_against_head(&head(5, None), Some(&mark(4))),
+            Err(Break::Truncated {
+                log_seq: 4,
+                head_seq: 5
+            })
+        );
+        assert_eq!(
+            end_against_head(&head(5, None), Some(&mark(6))),
+            Err(Break::Extended {
+                log_seq: 6,
+                head_seq: 5
+            })
+        );
+        assert_eq!(
+            end_against_head(&head(5, Some(9)), Some(&mark(10))),
+            Err(Break::Extended {
+                log_seq: 10,
+                head_seq: 5
+            })
+        );
+        let forged = Mark {
+            seq: 5,
+            hash: "other".into(),
+        };
+        assert_eq!(
+            end_against_head(&head(5, None), Some(&forged)),
+            Err(Break::HeadMismatch { seq: 5 })
+        );
+        assert!(matches!(
+            end_against_head(&head(5, Some(5)), Some(&mark(5))),
+            Err(Break::HeadTampered { .. })
+        ));
+        assert!(matches!(
+            end_against_head(&head(0, None), Some(&mark(1))),
+            Err(Break::Extended { .. })
+        ));
+    }
 }

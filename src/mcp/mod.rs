@@ -29,6 +29,8 @@ pub enum ServeError {
     Start(String),
     #[error("the MCP session ended with an error: {0}")]
     Run(String),
+    #[error("a wrapper tool's schema does not compile: {0}")]
+    Wrappers(#[from] crate::tools::SchemaError),
 }
 
 /// Serves one client over stdin and stdout until stdin closes.
@@ -37,7 +39,7 @@ pub async fn serve_stdio(
     bundle: &PolicyBundle,
     approvals: Approvals,
 ) -> Result<(), ServeError> {
-    let server = PortcullisServer::new(keeper, bundle, approvals);
+    let server = PortcullisServer::new(keeper, bundle, approvals).map_err(ServeError::Wrappers)?;
     let transport = pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(
         tokio::io::stdin(),
         tokio::io::stdout(),

@@ -22,7 +22,7 @@ use super::resources::{PolicyResource, policy_resources};
 use crate::approval::{Answer, Approvals, Asking, Era, Request};
 use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
 use crate::pdp::PolicyBundle;
-use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool};
+use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool, SchemaError};
 
 const TOOLS_LIST: &str = "tools_list";
 const TOOL_CALL: &str = "tool_call";
@@ -77,15 +77,21 @@ fn no_arguments_schema() -> Value {
 }
 
 impl PortcullisServer {
-    pub fn new(keeper: Arc<Keeper>, bundle: &PolicyBundle, approvals: Approvals) -> Self {
-        Self {
+    /// A server for one client. Fails only if a wrapper's own schema does
+    /// not compile, which the tests rule out.
+    pub fn new(
+        keeper: Arc<Keeper>,
+        bundle: &PolicyBundle,
+        approvals: Approvals,
+    ) -> Result<Self, SchemaError> {
+        Ok(Self {
             keeper,
             approvals,
             resources: policy_resources(bundle),
-            tool_call_arguments: compiled(&tool_call_schema()),
-            no_arguments: compiled(&no_arguments_schema()),
-            gate_arguments: compiled(&gate_schema()),
-        }
+            tool_call_arguments: ArgumentValidator::compile(&tool_call_schema())?,
+            no_arguments: ArgumentValidator::compile(&no_arguments_schema())?,
+            gate_arguments: ArgumentValidator::compile(&gate_schema())?,
+        })
     }
 
     fn mcp_tool(tool: &RegisteredTool) -> Tool {
@@ -160,20 +166,6 @@ impl PortcullisServer {
 /// The request's JSON-RPC id, as recorded in the audit log.
 fn request_id(context: &RequestContext<RoleServer>) -> String {
     serde_json::to_string(&context.id).unwrap_or_default()
-}
-
-/// Compiles one of the wrappers' own schemas, which are constants.
-fn compiled(schema: &Value) -> ArgumentValidator {
-    match ArgumentValidator::compile(schema) {
-        Ok(validator) => validator,
-        // The wrapper schemas are literals above, covered by the tests; a
-        // failure here is a bug in this file, not something input can cause.
-        #[expect(
-            clippy::panic,
-            reason = "invariant: the wrapper schemas are constants of this file and compile"
-        )]
-        Err(err) => panic!("a wrapper schema does not compile: {err}"),
-    }
 }
 
 impl PortcullisServer {
@@ -404,5 +396,17 @@ impl ServerHandler for PortcullisServer {
             .find(|r| r.uri == request.uri)
             .ok_or_else(|| errors::resource_not_found(&request.uri))?;
         Ok(ReadResourceResult::new(vec![resource.contents()]).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wrapper_schemas_compile() {
+        for schema in [tool_call_schema(), no_arguments_schema(), gate_schema()] {
+            assert!(ArgumentValidator::compile(&schema).is_ok(), "{schema}");
+        }
     }
 }

@@ -35,6 +35,16 @@ pub enum BundleError {
     Empty { dir: PathBuf, what: &'static str },
     #[error("{path}: {problem}; rename the file")]
     BadName { path: PathBuf, problem: String },
+    /// A stored set names a file that no deciding file can be.
+    #[error("unexpected file {name}")]
+    Unexpected { name: String },
+}
+
+/// A stored set without one of the files every set has.
+fn missing(name: &str) -> BundleError {
+    BundleError::Missing {
+        path: Path::new("policies").join(name),
+    }
 }
 
 /// How a set's files are framed when they are hashed.
@@ -213,7 +223,7 @@ impl PolicyBundle {
     /// (`policies/x.cedar`, `schemas/x.cedarschema`, `policies/tiers.json`,
     /// `policies/path_classes.toml`), as a policy snapshot stores them,
     /// hashed with the framing they were recorded with.
-    pub fn from_files(files: Vec<SourceFile>, framing: Framing) -> Result<Self, String> {
+    pub fn from_files(files: Vec<SourceFile>, framing: Framing) -> Result<Self, BundleError> {
         let mut builtin = Vec::new();
         let mut policies = Vec::new();
         let mut schemas = Vec::new();
@@ -223,7 +233,10 @@ impl PolicyBundle {
         for file in files {
             let logical = file.logical.as_str();
             if let Some(problem) = name_problem(logical) {
-                return Err(format!("{logical:?}: {problem}"));
+                return Err(BundleError::BadName {
+                    path: PathBuf::from(logical),
+                    problem,
+                });
             }
             if logical == format!("policies/{TIERS_FILE}") {
                 tiers = Some(file);
@@ -238,7 +251,9 @@ impl PolicyBundle {
             } else if logical.starts_with("schemas/") && logical.ends_with(".cedarschema") {
                 schemas.push(file);
             } else {
-                return Err(format!("unexpected file {logical}"));
+                return Err(BundleError::Unexpected {
+                    name: logical.to_owned(),
+                });
             }
         }
         policies.sort_by(|a, b| a.logical.cmp(&b.logical));
@@ -247,9 +262,9 @@ impl PolicyBundle {
             builtin,
             policies,
             schemas,
-            tiers: tiers.ok_or("no policies/tiers.json")?,
-            path_classes: path_classes.ok_or("no policies/path_classes.toml")?,
-            commands: commands.ok_or("no policies/commands.toml")?,
+            tiers: tiers.ok_or_else(|| missing(TIERS_FILE))?,
+            path_classes: path_classes.ok_or_else(|| missing(PATH_CLASSES_FILE))?,
+            commands: commands.ok_or_else(|| missing(COMMANDS_FILE))?,
             tests: Vec::new(),
             test_entities: Vec::new(),
             framing,
@@ -470,7 +485,7 @@ mod tests {
         // Such a name cannot reach a set: not from a snapshot, not from disk.
         let files: Vec<SourceFile> = one.deciding_files().cloned().collect();
         let err = PolicyBundle::from_files(files, Framing::V1).unwrap_err();
-        assert!(err.contains("control characters"), "{err}");
+        assert!(err.to_string().contains("control characters"), "{err}");
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("a\nb.cedar"), "").unwrap();
         let err = PolicyBundle::load(Some(dir.path()), None).unwrap_err();

@@ -227,8 +227,12 @@ impl Engine {
                 })?;
 
         let uid = |kind: &str, id: &str| -> Result<EntityUid, LoadError> {
-            entities::entity_uid(kind, id).map_err(|message| LoadError {
-                problems: vec![Problem::new(ProblemKind::Entities, "entities", message)],
+            entities::entity_uid(kind, id).map_err(|err| LoadError {
+                problems: vec![Problem::new(
+                    ProblemKind::Entities,
+                    "entities",
+                    err.to_string(),
+                )],
             })
         };
         let mut client_uids = HashMap::new();
@@ -441,7 +445,8 @@ fn check_policies_shape(
             )),
         ],
     };
-    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe").map_err(refuse)?;
+    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe")
+        .map_err(|err| refuse(err.to_string()))?;
     let context = super::decide::policy_context(Transport::Stdio, true, "probe")
         .map_err(|err| refuse(err.to_string()))?;
     Request::new(
@@ -478,10 +483,12 @@ fn check_request_shape(
                 .to_owned(),
         ))],
         };
-    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe").map_err(refuse)?;
+    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe")
+        .map_err(|err| refuse(err.to_string()))?;
     let resource = match tools.values().next() {
         Some(uid) => uid.clone(),
-        None => entities::entity_uid(entities::TOOL_TYPE, "probe/probe").map_err(refuse)?,
+        None => entities::entity_uid(entities::TOOL_TYPE, "probe/probe")
+            .map_err(|err| refuse(err.to_string()))?,
     };
     let mut facts = ToolFacts::without_paths(Transport::Stdio);
     facts.path_classes.insert("probe".to_owned());

@@ -105,11 +105,27 @@ pub fn tool_entities(registry: &Registry) -> Vec<Value> {
     out
 }
 
-/// The uid `kind::"id"`, with the id quoted as Cedar requires.
-pub fn entity_uid(kind: &str, id: &str) -> Result<cedar_policy::EntityUid, String> {
-    let text = format!("{kind}::{}", Value::String(id.to_owned()));
-    text.parse()
-        .map_err(|err| format!("bad entity id {text}: {err}"))
+/// A name that is not a Cedar entity type (only a type name can be bad: any
+/// string is an id).
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} is not an entity type name: {source}")]
+pub struct BadEntityType {
+    kind: String,
+    source: Box<cedar_policy::ParseErrors>,
+}
+
+/// The uid `kind::"id"`; the id is taken as it is, never parsed.
+pub fn entity_uid(kind: &str, id: &str) -> Result<cedar_policy::EntityUid, BadEntityType> {
+    let type_name = kind
+        .parse::<cedar_policy::EntityTypeName>()
+        .map_err(|source| BadEntityType {
+            kind: kind.to_owned(),
+            source: Box::new(source),
+        })?;
+    Ok(cedar_policy::EntityUid::from_type_name_and_id(
+        type_name,
+        cedar_policy::EntityId::new(id),
+    ))
 }
 
 /// The shell entity, resource of every `run_command` request.

@@ -91,22 +91,52 @@ pub fn run(engine: &Engine, bundle: &PolicyBundle) -> Vec<CaseResult> {
             results.push(CaseResult {
                 file: file.display.clone(),
                 name,
-                failure: run_case(engine, bundle, case).err(),
+                failure: run_case(engine, bundle, case)
+                    .err()
+                    .map(|failure| failure.to_string()),
             });
         }
     }
     results
 }
 
-fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), String> {
+/// Why a case failed: it could not be run, or it decided otherwise.
+#[derive(Debug, thiserror::Error)]
+enum CaseFailure {
+    #[error("entities file `{0}` not found (it must be in policies/tests/{TEST_ENTITIES_DIR}/)")]
+    NoEntitiesFile(String),
+    #[error("{file}: {source}")]
+    EntitiesFile {
+        file: String,
+        source: serde_json::Error,
+    },
+    #[error("the entities do not match the schema: {0}")]
+    Entities(Box<cedar_policy::entities_errors::EntitiesError>),
+    #[error("bad entity uid `{text}`: {source}")]
+    Uid {
+        text: String,
+        source: Box<cedar_policy::ParseErrors>,
+    },
+    #[error("the context does not match the schema: {0}")]
+    Context(Box<cedar_policy::ContextJsonError>),
+    #[error("the request does not match the schema: {0}")]
+    Request(Box<cedar_policy::RequestValidationError>),
+    #[error("{}", .0.join("; "))]
+    Decided(Vec<String>),
+}
+
+fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), CaseFailure> {
     let extra = match &case.entities {
         CaseEntities::Inline(entities) => entities.clone(),
         CaseEntities::File(name) => entity_file(&bundle.test_entities, name)?,
     };
     let entities = merged_entities(engine, extra)?;
-    let uid = |text: &str| -> Result<EntityUid, String> {
+    let uid = |text: &str| -> Result<EntityUid, CaseFailure> {
         text.parse::<EntityUid>()
-            .map_err(|err| format!("bad entity uid `{text}`: {err}"))
+            .map_err(|source| CaseFailure::Uid {
+                text: text.to_owned(),
+                source: Box::new(source),
+            })
     };
     let principal = uid(&case.request.principal)?;
     let action = uid(&case.request.action)?;
@@ -115,9 +145,9 @@ fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), S
         case.request.context.clone(),
         Some((engine.schema(), &action)),
     )
-    .map_err(|err| format!("the context does not match the schema: {err}"))?;
+    .map_err(|err| CaseFailure::Context(Box::new(err)))?;
     let request = Request::new(principal, action, resource, context, Some(engine.schema()))
-        .map_err(|err| format!("the request does not match the schema: {err}"))?;
+        .map_err(|err| CaseFailure::Request(Box::new(err)))?;
     let response = engine.authorize(&request, &entities);
 
     let decision = match response.decision() {
@@ -157,22 +187,24 @@ fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), S
     if wrong.is_empty() {
         Ok(())
     } else {
-        Err(wrong.join("; "))
+        Err(CaseFailure::Decided(wrong))
     }
 }
 
-fn entity_file(files: &[SourceFile], name: &str) -> Result<Vec<Value>, String> {
+fn entity_file(files: &[SourceFile], name: &str) -> Result<Vec<Value>, CaseFailure> {
     let logical = format!("policies/tests/{name}");
-    let file = files.iter().find(|f| f.logical == logical).ok_or_else(|| {
-        format!(
-            "entities file `{name}` not found (it must be in policies/tests/{TEST_ENTITIES_DIR}/)"
-        )
-    })?;
-    serde_json::from_str(&file.text).map_err(|err| format!("{}: {err}", file.display))
+    let file = files
+        .iter()
+        .find(|f| f.logical == logical)
+        .ok_or_else(|| CaseFailure::NoEntitiesFile(name.to_owned()))?;
+    serde_json::from_str(&file.text).map_err(|source| CaseFailure::EntitiesFile {
+        file: file.display.clone(),
+        source,
+    })
 }
 
 /// The engine's own entities with the case's on top (same uid: the case wins).
-fn merged_entities(engine: &Engine, extra: Vec<Value>) -> Result<Entities, String> {
+fn merged_entities(engine: &Engine, extra: Vec<Value>) -> Result<Entities, CaseFailure> {
     let key = |entity: &Value| entity.get("uid").map(Value::to_string).unwrap_or_default();
     let mut by_uid: BTreeMap<String, Value> = engine
         .entities_json()
@@ -186,5 +218,5 @@ fn merged_entities(engine: &Engine, extra: Vec<Value>) -> Result<Entities, Strin
         Value::Array(by_uid.into_values().collect()),
         Some(engine.schema()),
     )
-    .map_err(|err| format!("the entities do not match the schema: {err}"))
+    .map_err(|err| CaseFailure::Entities(Box::new(err)))
 }

@@ -715,3 +715,16 @@ fn a_fixture_with_a_context_off_the_schema_fails() {
         results[0]
     );
 }
+
+#[test]
+fn an_entity_id_is_taken_as_written_and_a_bad_type_name_is_an_error() {
+    let uid = super::entity_uid("Portcullis::Client", "a \"quoted\" \\ name").unwrap();
+    assert_eq!(uid.id().unescaped(), "a \"quoted\" \\ name");
+    assert_eq!(uid.type_name().to_string(), "Portcullis::Client");
+    let err = super::entity_uid("Portcullis::", "x").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("Portcullis:: is not an entity type name"),
+        "{err}"
+    );
+}

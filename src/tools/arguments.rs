@@ -12,6 +12,13 @@ pub struct ArgumentError {
     pub problems: Vec<String>,
 }
 
+/// An input schema that is not a valid JSON Schema.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("the input schema does not compile: {message}")]
+pub struct SchemaError {
+    message: String,
+}
+
 /// A tool's input schema, compiled once when the registry is built.
 pub struct ArgumentValidator {
     validator: jsonschema::Validator,
@@ -27,10 +34,12 @@ impl fmt::Debug for ArgumentValidator {
 const MAX_PROBLEMS: usize = 8;
 
 impl ArgumentValidator {
-    pub fn compile(schema: &serde_json::Value) -> Result<Self, String> {
+    pub fn compile(schema: &serde_json::Value) -> Result<Self, SchemaError> {
         jsonschema::validator_for(schema)
             .map(|validator| Self { validator })
-            .map_err(|err| err.to_string())
+            .map_err(|err| SchemaError {
+                message: err.to_string(),
+            })
     }
 
     pub fn check(&self, arguments: &serde_json::Value) -> Result<(), ArgumentError> {

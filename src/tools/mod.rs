@@ -13,7 +13,7 @@ mod registry;
 mod run;
 mod spec;
 
-pub use arguments::{ArgumentError, ArgumentValidator};
+pub use arguments::{ArgumentError, ArgumentValidator, SchemaError};
 pub use builtin::{BUILTIN_SERVER, Builtin};
 pub use registry::{RegisteredTool, Registry, RegistryError, Runner};
 pub use run::{CancelFlag, Invocation, Progress, ToolFailure};

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use thiserror::Error;
 
-use super::arguments::ArgumentValidator;
+use super::arguments::{ArgumentValidator, SchemaError};
 use super::builtin::Builtin;
 use super::spec::{ToolId, ToolSpec};
 
@@ -11,8 +11,8 @@ use super::spec::{ToolId, ToolSpec};
 pub enum RegistryError {
     #[error("tool {0} is declared twice")]
     Duplicate(ToolId),
-    #[error("tool {tool}: its input schema is not a valid JSON Schema: {message}")]
-    InvalidSchema { tool: ToolId, message: String },
+    #[error("tool {tool}: {source}")]
+    InvalidSchema { tool: ToolId, source: SchemaError },
     #[error("tool {tool}: path argument `{argument}` is not a string property of its input schema")]
     PathArgumentNotInSchema { tool: ToolId, argument: String },
 }
@@ -64,10 +64,10 @@ impl Registry {
                     });
                 }
             }
-            let arguments = ArgumentValidator::compile(&spec.input_schema).map_err(|message| {
+            let arguments = ArgumentValidator::compile(&spec.input_schema).map_err(|source| {
                 RegistryError::InvalidSchema {
                     tool: spec.id.clone(),
-                    message,
+                    source,
                 }
             })?;
             let id = spec.id.clone();
