@@ -121,8 +121,14 @@ fn decide_cost(base: &Path) -> Duration {
             "client_elicitation",
         )));
         tool.arguments.check(&arguments).unwrap();
-        let call =
-            tool_call_facts(&tool.spec, &arguments, &root, classes, Transport::Stdio).unwrap();
+        let call = tool_call_facts(
+            &tool.spec.path_arguments,
+            &arguments,
+            &root,
+            classes,
+            Transport::Stdio,
+        )
+        .unwrap();
         let decision = engine.decide(&Query::tool(
             "bench",
             ToolAction::Call,

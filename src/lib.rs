@@ -19,6 +19,7 @@
 //! are computed, never taken from the client.
 
 pub mod approval;
+pub mod atomic_file;
 pub mod audit;
 pub mod auth;
 pub mod cli;

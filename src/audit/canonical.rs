@@ -70,11 +70,7 @@ fn write_scalar(value: &Value, out: &mut Vec<u8>) {
 
 /// SHA-256 of the canonical encoding, lower-case hex.
 pub fn sha256_hex(value: &Value) -> String {
-    hex(&Sha256::digest(encode(value)))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(encode(value)))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::canonical::{encode, hex, sha256_hex};
+use super::canonical::{encode, sha256_hex};
 
 /// The `prev` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -126,7 +126,7 @@ pub fn line_hash_is_valid(line: &[u8], claimed: &str) -> bool {
     let mut hasher = Sha256::new();
     hasher.update(&line[..start]);
     hasher.update(&line[value_end + 1..]);
-    hex(&hasher.finalize()) == claimed
+    hex::encode(hasher.finalize()) == claimed
 }
 
 #[cfg(test)]

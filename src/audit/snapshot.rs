@@ -3,13 +3,14 @@
 //! rebuild it with nothing but the log folder.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use thiserror::Error;
 
+use crate::atomic_file::{self, Mode};
 use crate::pdp::{BundleError, Framing, PolicyBundle, SourceFile};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -60,11 +61,7 @@ pub fn store(dir: &Path, bundle: &PolicyBundle) -> io::Result<String> {
             .collect(),
     };
     let text = serde_json::to_string_pretty(&snapshot).map_err(io::Error::other)?;
-    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(text.as_bytes())?;
-    temp.as_file().sync_all()?;
-    temp.persist(&path).map_err(|err| err.error)?;
-    fs::File::open(dir)?.sync_all()?;
+    atomic_file::replace(&path, text.as_bytes(), Mode::AsBefore)?;
     Ok(hash)
 }
 

@@ -1,6 +1,6 @@
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use thiserror::Error;
 
-use super::token::{Token, generate, hash_token, hex};
+use super::token::{Token, generate, hash_token};
+use crate::atomic_file::{self, Mode};
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -163,7 +164,7 @@ impl TokenStore {
         self.clients.push(StoredClient {
             name: name.to_owned(),
             tier: tier.to_owned(),
-            token_sha256: hex(&hash_token(token.as_str())),
+            token_sha256: hex::encode(hash_token(token.as_str())),
             created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         });
         self.save()?;
@@ -185,7 +186,7 @@ impl TokenStore {
     /// constant time, so the time taken says nothing about which (if any)
     /// stored token shares a prefix with the one given.
     pub fn authenticate(&self, token: &str) -> Option<&StoredClient> {
-        let given = hex(&hash_token(token));
+        let given = hex::encode(hash_token(token));
         let mut found = None;
         for client in &self.clients {
             let equal: bool = client
@@ -216,23 +217,9 @@ impl TokenStore {
         };
         let text = serde_json::to_string_pretty(&file)
             .map_err(|err| write_error(io::Error::other(err)))?;
-        let temp = dir.join(format!(".tokens.{}.tmp", std::process::id()));
-        let result = (|| {
-            let mut out = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)?;
-            out.write_all(text.as_bytes())?;
-            out.write_all(b"\n")?;
-            out.sync_all()?;
-            fs::rename(&temp, &self.path)?;
-            fs::File::open(dir)?.sync_all()
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&temp);
-        }
-        result.map_err(write_error)
+        let mut bytes = text.into_bytes();
+        bytes.push(b'\n');
+        atomic_file::replace(&self.path, &bytes, Mode::Private).map_err(write_error)
     }
 }
 

@@ -17,7 +17,7 @@ const PREFIX: &str = "pcl_";
 pub fn generate() -> Result<Token, getrandom::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)?;
-    Ok(Token(format!("{PREFIX}{}", hex(&bytes))))
+    Ok(Token(format!("{PREFIX}{}", hex::encode(bytes))))
 }
 
 /// The SHA-256 of a token, as stored.
@@ -28,11 +28,7 @@ pub fn hash_token(token: &str) -> [u8; 32] {
 /// The first 16 hex digits of a token's hash: names a token in logs and
 /// audit records without revealing it.
 pub fn fingerprint(hash: &[u8; 32]) -> String {
-    hex(&hash[..8])
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&hash[..8])
 }
 
 #[cfg(test)]
@@ -53,6 +49,6 @@ mod tests {
         let hash = hash_token("pcl_x");
         let fp = fingerprint(&hash);
         assert_eq!(fp.len(), 16);
-        assert!(hex(&hash).starts_with(&fp));
+        assert!(hex::encode(hash).starts_with(&fp));
     }
 }

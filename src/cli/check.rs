@@ -82,7 +82,7 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
                 .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
             let root = Root::new(&args.root).map_err(|err| anyhow::anyhow!("--root: {err}"))?;
             let call = tool_call_facts(
-                &tool.spec,
+                &tool.spec.path_arguments,
                 &arguments,
                 &root,
                 engine.path_classes(),

@@ -1,4 +1,3 @@
-use std::fs;
 use std::io::Write;
 use std::path::Path;
 
@@ -7,6 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{Exit, Format, PolicyArgs, print_json};
+use crate::atomic_file::{self, Mode};
 use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof};
 use crate::tools::Registry;
 
@@ -249,16 +249,6 @@ fn fmt(args: &FmtArgs, format: Format) -> anyhow::Result<Exit> {
 
 /// Replaces a file so that a crash leaves either the old or the new text.
 pub(super) fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    temp.write_all(text.as_bytes())
-        .and_then(|()| temp.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    if let Ok(meta) = fs::metadata(path) {
-        fs::set_permissions(temp.path(), meta.permissions())?;
-    }
-    temp.persist(path)
-        .with_context(|| format!("cannot replace {}", path.display()))?;
-    Ok(())
+    atomic_file::replace(path, text.as_bytes(), Mode::AsBefore)
+        .with_context(|| format!("cannot write {}", path.display()))
 }

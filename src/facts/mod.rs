@@ -2,6 +2,7 @@
 //! request and the registry, never taken from what the client claims.
 
 mod command;
+mod path_argument;
 mod path_classes;
 mod paths;
 mod tool_call;
@@ -10,6 +11,7 @@ pub use command::{
     CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, KNOWN_NODE_KINDS,
     MAX_COMMAND_BYTES, command_facts,
 };
+pub use path_argument::{PathArgument, PathRole};
 pub use path_classes::{PathClassError, PathClasses};
 pub use paths::{
     Anchor, FileId, MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve,

@@ -4,9 +4,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::path_argument::PathArgument;
 use super::path_classes::PathClasses;
 use super::paths::{PathError, ResolvedPath, Root, resolve};
-use crate::tools::ToolSpec;
 
 /// The path class of a regular file with more than one name. Such a file
 /// is judged as if it were outside the root; a team that trusts its
@@ -90,15 +90,15 @@ pub struct CallFactsError {
 /// Computes the facts of a call whose arguments already passed the tool's
 /// input schema.
 pub fn tool_call_facts(
-    spec: &ToolSpec,
+    path_arguments: &[PathArgument],
     arguments: &serde_json::Value,
     root: &Root,
     classes: &PathClasses,
     transport: Transport,
 ) -> Result<ToolCallFacts, CallFactsError> {
     let mut facts = ToolFacts::without_paths(transport);
-    let mut paths = Vec::with_capacity(spec.path_arguments.len());
-    for argument in &spec.path_arguments {
+    let mut paths = Vec::with_capacity(path_arguments.len());
+    for argument in path_arguments {
         let raw = match arguments.get(&argument.name) {
             Some(serde_json::Value::String(raw)) => raw.as_str(),
             // The schema declares path arguments as strings; anything else
@@ -170,7 +170,7 @@ mod tests {
         let registry = Registry::builtin().unwrap();
         let spec = &registry.lookup(tool).unwrap().spec;
         let classes = PathClasses::parse("c.toml", CLASSES).unwrap();
-        tool_call_facts(spec, &args, &root, &classes, Transport::Cli)
+        tool_call_facts(&spec.path_arguments, &args, &root, &classes, Transport::Cli)
             .unwrap()
             .facts
     }
@@ -259,7 +259,7 @@ mod tests {
         let spec = &registry.lookup("read_file").unwrap().spec;
         let classes = PathClasses::parse("c.toml", CLASSES).unwrap();
         let err = tool_call_facts(
-            spec,
+            &spec.path_arguments,
             &json!({"path": "a\0b"}),
             &root,
             &classes,
@@ -314,7 +314,7 @@ mod error_texts {
             for tool in ["read_file", "write_file"] {
                 let spec = &registry.lookup(tool).unwrap().spec;
                 let args = json!({"path": raw, "content": "x"});
-                match tool_call_facts(spec, &args, &root, &classes, Transport::Cli) {
+                match tool_call_facts(&spec.path_arguments, &args, &root, &classes, Transport::Cli) {
                     Ok(call) => {
                         prop_assert!(!call.facts.reads_inside_root || !call.facts.writes_inside_root);
                         prop_assert!(!call.facts.writes_inside_root || tool == "read_file");

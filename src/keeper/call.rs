@@ -131,7 +131,13 @@ impl Keeper {
         trail: &mut Trail<'_>,
     ) -> Step<ToolCallFacts> {
         let classes = self.engine.path_classes();
-        match tool_call_facts(&tool.spec, arguments, &self.root, classes, self.transport) {
+        match tool_call_facts(
+            &tool.spec.path_arguments,
+            arguments,
+            &self.root,
+            classes,
+            self.transport,
+        ) {
             Ok(call) => Ok(call),
             Err(err) => {
                 let message = format!("invalid arguments: {err}");

@@ -328,12 +328,8 @@ impl PolicyBundle {
                 }
             }
         }
-        hex(&hasher.finalize())
+        hex::encode(hasher.finalize())
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn read_file(dir: &Path, logical_dir: &str, name: &str) -> Result<SourceFile, BundleError> {

@@ -1,10 +1,10 @@
 //! The one decision point: allow, ask or deny for a tool request.
 
 use cedar_policy::{
-    AuthorizationError, Context, ContextCreationError, Decision as CedarDecision, Entities,
-    EntityUid, Request, Response, RestrictedExpression,
+    AuthorizationError, Decision as CedarDecision, Entities, EntityUid, Request, Response,
 };
 
+use super::context::{command_context, policy_context, tool_context};
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
 use super::engine::Engine;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
@@ -356,142 +356,6 @@ impl Engine {
             policy_set: self.identity.clone(),
         }
     }
-}
-
-/// The context record of a tool request (schema type `Portcullis::ToolFacts`).
-/// Its shape is fixed here, whatever the values: `Engine::load` checks this
-/// shape against the schema once, with a probe built by this same function.
-pub(super) fn tool_context(
-    facts: &ToolFacts,
-    approved: bool,
-    approval_channel: &str,
-) -> Result<Context, Box<ContextCreationError>> {
-    let classes = facts
-        .path_classes
-        .iter()
-        .map(|class| RestrictedExpression::new_string(class.clone()));
-    let pairs = [
-        ("approved", RestrictedExpression::new_bool(approved)),
-        (
-            "approval_channel",
-            RestrictedExpression::new_string(approval_channel.to_owned()),
-        ),
-        (
-            "transport",
-            RestrictedExpression::new_string(facts.transport.as_str().to_owned()),
-        ),
-        (
-            "reads_inside_root",
-            RestrictedExpression::new_bool(facts.reads_inside_root),
-        ),
-        (
-            "writes_inside_root",
-            RestrictedExpression::new_bool(facts.writes_inside_root),
-        ),
-        (
-            "touches_vcs_metadata",
-            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
-        ),
-        (
-            "writes_vcs_metadata",
-            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
-        ),
-        ("path_classes", RestrictedExpression::new_set(classes)),
-    ];
-    Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
-}
-
-/// The context record of a `read_policy` request (schema type
-/// `Portcullis::PolicyFacts`): reading writes nothing, so the path facts
-/// hold vacuously.
-pub(super) fn policy_context(
-    transport: Transport,
-    approved: bool,
-    approval_channel: &str,
-) -> Result<Context, Box<ContextCreationError>> {
-    let pairs = [
-        ("approved", RestrictedExpression::new_bool(approved)),
-        (
-            "approval_channel",
-            RestrictedExpression::new_string(approval_channel.to_owned()),
-        ),
-        (
-            "transport",
-            RestrictedExpression::new_string(transport.as_str().to_owned()),
-        ),
-        ("writes_inside_root", RestrictedExpression::new_bool(true)),
-        (
-            "touches_vcs_metadata",
-            RestrictedExpression::new_bool(false),
-        ),
-        ("writes_vcs_metadata", RestrictedExpression::new_bool(false)),
-    ];
-    Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
-}
-
-/// Which `CommandFacts` record the schema declares. Policy sets recorded
-/// before the gate judged VCS metadata lack its two attributes; replay
-/// decides their records with the record they were decided with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum CommandShape {
-    Current,
-    WithoutVcsMetadata,
-}
-
-/// The context record of a command (schema type `Portcullis::CommandFacts`).
-pub(super) fn command_context(
-    facts: &CommandFacts,
-    transport: Transport,
-    approved: bool,
-    approval_channel: &str,
-    shape: CommandShape,
-) -> Result<Context, Box<ContextCreationError>> {
-    let set = |items: &std::collections::BTreeSet<String>| {
-        RestrictedExpression::new_set(
-            items
-                .iter()
-                .map(|i| RestrictedExpression::new_string(i.clone())),
-        )
-    };
-    let pairs = [
-        ("approved", RestrictedExpression::new_bool(approved)),
-        (
-            "approval_channel",
-            RestrictedExpression::new_string(approval_channel.to_owned()),
-        ),
-        (
-            "transport",
-            RestrictedExpression::new_string(transport.as_str().to_owned()),
-        ),
-        ("classes", set(&facts.classes)),
-        ("programs", set(&facts.programs)),
-        (
-            "writes_inside_root",
-            RestrictedExpression::new_bool(facts.writes_inside_root),
-        ),
-        ("opaque", RestrictedExpression::new_bool(facts.opaque)),
-    ];
-    let vcs = [
-        (
-            "writes_vcs_metadata",
-            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
-        ),
-        (
-            "touches_vcs_metadata",
-            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
-        ),
-    ];
-    let vcs = match shape {
-        CommandShape::Current => &vcs[..],
-        CommandShape::WithoutVcsMetadata => &[],
-    };
-    Context::from_pairs(
-        pairs
-            .into_iter()
-            .chain(vcs.iter().cloned())
-            .map(|(k, v)| (k.to_owned(), v)),
-    )
-    .map_err(Box::new)
 }
 
 /// What stays the same between the two passes of a decision.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::bundle::PolicyBundle;
-use super::decide::{CommandShape, command_context, tool_context};
+use super::context::{CommandShape, command_context, policy_context, tool_context};
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin, Provenance};
@@ -447,8 +447,8 @@ fn check_policies_shape(
     };
     let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe")
         .map_err(|err| refuse(err.to_string()))?;
-    let context = super::decide::policy_context(Transport::Stdio, true, "probe")
-        .map_err(|err| refuse(err.to_string()))?;
+    let context =
+        policy_context(Transport::Stdio, true, "probe").map_err(|err| refuse(err.to_string()))?;
     Request::new(
         principal,
         action.clone(),

@@ -4,6 +4,7 @@
 //! first; nothing else decides.
 
 mod bundle;
+mod context;
 mod decide;
 mod decision;
 mod defaults;

@@ -2,6 +2,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+pub use crate::facts::{PathArgument, PathRole};
+
 /// What a tool can do to the world. A closed vocabulary: policies match on
 /// these names, so an unknown effect would be a fact no policy can see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -78,37 +80,6 @@ impl From<ToolId> for String {
     fn from(id: ToolId) -> Self {
         id.to_string()
     }
-}
-
-/// How a tool uses a path argument. Reads and writes are judged separately:
-/// the root and VCS-metadata rules for writes are hard constraints, for reads
-/// they are defaults a team may widen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PathRole {
-    Read,
-    Write,
-    ReadWrite,
-}
-
-impl PathRole {
-    pub fn reads(self) -> bool {
-        matches!(self, PathRole::Read | PathRole::ReadWrite)
-    }
-
-    pub fn writes(self) -> bool {
-        matches!(self, PathRole::Write | PathRole::ReadWrite)
-    }
-}
-
-/// An argument of a tool that names a file or folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PathArgument {
-    /// The property of the arguments object that holds the path.
-    pub name: String,
-    pub role: PathRole,
-    /// Used when the argument is absent (e.g. `search` defaults to the root).
-    pub default: Option<String>,
 }
 
 /// Everything portcullis knows about a tool before any call.

@@ -144,7 +144,14 @@ pub(crate) mod test_support {
         let root = Root::new(root).unwrap();
         let spec = tool.spec();
         let classes = PathClasses::parse("c", "[x]\nglobs = [\"x\"]").unwrap();
-        let facts = tool_call_facts(&spec, &arguments, &root, &classes, Transport::Cli).unwrap();
+        let facts = tool_call_facts(
+            &spec.path_arguments,
+            &arguments,
+            &root,
+            &classes,
+            Transport::Cli,
+        )
+        .unwrap();
         let mut seen = Vec::new();
         let mut progress = |p: Progress| seen.push(p);
         let mut call = Invocation {

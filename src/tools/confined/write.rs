@@ -148,7 +148,7 @@ fn create_temp(parent: &Parent<'_>) -> Result<(File, String), ToolFailure> {
     for _ in 0..TEMP_NAME_ATTEMPTS {
         let mut random = [0u8; 8];
         getrandom::fill(&mut random).map_err(|_| ToolFailure::Internal)?;
-        let name = format!(".portcullis-{}", hex(&random));
+        let name = format!(".portcullis-{}", hex::encode(random));
         match openat(
             &parent.folder,
             name.as_str(),
@@ -170,10 +170,6 @@ fn write_temp(mut temp: File, text: &str, keep_mode: Option<u32>) -> Result<(), 
         fchmod(&temp, Mode::from_raw_mode(mode)).map_err(failure)?;
     }
     temp.sync_all().map_err(ToolFailure::from_io)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Removes a decided file: its name in the opened folder, only if that name

@@ -1,0 +1,146 @@
+//! The request context Cedar sees, built from computed facts. Each shape is
+//! fixed here, whatever the values: `Engine::load` checks every shape
+//! against the schema once, with a probe built by these same functions, so
+//! a context never fails to fit at decision time. Nothing here decides or
+//! reads the world: facts in, a `Context` out.
+
+use std::collections::BTreeSet;
+
+use cedar_policy::{Context, ContextCreationError, RestrictedExpression};
+
+use crate::facts::{CommandFacts, ToolFacts, Transport};
+
+/// The attributes every action's context shares.
+fn common(
+    approved: bool,
+    approval_channel: &str,
+    transport: Transport,
+) -> [(&'static str, RestrictedExpression); 3] {
+    [
+        ("approved", RestrictedExpression::new_bool(approved)),
+        (
+            "approval_channel",
+            RestrictedExpression::new_string(approval_channel.to_owned()),
+        ),
+        (
+            "transport",
+            RestrictedExpression::new_string(transport.as_str().to_owned()),
+        ),
+    ]
+}
+
+fn context(
+    pairs: impl IntoIterator<Item = (&'static str, RestrictedExpression)>,
+) -> Result<Context, Box<ContextCreationError>> {
+    Context::from_pairs(pairs.into_iter().map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+}
+
+fn strings(items: &BTreeSet<String>) -> RestrictedExpression {
+    RestrictedExpression::new_set(
+        items
+            .iter()
+            .map(|i| RestrictedExpression::new_string(i.clone())),
+    )
+}
+
+/// The context record of a tool request (schema type `Portcullis::ToolFacts`).
+pub(super) fn tool_context(
+    facts: &ToolFacts,
+    approved: bool,
+    approval_channel: &str,
+) -> Result<Context, Box<ContextCreationError>> {
+    let paths = [
+        (
+            "reads_inside_root",
+            RestrictedExpression::new_bool(facts.reads_inside_root),
+        ),
+        (
+            "writes_inside_root",
+            RestrictedExpression::new_bool(facts.writes_inside_root),
+        ),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
+        ),
+        (
+            "writes_vcs_metadata",
+            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
+        ),
+        ("path_classes", strings(&facts.path_classes)),
+    ];
+    context(
+        common(approved, approval_channel, facts.transport)
+            .into_iter()
+            .chain(paths),
+    )
+}
+
+/// The context record of a `read_policy` request (schema type
+/// `Portcullis::PolicyFacts`): reading writes nothing, so the path facts
+/// hold vacuously.
+pub(super) fn policy_context(
+    transport: Transport,
+    approved: bool,
+    approval_channel: &str,
+) -> Result<Context, Box<ContextCreationError>> {
+    let paths = [
+        ("writes_inside_root", RestrictedExpression::new_bool(true)),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(false),
+        ),
+        ("writes_vcs_metadata", RestrictedExpression::new_bool(false)),
+    ];
+    context(
+        common(approved, approval_channel, transport)
+            .into_iter()
+            .chain(paths),
+    )
+}
+
+/// Which `CommandFacts` record the schema declares. Policy sets recorded
+/// before the gate judged VCS metadata lack its two attributes; replay
+/// decides their records with the record they were decided with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CommandShape {
+    Current,
+    WithoutVcsMetadata,
+}
+
+/// The context record of a command (schema type `Portcullis::CommandFacts`).
+pub(super) fn command_context(
+    facts: &CommandFacts,
+    transport: Transport,
+    approved: bool,
+    approval_channel: &str,
+    shape: CommandShape,
+) -> Result<Context, Box<ContextCreationError>> {
+    let command = [
+        ("classes", strings(&facts.classes)),
+        ("programs", strings(&facts.programs)),
+        (
+            "writes_inside_root",
+            RestrictedExpression::new_bool(facts.writes_inside_root),
+        ),
+        ("opaque", RestrictedExpression::new_bool(facts.opaque)),
+    ];
+    let vcs = match shape {
+        CommandShape::Current => vec![
+            (
+                "writes_vcs_metadata",
+                RestrictedExpression::new_bool(facts.writes_vcs_metadata),
+            ),
+            (
+                "touches_vcs_metadata",
+                RestrictedExpression::new_bool(facts.touches_vcs_metadata),
+            ),
+        ],
+        CommandShape::WithoutVcsMetadata => Vec::new(),
+    };
+    context(
+        common(approved, approval_channel, transport)
+            .into_iter()
+            .chain(command)
+            .chain(vcs),
+    )
+}
