@@ -6,11 +6,26 @@
 //! defaults); the facts they test are computed here, in Rust.
 //!
 //! # Layout
-//! - [`pdp`]: loads and strictly validates the policy set, and decides.
-//! - [`facts`]: pure functions from a request to Cedar context (canonical
-//!   paths against the root, path classes).
-//! - [`tools`]: the registry of tools, their effects and input schemas.
+//! - [`pdp`]: loads and strictly validates the policy set, and decides
+//!   (`Engine::decide(&Query)`, the one place Cedar is evaluated).
+//! - [`facts`]: trusted facts from a request (canonical paths against the
+//!   root, path classes, shell command facts); they never decide.
+//! - [`gate`]: the command gate: a shell command line judged through the
+//!   decision point, part by part.
+//! - [`tools`]: the registry of tools, their effects and input schemas,
+//!   the built-in tools and their confined (handle-based) file access; a
+//!   tool runs only with the keeper's `Authorized` proof.
+//! - [`keeper`]: the one path from a request to a run: discover, validate,
+//!   compute facts, decide, record, run, record the outcome.
+//! - [`approval`]: asking a human, sealed states, and the `Grant` only it
+//!   makes.
+//! - [`audit`]: the hash-chained log (group commit, head, checkpoints),
+//!   policy snapshots, offline verify and replay.
+//! - [`auth`]: client tokens and the token store.
+//! - [`mcp`]: the MCP adapter (rmcp): it translates, it does not decide.
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
+//! - [`clock`]: the injected wall clock; [`atomic_file`]: crash-safe file
+//!   replacement.
 //!
 //! # Invariants
 //! One decision point; fail closed (any Cedar error, unknown principal or

@@ -1,3 +1,6 @@
+//! The `portcullis` binary: parses the command line and dispatches; every
+//! command lives in the library's `cli` module.
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -20,4 +20,5 @@ mod interop_python;
 mod load;
 mod mcp_client;
 mod mcp_raw;
+mod regression;
 mod util;

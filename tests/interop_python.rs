@@ -39,17 +39,36 @@ fn venv() -> PathBuf {
 #[test]
 fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras() {
     let venv = venv();
+    let report = tempfile::NamedTempFile::new().unwrap();
     let output = Command::new(venv.join("bin/pytest"))
         .args(["-q", "-p", "no:cacheprovider"])
+        .arg(format!("--junitxml={}", report.path().display()))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
         .env("PORTCULLIS_BIN", env!("CARGO_BIN_EXE_portcullis"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
+    // The runner's exit code says whether anything failed (0: all passed;
+    // 5: nothing was collected, which fails too).
+    assert_eq!(
+        output.status.code(),
+        Some(0),
         "pytest failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("28 passed"), "{stdout}");
+    // And its report, that nothing was skipped: a skipped test proves nothing.
+    let report = std::fs::read_to_string(report.path()).unwrap();
+    let count = |name: &str| -> u64 {
+        let pattern = format!(r#"<testsuite [^>]*\b{name}="(\d+)""#);
+        let found = regex::Regex::new(&pattern).unwrap().captures(&report);
+        found.unwrap_or_else(|| panic!("no {name} count in the report: {report}"))[1]
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        (count("failures"), count("errors"), count("skipped")),
+        (0, 0, 0),
+        "{stdout}"
+    );
+    assert!(count("tests") >= 28, "tests went missing: {stdout}");
 }

@@ -56,3 +56,9 @@ fn another_client_is_answered_while_one_runs_64_searches() {
     }
     busy.finish();
 }
+
+#[test]
+#[ignore = "load test: run by .ci/run in its own step"]
+fn stdout_holds_only_json_rpc_frames_under_500_concurrent_calls_with_progress() {
+    crate::mcp_raw::only_frames_under_concurrent_calls(500);
+}

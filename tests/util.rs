@@ -231,7 +231,7 @@ impl Session {
     pub fn next(&self) -> Value {
         let line = self
             .lines
-            .recv_timeout(Duration::from_secs(20))
+            .recv_timeout(Duration::from_secs(60))
             .expect("a frame in time");
         serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"))
     }
@@ -282,5 +282,34 @@ impl GateBench {
             root,
             _dir: dir,
         }
+    }
+}
+
+/// Waits until the audit log holds a record matching `wanted`, reading it
+/// again whenever it grows; fails after a generous minute.
+pub fn wait_for_record(
+    log: &Path,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = 0;
+    loop {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        if text.len() != seen {
+            seen = text.len();
+            let found = text
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .find(|record| wanted(record));
+            if let Some(record) = found {
+                return record;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no such record in {}",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

@@ -1,3 +1,7 @@
+//! The token store: one file of clients (name, tier, SHA-256 of the token),
+//! written atomically and owner-only. It holds hashes, never tokens, and
+//! checks a presented token in constant time; it does not decide.
+
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;

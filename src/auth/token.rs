@@ -1,3 +1,7 @@
+//! Client tokens: random, prefixed so a scanner can spot a leaked one, and
+//! known afterwards only by their hash and a short fingerprint. Nothing
+//! here stores or compares tokens.
+
 use sha2::{Digest, Sha256};
 
 /// A client token as given to the client; never stored.

@@ -1,3 +1,7 @@
+//! `portcullis audit {verify,replay,show}`: the auditor's offline commands.
+//! They read a log and its snapshots; they never append to a log or reach
+//! a running service.
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};

@@ -1,3 +1,6 @@
+//! `portcullis check`: decides one tool call offline, as `serve` would,
+//! and prints the decision with its facts; it never runs the tool.
+
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};

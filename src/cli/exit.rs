@@ -1,3 +1,5 @@
+//! Exit codes of every command, in one place, so scripts can rely on them.
+
 use std::process::{ExitCode, Termination};
 
 /// How a command ended, as the process exit code. The numbers follow the

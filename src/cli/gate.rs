@@ -1,3 +1,6 @@
+//! `portcullis gate`: judges one shell command line through the decision
+//! point and prints the verdict; it never runs the command.
+
 use std::path::PathBuf;
 
 use clap::Args;

@@ -1,3 +1,7 @@
+//! `portcullis init`: writes the default policy tree (policies, schema,
+//! fixtures) for a team to edit. It overwrites a file that exists only with
+//! `--force`.
+
 use std::fs;
 use std::path::PathBuf;
 

@@ -1,3 +1,7 @@
+//! `portcullis policy {validate,test,fmt}`: what a security team runs
+//! on a policy change before it ships. Only `fmt` writes, and only policy
+//! files, atomically.
+
 use std::io::Write;
 use std::path::Path;
 

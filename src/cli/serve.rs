@@ -1,3 +1,7 @@
+//! `portcullis serve`: wires the pieces for one client (policies, token,
+//! root, audit log, approvals) and hands stdio to the MCP adapter. It
+//! translates flags; it does not decide.
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

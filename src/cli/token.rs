@@ -1,3 +1,6 @@
+//! `portcullis token {create,list,revoke}`: manages the token store. A
+//! token is printed once, at creation, and never again.
+
 use clap::{Args, Subcommand};
 use serde_json::json;
 

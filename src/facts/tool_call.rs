@@ -1,3 +1,8 @@
+//! The facts of one tool call: every path argument resolved against the
+//! root and classified, folded into the `ToolFacts` policies test. Pure
+//! apart from reading the filesystem to resolve paths; it never decides and
+//! never takes a fact from the client.
+
 use std::collections::BTreeSet;
 use std::fmt;
 

@@ -1,3 +1,7 @@
+//! What a decision is: outcome, cause, determining policies, errors and the
+//! policy set that made it, as recorded in the audit log and shown to
+//! clients. Plain data; nothing here evaluates Cedar.
+
 use std::fmt;
 use std::sync::Arc;
 

@@ -1,3 +1,6 @@
+//! Validating a call's arguments against its tool's input schema before
+//! anything else looks at them. Messages never echo a rejected value.
+
 use std::fmt;
 
 use thiserror::Error;

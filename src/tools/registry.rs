@@ -1,3 +1,7 @@
+//! The registry: every tool portcullis knows, by name and id, with its
+//! compiled input schema and what runs it. Built once at start-up; a tool
+//! not in it is unknown to clients and to policies alike.
+
 use std::collections::BTreeMap;
 
 use serde_json::json;

@@ -1,3 +1,7 @@
+//! What portcullis knows of a tool before any call: effects, required
+//! capabilities, path arguments, schemas. The declaration policies are
+//! written against; it runs nothing.
+
 use std::fmt;
 
 use serde::Serialize;

@@ -1,3 +1,6 @@
+//! `delete_file`: removes one regular file inside the root, only if the
+//! name still holds the file that was decided.
+
 use serde_json::json;
 
 use super::{SpecParts, path_argument, path_property};

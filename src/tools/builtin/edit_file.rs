@@ -1,3 +1,6 @@
+//! `edit_file`: replaces one exact, unique piece of text in a file inside
+//! the root, through the confined file access; it never follows a symlink.
+
 use serde_json::json;
 
 use super::{MAX_CONTENT_LENGTH, MAX_FILE_BYTES, SpecParts, path_argument, path_property};

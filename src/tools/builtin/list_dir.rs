@@ -1,3 +1,6 @@
+//! `list_dir`: lists one folder inside the root, bounded in entries and
+//! time, without following symlinks.
+
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 

@@ -1,3 +1,6 @@
+//! `read_file`: reads one text file inside the root, bounded in bytes,
+//! from the very file that was decided.
+
 use serde_json::json;
 
 use super::{MAX_FILE_BYTES, SpecParts, path_argument, path_property};

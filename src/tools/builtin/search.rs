@@ -1,3 +1,6 @@
+//! `search`: finds lines matching a regular expression in the text files
+//! below a folder, walking by handles, bounded in files, bytes and time.
+
 use serde_json::json;
 
 use super::{MAX_FILE_BYTES, SpecParts, path_argument, path_property};

@@ -1,3 +1,6 @@
+//! `write_file`: creates or replaces one file inside the root, by a
+//! temporary file renamed in the opened folder, never through a symlink.
+
 use serde_json::json;
 
 use super::{MAX_CONTENT_LENGTH, SpecParts, path_argument, path_property};

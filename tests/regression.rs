@@ -1,0 +1,65 @@
+//! One test per bug fixed, named for what broke, so it cannot come back.
+//! Each says what went wrong before the fix.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use crate::util::{ALLOW_BUILTIN, Served, Session, portcullis};
+
+/// A served log, copied with its head to a folder of its own.
+fn served_log() -> (Served, tempfile::TempDir, std::path::PathBuf, Vec<Value>) {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut session = Session::start(&served);
+    session.initialize();
+    for id in 1..=3 {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "read_file", "arguments": {"path": "README.md"}}})
+            .to_string(),
+        );
+        session.next();
+    }
+    session.finish();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    fs::copy(served.audit_log(), &log).unwrap();
+    let records: Vec<Value> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (served, dir, log, records)
+}
+
+/// Before: `audit verify` called a log whose last batch a crash had cut
+/// short after whole records "extended after the fact", while the writer
+/// accepted the same log (cutting the batch back). The two checks of a
+/// log's end against its head were written twice and disagreed.
+#[test]
+fn a_batch_cut_short_after_whole_records_verifies_as_an_unacknowledged_tail() {
+    let (_served, dir, log, records) = served_log();
+    assert!(records.len() > 4);
+    // The head as a crash leaves it: committed some records back, pending
+    // past the end (the rest of the batch never landed).
+    let committed = &records[records.len() - 3];
+    let last = records.last().unwrap();
+    let head = json!({
+        "committed": {"seq": committed["seq"], "hash": committed["hash"]},
+        "pending": {"seq": last["seq"].as_u64().unwrap() + 5, "hash": "0".repeat(64)},
+    });
+    fs::write(dir.path().join("audit.jsonl.head"), head.to_string()).unwrap();
+    let run = portcullis(&["audit", "verify", log.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()["unacknowledged_tail"], true, "{run:?}");
+    // A pending mark the log has not reached is still no licence to extend
+    // the log past it.
+    let head = json!({
+        "committed": {"seq": committed["seq"], "hash": committed["hash"]},
+        "pending": {"seq": last["seq"].as_u64().unwrap() - 1, "hash": "0".repeat(64)},
+    });
+    fs::write(dir.path().join("audit.jsonl.head"), head.to_string()).unwrap();
+    let run = portcullis(&["audit", "verify", log.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.json()["break"]["kind"], "extended", "{run:?}");
+}
