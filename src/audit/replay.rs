@@ -440,3 +440,122 @@ fn record_entities(engine: &Engine, recorded: &[Value]) -> Result<Entities, Reco
     Entities::from_json_value(Value::Array(all), Some(engine.schema()))
         .map_err(|err| RecordProblem::Entities(Box::new(err)))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::audit::AuditLog;
+    use crate::pdp::ClientRecord;
+
+    const CLIENT: &str = "agent";
+
+    /// A log holding the given decision bodies, with the builtin set's
+    /// snapshot beside it.
+    fn log_of(bodies: Vec<Value>) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        snapshot::store(&snapshot::snapshots_dir(&path), &PolicyBundle::builtin()).unwrap();
+        let log = AuditLog::open(&path, None).unwrap();
+        for body in bodies {
+            log.append_blocking(Kind::Decision, body).unwrap();
+        }
+        (dir, path)
+    }
+
+    /// A `read_policy` decision record as the keeper writes one.
+    fn read_policy_record() -> DecisionRecord {
+        let bundle = PolicyBundle::builtin();
+        let registry = Registry::builtin().unwrap();
+        let clients = [ClientRecord {
+            name: CLIENT.into(),
+            tier: "paired".into(),
+        }];
+        let engine = Engine::load(&bundle, &registry, &clients).unwrap();
+        let decision = engine.decide(&Query::policies(CLIENT, Transport::Stdio));
+        DecisionRecord {
+            session: "s".into(),
+            request_id: "1".into(),
+            transport: Transport::Stdio,
+            client: ClientRef {
+                name: CLIENT.into(),
+                fingerprint: "0123456789abcdef".into(),
+                tier: "paired".into(),
+            },
+            action: RecordedAction::ReadPolicy,
+            tool: "policies".into(),
+            resource: None,
+            arguments_sha256: None,
+            facts: None,
+            approved: false,
+            command: None,
+            approval_channel: "none".into(),
+            entities: engine.policy_entities(CLIENT, "paired"),
+            policy_set: (**engine.identity()).clone(),
+            decision: decision.outcome,
+            cause: decision.cause,
+            policies: decision
+                .policies
+                .iter()
+                .map(|p| RecordedPolicy {
+                    id: p.id.clone(),
+                    reason: p.reason.to_string(),
+                })
+                .collect(),
+            errors: Vec::new(),
+            message: None,
+        }
+    }
+
+    fn replay(path: &Path) -> Result<ReplaySummary, ReplayError> {
+        Replay::new(path, None).unwrap().run(path, |_| {})
+    }
+
+    fn problem(result: Result<ReplaySummary, ReplayError>) -> RecordProblem {
+        match result {
+            Err(ReplayError::Record { seq: 1, problem }) => problem,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_recorded_decision_replays_the_same_under_its_own_set() {
+        let record = read_policy_record();
+        assert_eq!(record.decision, Outcome::Allow);
+        let (_dir, path) = log_of(vec![serde_json::to_value(&record).unwrap()]);
+        let summary = replay(&path).unwrap();
+        assert_eq!((summary.redecided, summary.same), (1, 1), "{summary:?}");
+    }
+
+    #[test]
+    fn a_body_that_is_no_decision_record_is_named_by_seq() {
+        let (_dir, path) = log_of(vec![json!({"event": "not a decision"})]);
+        assert!(matches!(
+            problem(replay(&path)),
+            RecordProblem::NotADecision(_)
+        ));
+    }
+
+    #[test]
+    fn a_set_with_no_snapshot_is_named() {
+        let mut record = read_policy_record();
+        record.policy_set.hash = "f".repeat(64);
+        let (_dir, path) = log_of(vec![serde_json::to_value(&record).unwrap()]);
+        let found = problem(replay(&path));
+        assert!(matches!(found, RecordProblem::PolicySet(_)), "{found}");
+        assert!(found.to_string().contains(&"f".repeat(64)), "{found}");
+    }
+
+    #[test]
+    fn recorded_entities_off_the_schema_are_a_problem_not_a_decision() {
+        let mut record = read_policy_record();
+        record.entities = vec![json!({
+            "uid": {"type": "Portcullis::Client", "id": CLIENT},
+            "attrs": {"name": 7},
+            "parents": []
+        })];
+        let (_dir, path) = log_of(vec![serde_json::to_value(&record).unwrap()]);
+        assert!(matches!(problem(replay(&path)), RecordProblem::Entities(_)));
+    }
+}
