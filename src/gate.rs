@@ -57,6 +57,48 @@ impl GateAnswer {
             .unwrap_or_else(|| "default".to_owned())
     }
 
+    /// The schema of [`GateAnswer::to_json`]: the `gate` tool's output
+    /// schema, so clients can check what they get.
+    pub fn schema() -> Value {
+        let strings = json!({"type": "array", "items": {"type": "string"}});
+        json!({
+            "type": "object",
+            "properties": {
+                "decision": {"enum": ["allow", "ask", "deny"]},
+                "cause": {"type": "string"},
+                "layer": {"type": "string"},
+                "reason": {"type": "string"},
+                "policies": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                        "required": ["id", "reason"]
+                    }
+                },
+                "commands": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "argv": strings,
+                            "program": {"type": "string"},
+                            "classes": strings
+                        },
+                        "required": ["argv", "program", "classes"]
+                    }
+                },
+                "classes": strings,
+                "opaque": {"type": "boolean"},
+                "writes_inside_root": {"type": "boolean"}
+            },
+            "required": [
+                "decision", "cause", "layer", "reason", "policies", "commands", "classes",
+                "opaque", "writes_inside_root"
+            ]
+        })
+    }
+
     /// The structured answer of `gate`, for machines.
     pub fn to_json(&self) -> Value {
         let parts: Vec<PartView<'_>> = self
@@ -122,4 +164,38 @@ pub fn judge(
         GATE_APPROVAL_CHANNEL,
     ));
     Ok(GateAnswer { decision, facts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pdp::{ClientRecord, PolicyBundle};
+    use crate::tools::Registry;
+
+    #[test]
+    fn every_answer_fits_the_schema_clients_are_given() {
+        let engine = Engine::load(
+            &PolicyBundle::builtin(),
+            &Registry::builtin().unwrap(),
+            &[ClientRecord {
+                name: "agent".into(),
+                tier: "paired".into(),
+            }],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path()).unwrap();
+        let validator = jsonschema::validator_for(&GateAnswer::schema()).unwrap();
+        for command in [
+            "ls -la | grep x",
+            "rm -rf build",
+            "git push",
+            "eval \"$X\"",
+            "cat .env",
+        ] {
+            let answer = judge(&engine, "agent", &root, None, command, Transport::Cli).unwrap();
+            let json = answer.to_json();
+            assert!(validator.is_valid(&json), "{command}: {json}");
+        }
+    }
 }

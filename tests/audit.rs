@@ -601,22 +601,7 @@ fn a_log_recorded_before_the_gate_judged_vcs_metadata_replays_in_full() {
     // Written by the release before `[[program]]` descriptions and the
     // command facts `writes_vcs_metadata` / `touches_vcs_metadata`: its
     // snapshot holds the old schema and the old deny-list command table.
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit-before-command-vcs");
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("audit.jsonl");
-    fs::copy(fixture.join("audit.jsonl"), &log).unwrap();
-    fs::copy(
-        fixture.join("audit.jsonl.head"),
-        dir.path().join("audit.jsonl.head"),
-    )
-    .unwrap();
-    let snapshots = dir.path().join("audit.jsonl.policies");
-    fs::create_dir(&snapshots).unwrap();
-    for entry in fs::read_dir(fixture.join("audit.jsonl.policies")).unwrap() {
-        let entry = entry.unwrap();
-        fs::copy(entry.path(), snapshots.join(entry.file_name())).unwrap();
-    }
+    let (_dir, log) = fixture_copy("audit-before-command-vcs");
     assert_eq!(verify(&log).code, 0);
     let run = portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -637,4 +622,57 @@ fn a_log_recorded_before_the_gate_judged_vcs_metadata_replays_in_full() {
             .unwrap(),
     ]);
     assert_eq!(run.code, 0, "facts are replayed as recorded: {run:?}");
+}
+
+/// A copy of a log kept in `tests/fixtures/NAME` (log, head, snapshots).
+fn fixture_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    fs::copy(fixture.join("audit.jsonl"), &log).unwrap();
+    fs::copy(
+        fixture.join("audit.jsonl.head"),
+        dir.path().join("audit.jsonl.head"),
+    )
+    .unwrap();
+    let snapshots = dir.path().join("audit.jsonl.policies");
+    fs::create_dir(&snapshots).unwrap();
+    for entry in fs::read_dir(fixture.join("audit.jsonl.policies")).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), snapshots.join(entry.file_name())).unwrap();
+    }
+    (dir, log)
+}
+
+#[test]
+fn a_log_written_before_the_structure_change_verifies_signed_and_replays_in_full() {
+    // Written by the release before one `decide`, the keeper pipeline and
+    // the new digest stack (sha2 0.10, ed25519-dalek 2), with a team tree
+    // whose schema has no `read_policy`; then appended to by this release
+    // (a call and a `resources/list`, denied for want of the action).
+    let (_dir, log) = fixture_copy("audit-before-structure");
+    let key = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/audit-before-structure/audit-signing.pub");
+    let run = portcullis(&[
+        "audit",
+        "verify",
+        log.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("signed by the key to its end"),
+        "{run:?}"
+    );
+    let run = portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let summary = &run.json()["summary"];
+    assert_eq!(summary["redecided"], 31, "{summary}");
+    assert_eq!(summary["same"], 31, "{summary}");
+    assert_eq!(summary["not_redecided"], 2, "{summary}");
+    assert_eq!(summary["changes"], json!([]), "{summary}");
+    assert_eq!(summary["reasons_changed"], json!([]), "{summary}");
 }

@@ -39,6 +39,21 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
+    /// Every code, for the schemas that name them.
+    pub const ALL: [ReasonCode; 11] = [
+        ReasonCode::UnknownTool,
+        ReasonCode::InvalidArguments,
+        ReasonCode::Forbidden,
+        ReasonCode::NotPermitted,
+        ReasonCode::UnknownClient,
+        ReasonCode::MissingCapability,
+        ReasonCode::ApprovalUnavailable,
+        ReasonCode::ApprovalDeclined,
+        ReasonCode::ToolFailed,
+        ReasonCode::PolicyError,
+        ReasonCode::AuditUnavailable,
+    ];
+
     /// The code of a denial with this cause.
     pub fn of_denial(cause: Cause) -> Self {
         match cause {

@@ -40,6 +40,40 @@ pub fn listing_unrecorded() -> ErrorData {
     internal("the audit log is unavailable")
 }
 
+/// A tool's output schema as clients are told it: the tool's own result, or
+/// the refusal every `isError` result carries. The TypeScript SDK checks
+/// `structuredContent` against the output schema even on an `isError`
+/// result (the Python SDK does not), so a schema naming only the success
+/// shape would turn every refusal into a client-side error that hides its
+/// reason.
+pub fn output_schema(success: &Value) -> Value {
+    json!({"type": "object", "anyOf": [success, refusal_schema()]})
+}
+
+/// The shape of every refusal and failure body built below.
+fn refusal_schema() -> Value {
+    let codes: Vec<&str> = ReasonCode::ALL.iter().map(|code| code.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "decision": {"enum": ["allow", "ask", "deny"]},
+            "reason_code": {"enum": codes},
+            "reason": {"type": "string"},
+            "policies": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                    "required": ["id"]
+                }
+            },
+            "missing_capabilities": {"type": "array", "items": {"type": "string"}},
+            "failure": {"type": "string"}
+        },
+        "required": ["reason_code", "reason"]
+    })
+}
+
 /// Maps what the approval flow answered to the MCP answer.
 pub fn reply(reply: Reply) -> Result<CallToolResponse, ErrorData> {
     match reply {
@@ -312,5 +346,55 @@ mod tests {
         let body = body(CallOutcome::AuditUnavailable);
         assert_eq!(body["reason_code"], "audit_unavailable");
         assert_eq!(body["decision"], "deny");
+    }
+
+    #[test]
+    fn every_refusal_fits_every_tools_output_schema() {
+        let refusals = [
+            body(CallOutcome::Denied(
+                decision(Outcome::Deny, Cause::Forbidden, &["hard.x"]),
+                Vec::new(),
+            )),
+            body(CallOutcome::Denied(
+                decision(Outcome::Deny, Cause::Forbidden, &["tier.capability_gate"]),
+                vec!["write".into()],
+            )),
+            body(CallOutcome::Denied(
+                decision(Outcome::Deny, Cause::PolicyError, &[]),
+                Vec::new(),
+            )),
+            body(CallOutcome::ApprovalUnavailable(decision(
+                Outcome::Ask,
+                Cause::ApprovalRequired,
+                &["approval.writes"],
+            ))),
+            body(CallOutcome::ApprovalRefused(decision(
+                Outcome::Deny,
+                Cause::Forbidden,
+                &["approval.destructive_not_from_client"],
+            ))),
+            body(CallOutcome::Failed(ToolFailure::Cancelled)),
+            body(CallOutcome::AuditUnavailable),
+            match approval_declined("decline", &["approval.writes".to_owned()]) {
+                CallToolResponse::Complete(result) => result.structured_content.unwrap(),
+                other => panic!("{other:?}"),
+            },
+        ];
+        let registry = crate::tools::Registry::builtin().unwrap();
+        let mut successes: Vec<Value> = registry
+            .iter()
+            .map(|tool| tool.spec.output_schema.clone())
+            .collect();
+        successes.push(json!({"type": "object", "required": ["never"]}));
+        for success in successes {
+            let schema = output_schema(&success);
+            let validator = jsonschema::validator_for(&schema).unwrap();
+            for refusal in &refusals {
+                assert!(validator.is_valid(refusal), "{refusal} against {schema}");
+            }
+            // And the schema is no wider than it says: a body that is
+            // neither shape is refused.
+            assert!(!validator.is_valid(&json!({"reason_code": "made_up", "reason": ""})));
+        }
     }
 }

@@ -20,6 +20,7 @@ use super::approvals;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
 use crate::approval::{Answer, Approvals, Asking, Era, Request};
+use crate::gate::GateAnswer;
 use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
 use crate::pdp::PolicyBundle;
 use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool, SchemaError};
@@ -105,7 +106,7 @@ impl PortcullisServer {
             spec.description.clone(),
             object(spec.input_schema.clone()),
         )
-        .with_raw_output_schema(object(spec.output_schema.clone()))
+        .with_raw_output_schema(object(errors::output_schema(&spec.output_schema)))
         .with_annotations(annotations)
     }
 
@@ -119,18 +120,22 @@ impl PortcullisServer {
                 object(no_arguments_schema()),
             )
             .with_annotations(ToolAnnotations::new().read_only(true))
-            .with_raw_output_schema(object(json!({
+            .with_raw_output_schema(object(errors::output_schema(&json!({
                 "type": "object",
                 "properties": {"tools": {"type": "array"}},
                 "required": ["tools"]
-            }))),
+            })))),
             Tool::new(
                 TOOL_CALL,
                 "Call a tool by name with its arguments. The same decision and the same result as \
                  calling the tool directly; use it only when your client cannot call a tool that \
                  tools_list shows.",
                 object(tool_call_schema()),
-            ),
+            )
+            .with_raw_output_schema(object(errors::output_schema(&json!({
+                "type": "object",
+                "description": "the called tool's own result, as its output schema says"
+            })))),
             Tool::new(
                 GATE,
                 "Ask whether a shell command may run, before your harness runs it: allow, ask (get \
@@ -138,6 +143,7 @@ impl PortcullisServer {
                  would run. It never runs anything. Use it for every shell command.",
                 object(gate_schema()),
             )
+            .with_raw_output_schema(object(errors::output_schema(&GateAnswer::schema())))
             .with_annotations(ToolAnnotations::new().read_only(true)),
         ]
     }
