@@ -17,6 +17,7 @@ mod filesystem_races;
 mod gate_corpus;
 mod gate_properties;
 mod interop_python;
+mod interop_ts;
 mod load;
 mod mcp_client;
 mod mcp_raw;

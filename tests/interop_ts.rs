@@ -1,0 +1,137 @@
+//! Interop with the official TypeScript MCP SDK (the client most hosts are
+//! built on: the Inspector, VS Code, Cursor): `tests/interop/ts/session.mjs`
+//! drives one session through the SDK's own `callTool`, which checks every
+//! result against the tool's output schema. The SDK is installed from npm
+//! into cargo's target folder once; without `node` and `npm` the test says
+//! so and passes.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{ALLOW_BUILTIN, Served};
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// The folder holding the session script and the SDK it imports.
+fn installed() -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-ts");
+    fs::create_dir_all(&dir).unwrap();
+    let wanted = fs::read_to_string(source.join("package.json")).unwrap();
+    let marker = dir.join("node_modules/.portcullis-package.json");
+    if fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        fs::write(dir.join("package.json"), &wanted).unwrap();
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "npm install in {} failed", dir.display());
+        fs::write(&marker, &wanted).unwrap();
+    }
+    fs::copy(source.join("session.mjs"), dir.join("session.mjs")).unwrap();
+    dir
+}
+
+#[test]
+fn the_typescript_sdk_reads_every_decision_and_refusal_through_its_own_validation() {
+    if !have("node") || !have("npm") {
+        eprintln!("SKIPPED: node and npm are needed for the TypeScript SDK interop test");
+        return;
+    }
+    let dir = installed();
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let ws = served.root.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.join("outside")).unwrap();
+    for i in 0..200 {
+        fs::write(ws.join(format!("f{i:03}.txt")), "hay\n").unwrap();
+    }
+    for d in 0..20 {
+        let folder = ws.join(format!("deep/d{d}"));
+        fs::create_dir_all(&folder).unwrap();
+        for f in 0..500 {
+            fs::write(folder.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
+        }
+    }
+    let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
+    serve.extend(served.serve_args());
+    let output = Command::new("node")
+        .arg(dir.join("session.mjs"))
+        .current_dir(&dir)
+        .env("PORTCULLIS_SERVE", serde_json::to_string(&serve).unwrap())
+        .env("PORTCULLIS_TOKEN", &served.token)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "node failed:\n{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let steps = &report["steps"];
+    let step = |name: &str| -> &Value {
+        let step = &steps[name];
+        assert!(step.is_object(), "no step {name}: {report}");
+        step
+    };
+
+    assert_eq!(report["tools"].as_array().unwrap().len(), 9, "{report}");
+    // Nothing the SDK rejected, apart from the unknown tool.
+    for (name, step) in steps.as_object().unwrap() {
+        if name != "unknown" {
+            assert_ne!(step["thrown"], true, "{name}: {step}");
+        }
+    }
+    assert_eq!(step("allowed")["isError"], false);
+    assert_eq!(step("asked_accept")["isError"], false, "{report}");
+    assert!(ws.join("approved.txt").exists());
+    assert_eq!(report["questions"].as_array().unwrap().len(), 4, "{report}");
+    for name in ["asked_decline", "asked_cancel", "asked_not_approved"] {
+        assert_eq!(step(name)["isError"], true, "{name}");
+        assert_eq!(step(name)["reason_code"], "approval_declined", "{name}");
+    }
+    for file in ["declined.txt", "cancelled.txt", "unticked.txt"] {
+        assert!(!ws.join(file).exists(), "{file}");
+    }
+    for name in ["denied", "wrapped_denied"] {
+        assert_eq!(step(name)["isError"], true, "{name}");
+        assert_eq!(step(name)["reason_code"], "forbidden", "{name}: {report}");
+    }
+    assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
+    assert_eq!(step("unknown")["thrown"], true);
+    assert_eq!(step("unknown")["code"], -32602);
+    assert!(
+        step("unknown")["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown tool: no_such_tool")
+    );
+    assert_eq!(step("failed")["reason_code"], "tool_failed");
+    assert_eq!(step("failed")["failure"], "path_not_found");
+    assert_eq!(step("gate")["decision"], "allow");
+    assert_eq!(step("wrapped")["isError"], false);
+    assert_eq!(step("progress")["isError"], false);
+    let progress: Vec<f64> = report["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_f64().unwrap())
+        .collect();
+    assert!(progress.len() >= 3, "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+    assert!(
+        report["cancelled"]
+            .as_str()
+            .unwrap()
+            .starts_with("rejected"),
+        "{report}"
+    );
+    assert_eq!(step("after_cancel")["isError"], false);
+}
