@@ -22,4 +22,5 @@ mod load;
 mod mcp_client;
 mod mcp_raw;
 mod regression;
+mod shutdown;
 mod util;

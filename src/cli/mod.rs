@@ -11,6 +11,7 @@ mod gate;
 mod init;
 mod policy;
 mod serve;
+mod signals;
 mod token;
 
 use std::path::PathBuf;

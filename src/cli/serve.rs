@@ -11,6 +11,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::policy::report_problems;
+use super::signals::Signals;
 use super::{Exit, Format, PolicyArgs};
 use crate::approval::ApprovalSeal;
 use crate::approval::Approvals;
@@ -23,6 +24,7 @@ use crate::auth::{
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
+use crate::mcp::Ended;
 use crate::pdp::{ClientRecord, Engine};
 use crate::tools::Registry;
 
@@ -166,7 +168,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let start = json!({
             "event": "start",
             "session": session,
@@ -176,13 +178,28 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             "pid": std::process::id(),
         });
         audit.append(Kind::System, start).await?;
-        let served = crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals).await;
-        let shutdown = json!({"event": "shutdown", "session": session, "error": served.as_ref().err().map(ToString::to_string)});
+        let signals = Signals::install().context("cannot listen for SIGINT and SIGTERM")?;
+        let served =
+            crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals, signals.first())
+                .await;
+        let signal = match &served {
+            Ok(Ended::Signal(name)) => Some(*name),
+            _ => None,
+        };
+        let shutdown = json!({
+            "event": "shutdown", "session": session, "signal": signal,
+            "error": served.as_ref().err().map(ToString::to_string),
+        });
         if let Err(err) = audit.close(Kind::System, shutdown).await {
             tracing::error!(error = %err, "the shutdown record could not be written");
         }
-        served.map_err(anyhow::Error::from)
-    })?;
+        served.map(drop).map_err(anyhow::Error::from)
+    });
+    // Everything is recorded by now. The thread reading stdin may still be
+    // blocked (a signal ended the session while the client kept stdin open):
+    // leave it, rather than wait for input that may never come.
+    runtime.shutdown_background();
+    served?;
     Ok(Exit::Ok)
 }
 

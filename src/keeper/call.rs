@@ -26,6 +26,33 @@ const CAPABILITY_POLICY: &str = "tier.capability_gate";
 
 type Step<T> = Result<T, CallOutcome>;
 
+/// What stops a call early: its caller cancelling it, or the service
+/// shutting down.
+struct Stop<'a> {
+    caller: CancellationToken,
+    shutdown: &'a CancellationToken,
+}
+
+impl Stop<'_> {
+    async fn requested(&self) {
+        tokio::select! {
+            () = self.caller.cancelled() => {}
+            () = self.shutdown.cancelled() => {}
+        }
+    }
+
+    /// Why the call was stopped, as recorded; `None` while it was not.
+    fn why(&self) -> Option<&'static str> {
+        if self.shutdown.is_cancelled() {
+            Some("the service shut down")
+        } else if self.caller.is_cancelled() {
+            Some("cancelled by the caller")
+        } else {
+            None
+        }
+    }
+}
+
 impl Keeper {
     /// Decides a call and, if allowed and recorded, runs it. Progress goes
     /// to `progress` while the tool runs; the sender is dropped before this
@@ -39,6 +66,15 @@ impl Keeper {
         progress: mpsc::UnboundedSender<Progress>,
         cancelled: CancellationToken,
     ) -> CallOutcome {
+        let _in_flight = Arc::clone(&self.in_flight).read_owned().await;
+        if self.shutdown.is_cancelled() {
+            // The service is going away: nothing new is decided or run.
+            return CallOutcome::Cancelled;
+        }
+        let stop = Stop {
+            caller: cancelled,
+            shutdown: &self.shutdown,
+        };
         let (tool, call, authorized) = {
             let mut trail = Trail::new(request_id, name, Some(&arguments));
             match self
@@ -50,17 +86,15 @@ impl Keeper {
             }
         };
         let seq = authorized.decision_seq();
-        let (slot, waited_ms) = match self.slot(request_id, seq, &cancelled).await {
+        let (slot, waited_ms) = match self.slot(request_id, seq, &stop).await {
             Ok(slot) => slot,
             Err(outcome) => return outcome,
         };
         let outcome = self
-            .run(
-                &tool, arguments, call.paths, authorized, progress, &cancelled,
-            )
+            .run(&tool, arguments, call.paths, authorized, progress, &stop)
             .await;
         drop(slot);
-        self.record_end(request_id, seq, waited_ms, &outcome);
+        self.record_end(request_id, seq, waited_ms, &outcome, stop.why());
         outcome
     }
 
@@ -218,12 +252,12 @@ impl Keeper {
         &self,
         request_id: &str,
         decision_seq: u64,
-        cancelled: &CancellationToken,
+        stop: &Stop<'_>,
     ) -> Step<(OwnedSemaphorePermit, u64)> {
         let waiting = Instant::now();
         let slot = tokio::select! {
             slot = Arc::clone(&self.slots).acquire_owned() => slot.ok(),
-            () = cancelled.cancelled() => None,
+            () = stop.requested() => None,
         };
         let waited_ms = u64::try_from(waiting.elapsed().as_millis()).unwrap_or(u64::MAX);
         match slot {
@@ -232,7 +266,8 @@ impl Keeper {
                 self.record_outcome(json!({
                     "decision_seq": decision_seq, "session": self.session,
                     "request_id": request_id, "status": "cancelled",
-                    "reason": "cancelled while waiting for a slot", "waited_ms": waited_ms}));
+                    "reason": format!("{} while waiting for a slot", stop.why().unwrap_or("cancelled")),
+                    "waited_ms": waited_ms}));
                 Err(CallOutcome::Cancelled)
             }
         }
@@ -247,7 +282,7 @@ impl Keeper {
         paths: Vec<(String, ResolvedPath)>,
         authorized: Authorized,
         progress: mpsc::UnboundedSender<Progress>,
-        cancelled: &CancellationToken,
+        stop: &Stop<'_>,
     ) -> CallOutcome {
         let cancel = CancelFlag::default();
         let keeper = Arc::clone(self);
@@ -266,7 +301,7 @@ impl Keeper {
                     CallOutcome::Failed(ToolFailure::Internal)
                 }
             },
-            () = cancelled.cancelled() => {
+            () = stop.requested() => {
                 cancel.cancel();
                 let _ = task.await;
                 CallOutcome::Cancelled
@@ -280,13 +315,14 @@ impl Keeper {
         decision_seq: u64,
         waited_ms: u64,
         outcome: &CallOutcome,
+        stopped: Option<&'static str>,
     ) {
         let (status, reason, failure) = match outcome {
             CallOutcome::Completed(_) => ("executed", None, None),
             CallOutcome::Failed(failure) => {
                 ("failed", Some(failure.to_string()), Some(failure.code()))
             }
-            _ => ("cancelled", None, None),
+            _ => ("cancelled", stopped.map(str::to_owned), None),
         };
         let truncated = match outcome {
             CallOutcome::Completed(output) => output.get("truncated").cloned(),

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 pub use authorized::Authorized;
 pub use reason::ReasonCode;
@@ -141,6 +142,11 @@ pub struct Keeper {
     limits: Limits,
     /// One permit per call that may run at once for this client.
     slots: Arc<tokio::sync::Semaphore>,
+    /// Fired once, when the service shuts down: every call stops.
+    shutdown: CancellationToken,
+    /// Held shared by every call in progress; shutting down takes it
+    /// exclusively, so it waits until each call has recorded how it ended.
+    in_flight: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Where a keeper serves: the policies, the tools, the root.
@@ -170,7 +176,19 @@ impl Keeper {
             slots: Arc::new(tokio::sync::Semaphore::new(
                 Limits::default().max_concurrent,
             )),
+            shutdown: CancellationToken::new(),
+            in_flight: Arc::new(tokio::sync::RwLock::new(())),
         }
+    }
+
+    /// Stops every call in progress (each records its outcome as cancelled)
+    /// and refuses new ones; waits at most `grace` for them to finish.
+    /// Returns whether they all did.
+    pub async fn shut_down(&self, grace: Duration) -> bool {
+        self.shutdown.cancel();
+        tokio::time::timeout(grace, self.in_flight.write())
+            .await
+            .is_ok()
     }
 
     /// The same keeper, held to `limits`.

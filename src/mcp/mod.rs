@@ -13,6 +13,7 @@ mod server;
 mod stdio;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use thiserror::Error;
@@ -33,13 +34,30 @@ pub enum ServeError {
     Wrappers(#[from] crate::tools::SchemaError),
 }
 
-/// Serves one client over stdin and stdout until stdin closes.
+/// Why a session ended cleanly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The client closed stdin.
+    Closed,
+    /// A signal (named) asked the process to stop.
+    Signal(&'static str),
+}
+
+/// How long calls in progress get to stop and record how they ended.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Serves one client over stdin and stdout until stdin closes or `stop`
+/// resolves. Either way every call still in progress is cancelled and has
+/// recorded its outcome before this returns, so the caller's shutdown
+/// record is the last word.
 pub async fn serve_stdio(
     keeper: Arc<Keeper>,
     bundle: &PolicyBundle,
     approvals: Approvals,
-) -> Result<(), ServeError> {
-    let server = PortcullisServer::new(keeper, bundle, approvals).map_err(ServeError::Wrappers)?;
+    stop: impl Future<Output = &'static str>,
+) -> Result<Ended, ServeError> {
+    let server = PortcullisServer::new(Arc::clone(&keeper), bundle, approvals)
+        .map_err(ServeError::Wrappers)?;
     let transport = pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(
         tokio::io::stdin(),
         tokio::io::stdout(),
@@ -48,9 +66,24 @@ pub async fn serve_stdio(
         .serve(transport)
         .await
         .map_err(|err| ServeError::Start(err.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map(|_| ())
+    let service = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    let (ended, quit) = tokio::select! {
+        quit = &mut waiting => (Ended::Closed, quit),
+        signal = stop => {
+            tracing::info!(signal, "stopping: cancelling the calls in progress");
+            let finished = keeper.shut_down(SHUTDOWN_GRACE).await;
+            if !finished {
+                tracing::warn!("calls were still running after the grace period");
+            }
+            service.cancel();
+            (Ended::Signal(signal), waiting.await)
+        }
+    };
+    if !keeper.shut_down(SHUTDOWN_GRACE).await {
+        tracing::warn!("calls were still running after the grace period");
+    }
+    quit.map(|_| ended)
         .map_err(|err| ServeError::Run(err.to_string()))
 }
