@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::util::{ALLOW_BUILTIN, INITIALIZE, Served, Session};
 
@@ -213,7 +213,12 @@ fn debug_logs_never_hold_a_frame_body() {
         "CONTENT-MARKER-7f3a\n",
     )
     .unwrap();
-    for level in ["debug", "trace", "rmcp=trace,portcullis=trace"] {
+    for level in [
+        "debug",
+        "trace",
+        "rmcp=trace,portcullis=trace",
+        "rmcp::service=trace,rmcp::handler::server=trace",
+    ] {
         let mut command = served.command();
         command.env("PORTCULLIS_LOG", level);
         let mut child = command
@@ -339,4 +344,80 @@ fn calls_beyond_the_concurrency_limit_wait_their_turn() {
         .unwrap();
     assert!(!refused.status.success());
     assert!(refused.stdout.is_empty());
+}
+
+/// The frames of a session with one of each ordinary refusal: an unknown
+/// tool, bad arguments, a denial, an ask nobody can answer, a failed call.
+fn refusals_session(command: &mut Command) -> (String, String) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{INITIALIZE}").unwrap();
+    writeln!(stdin, "{}", crate::util::INITIALIZED).unwrap();
+    let calls = [
+        ("no_such_tool", json!({})),
+        ("read_file", json!({"bogus": 1})),
+        ("write_file", json!({"path": "../out.txt", "content": "x"})),
+        ("write_file", json!({"path": "new.txt", "content": "x"})),
+        ("read_file", json!({"path": "missing.txt"})),
+    ];
+    for (id, (name, arguments)) in calls.into_iter().enumerate() {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id + 1, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments}})
+        )
+        .unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ordinary_refusals_log_nothing_and_logs_have_no_colour_off_a_terminal() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut command = served.command();
+    command.env_remove("PORTCULLIS_LOG").env_remove("RUST_LOG");
+    let (stdout, stderr) = refusals_session(&mut command);
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
+    // The one warning a machine without cvc5 gets is about the proof, not
+    // about any call.
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("WARN") && !line.contains("checked structurally"))
+        .collect();
+    assert!(warnings.is_empty(), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    // RUST_LOG is honoured when PORTCULLIS_LOG is not set.
+    let mut command = served.command();
+    command.env_remove("PORTCULLIS_LOG").env("RUST_LOG", "info");
+    let (_, stderr) = refusals_session(&mut command);
+    assert!(stderr.contains("INFO"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut command = served.command();
+    command
+        .env("PORTCULLIS_LOG", "info")
+        .env("PORTCULLIS_LOG_FORMAT", "json");
+    let (_, stderr) = refusals_session(&mut command);
+    assert!(stderr.lines().count() > 1, "{stderr}");
+    for line in stderr.lines() {
+        let value: Value =
+            serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"));
+        assert!(value["level"].is_string(), "{line}");
+    }
 }

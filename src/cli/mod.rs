@@ -9,6 +9,7 @@ mod demo;
 mod exit;
 mod gate;
 mod init;
+mod logging;
 mod policy;
 mod serve;
 mod signals;
@@ -20,9 +21,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use exit::Exit;
 
-/// The log directive that keeps protocol frames out of the logs: rmcp
-/// writes whole requests and results at debug and below.
-pub const FRAME_SAFE_DIRECTIVE: &str = "rmcp=info";
+pub use logging::{LogFormat, init as init_logging};
 
 use crate::pdp::{BundleError, ClientRecord, PolicyBundle};
 
@@ -36,6 +35,12 @@ pub struct Cli {
     /// Output for people (human) or for machines (json, on stdout).
     #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+
+    /// How log lines on stderr are written: text, or one JSON object per
+    /// line. What is logged: PORTCULLIS_LOG, else RUST_LOG (EnvFilter
+    /// syntax), else warnings.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "PORTCULLIS_LOG_FORMAT")]
+    pub log_format: LogFormat,
 
     #[command(subcommand)]
     pub command: Command,
