@@ -1,0 +1,216 @@
+//! Real MCP hosts from npm, configured exactly as the README says: Claude
+//! Code's `claude mcp add` / `claude mcp list` health check, and the MCP
+//! Inspector's CLI calling an asked and a denied tool. Both are installed
+//! into cargo's target folder once; without `node` and `npm` the tests say
+//! so and pass.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::util::{ALLOW_BUILTIN, portcullis};
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// The folder of `node_modules/.bin`, installed from the pinned versions,
+/// once for all the tests in this file.
+fn installed() -> Option<PathBuf> {
+    static INSTALLED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(install).clone()
+}
+
+fn install() -> Option<PathBuf> {
+    if !have("node") || !have("npm") {
+        eprintln!("SKIPPED: node and npm are needed for the MCP host interop tests");
+        return None;
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/clients/package.json");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-clients");
+    fs::create_dir_all(&dir).unwrap();
+    let wanted = fs::read_to_string(source).unwrap();
+    let marker = dir.join("node_modules/.portcullis-package.json");
+    if fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        fs::write(dir.join("package.json"), &wanted).unwrap();
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "npm install in {} failed", dir.display());
+        fs::write(&marker, &wanted).unwrap();
+    }
+    Some(dir.join("node_modules/.bin"))
+}
+
+/// A user's machine as the README sets it up: `portcullis` on PATH, a
+/// policy tree from `init` with an allowlist, a token, a project.
+struct Machine {
+    home: tempfile::TempDir,
+    bin: tempfile::TempDir,
+    project: PathBuf,
+}
+
+impl Machine {
+    fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_portcullis"),
+            bin.path().join("portcullis"),
+        )
+        .unwrap();
+        let project = home.path().join("project");
+        fs::create_dir(&project).unwrap();
+        fs::write(project.join("README.md"), "# a project\n").unwrap();
+        let machine = Self { home, bin, project };
+        let run = portcullis(&["init", machine.tree().to_str().unwrap()]);
+        assert_eq!(run.code, 0, "{run:?}");
+        fs::write(machine.policies().join("20_allowlist.cedar"), ALLOW_BUILTIN).unwrap();
+        machine
+    }
+
+    fn tree(&self) -> PathBuf {
+        self.home.path().join(".config/portcullis")
+    }
+
+    fn policies(&self) -> PathBuf {
+        self.tree().join("policies")
+    }
+
+    fn schemas(&self) -> PathBuf {
+        self.tree().join("schemas")
+    }
+
+    /// A command as a user's shell would run it.
+    fn command(&self, program: &Path) -> Command {
+        let mut command = Command::new(program);
+        let path = format!(
+            "{}:{}",
+            self.bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        command
+            .current_dir(&self.project)
+            .env("HOME", self.home.path())
+            .env("PATH", path)
+            .env("DISABLE_TELEMETRY", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env_remove("PORTCULLIS_TOKEN_STORE")
+            .env_remove("XDG_STATE_HOME");
+        command
+    }
+
+    /// `portcullis token create NAME`, with the default store in HOME.
+    fn token(&self, name: &str) -> String {
+        let output = self
+            .command(&self.bin.path().join("portcullis"))
+            .args([
+                "token", "create", name, "--tier", "paired", "--format", "json",
+            ])
+            .env("PORTCULLIS_POLICIES", self.policies())
+            .env("PORTCULLIS_SCHEMA", self.schemas())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+        created["token"].as_str().unwrap().to_owned()
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn claude_code_reports_the_server_connected_as_the_readme_configures_it() {
+    let Some(bin) = installed() else { return };
+    let machine = Machine::new();
+    let token = machine.token("claude-code");
+    let claude = bin.join("claude");
+    let added = machine
+        .command(&claude)
+        .args(["mcp", "add", "portcullis"])
+        .args(["-e", &format!("PORTCULLIS_TOKEN={token}")])
+        .args([
+            "-e",
+            &format!("PORTCULLIS_POLICIES={}", machine.policies().display()),
+        ])
+        .args([
+            "-e",
+            &format!("PORTCULLIS_SCHEMA={}", machine.schemas().display()),
+        ])
+        .args(["--", "portcullis", "serve", "--root"])
+        .arg(&machine.project)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", text(&added));
+    let listed = machine
+        .command(&claude)
+        .args(["mcp", "list"])
+        .output()
+        .unwrap();
+    let said = text(&listed);
+    assert!(listed.status.success(), "{said}");
+    let line = said
+        .lines()
+        .find(|line| line.starts_with("portcullis:"))
+        .unwrap_or_else(|| panic!("no portcullis line: {said}"));
+    assert!(line.contains("Connected"), "{said}");
+}
+
+#[test]
+fn the_inspector_cli_shows_an_ask_and_a_denial_and_exits_zero() {
+    let Some(bin) = installed() else { return };
+    let machine = Machine::new();
+    let token = machine.token("inspector");
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), machine.project.join("outside")).unwrap();
+    let call = |path: &str| {
+        let output = machine
+            .command(&bin.join("mcp-inspector"))
+            .arg("--cli")
+            .args(["-e", &format!("PORTCULLIS_TOKEN={token}")])
+            .args([
+                "-e",
+                &format!("PORTCULLIS_POLICIES={}", machine.policies().display()),
+            ])
+            .args([
+                "-e",
+                &format!("PORTCULLIS_SCHEMA={}", machine.schemas().display()),
+            ])
+            .args(["portcullis", "serve", "--root"])
+            .arg(&machine.project)
+            .args(["--method", "tools/call", "--tool-name", "write_file"])
+            .args([
+                "--tool-arg",
+                &format!("path={path}"),
+                "--tool-arg",
+                "content=x",
+            ])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        let result: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("{err}: {}", text(&output)));
+        assert_eq!(result["isError"], true, "{result}");
+        result["structuredContent"]["reason_code"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(call("new.txt"), "approval_unavailable");
+    assert_eq!(call("outside/escape.txt"), "forbidden");
+    assert!(!machine.project.join("new.txt").exists());
+    assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
+}
