@@ -421,3 +421,61 @@ fn json_logs_are_one_object_per_line() {
         assert!(value["level"].is_string(), "{line}");
     }
 }
+
+#[test]
+fn a_proven_set_is_remembered_beside_the_token_store_and_not_proven_again() {
+    let solver = Command::new(std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !solver {
+        eprintln!("SKIPPED: cvc5 is not on PATH, so nothing is proven to remember");
+        return;
+    }
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let proofs = served.store.parent().unwrap().join("proofs");
+    let started = |served: &Served| {
+        let mut session = Session::start(served);
+        session.initialize();
+        session.finish();
+    };
+    started(&served);
+    let markers: Vec<_> = std::fs::read_dir(&proofs)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(markers.len(), 1, "{markers:?}");
+    let marker: Value =
+        serde_json::from_str(&std::fs::read_to_string(&markers[0]).unwrap()).unwrap();
+    let hash = marker["hash"].as_str().unwrap().to_owned();
+    let name = markers[0].file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.starts_with(&hash), "{name}");
+    assert_eq!(
+        std::fs::metadata(&markers[0]).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The set in the log is the set that was proven.
+    let log = std::fs::read_to_string(served.audit_log()).unwrap();
+    assert!(log.contains(&hash));
+    // A second start, with the solver gone, still knows the set is proven:
+    // it does not fall back to the structural check's warning.
+    let errors = served.tree.dir.path().join("second-start.log");
+    let mut command = served.command();
+    command
+        .env("CVC5", "/nonexistent/cvc5")
+        .env("PORTCULLIS_LOG", "warn")
+        .stderr(std::fs::File::create(&errors).unwrap());
+    let mut session = Session::start_command(command);
+    session.initialize();
+    session.finish();
+    let stderr = std::fs::read_to_string(&errors).unwrap();
+    assert!(!stderr.contains("checked structurally"), "{stderr}");
+    // A change to the set is proven afresh.
+    served.tree.write_policy(
+        "30_extra.cedar",
+        r#"@id("allow.read_file") @reason("reads are fine")
+permit (principal, action in Portcullis::Action::"use_tool", resource == Portcullis::Tool::"builtin/read_file");"#,
+    );
+    started(&served);
+    assert_eq!(std::fs::read_dir(&proofs).unwrap().count(), 2);
+}

@@ -52,7 +52,7 @@ pub(super) fn load(
 ) -> anyhow::Result<Result<(PolicyBundle, Engine, Proof), Exit>> {
     let bundle = args.bundle()?;
     let registry = Registry::builtin()?;
-    match Engine::load_proven(&bundle, &registry, &[]) {
+    match Engine::load_proven(&bundle, &registry, &[], None) {
         Ok((engine, proof)) => Ok(Ok((bundle, engine, proof))),
         Err(err) => {
             report_problems(&err.problems, format)?;
@@ -71,7 +71,7 @@ pub(super) fn load_for_client(
 ) -> anyhow::Result<Result<(Registry, Engine), Exit>> {
     let bundle = args.bundle()?;
     let registry = Registry::builtin()?;
-    match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client)) {
+    match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client), None) {
         Ok((engine, _)) => Ok(Ok((registry, engine))),
         Err(err)
             if err

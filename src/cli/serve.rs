@@ -25,7 +25,7 @@ use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::mcp::Ended;
-use crate::pdp::{ClientRecord, Engine};
+use crate::pdp::{ClientRecord, Engine, ProofCache};
 use crate::tools::Registry;
 
 #[derive(Debug, Args)]
@@ -103,7 +103,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
-    let engine = match Engine::load_proven(&bundle, &registry, std::slice::from_ref(&record)) {
+    // Proofs are kept beside the token store (and the checkpoint key).
+    let proofs = args
+        .store
+        .resolve()
+        .and_then(|store| store.parent().map(|dir| dir.join("proofs")))
+        .map(ProofCache::new);
+    let clients = std::slice::from_ref(&record);
+    let engine = match Engine::load_proven(&bundle, &registry, clients, proofs.as_ref()) {
         Ok((engine, _)) => engine,
         Err(err) => {
             // Human format: stdout is the protocol channel, even for errors.
@@ -234,5 +241,5 @@ fn signer_for(store: &StoreArgs, audit: &std::path::Path) -> anyhow::Result<Sign
 fn new_session_id() -> anyhow::Result<String> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|err| anyhow::anyhow!("no randomness: {err}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }

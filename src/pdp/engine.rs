@@ -17,6 +17,7 @@ use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{Problem, ProblemKind};
 use super::proof::{self, Proof};
+use super::proof_cache::ProofCache;
 use crate::facts::{CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport};
 use crate::tools::{Registry, ToolId};
 
@@ -80,16 +81,31 @@ impl Engine {
     /// of the hard constraints (`proof.rs`). A counterexample refuses the
     /// set; without a solver the load goes on on the structural check and
     /// says so once.
+    ///
+    /// With a `cache`, a set proven before is not proven again, and a set
+    /// proven now is remembered there.
     pub fn load_proven(
         bundle: &PolicyBundle,
         registry: &Registry,
         clients: &[ClientRecord],
+        cache: Option<&ProofCache>,
     ) -> Result<(Self, Proof), LoadError> {
         let engine = Self::load(bundle, registry, clients)?;
+        let hash = &engine.identity.hash;
+        if let Some(queries) = cache.and_then(|cache| cache.known(hash)) {
+            tracing::debug!(policy_set = %hash, "the hard constraints were proven for this set before");
+            return Ok((engine, Proof::Proven { queries }));
+        }
         match proof::prove(&engine.policies, &engine.schema) {
             Ok(proof) => {
-                if let Proof::SolverAbsent { reason } = &proof {
-                    proof::warn_solver_absent(reason);
+                match (&proof, cache) {
+                    (Proof::SolverAbsent { reason }, _) => proof::warn_solver_absent(reason),
+                    (Proof::Proven { queries }, Some(cache)) => {
+                        if let Err(err) = cache.remember(hash, *queries) {
+                            tracing::info!(error = %err, "the proof could not be kept for the next start");
+                        }
+                    }
+                    (Proof::Proven { .. }, None) => {}
                 }
                 Ok((engine, proof))
             }
