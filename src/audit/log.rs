@@ -105,6 +105,22 @@ impl AuditLog {
         signer: Option<Signer>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, AuditError> {
+        let (log, checked) = Self::open_in_background(path, signer, clock)?;
+        checked.blocking_recv().map_err(|_| AuditError::Stopped)??;
+        Ok(log)
+    }
+
+    /// Opens a log and checks it on the writer's thread, answering on the
+    /// receiver when the check is done. Records can be handed over at once:
+    /// the writer takes none until the whole log has verified, and refuses
+    /// every one if it does not, so a log that does not verify is never
+    /// appended to. A caller can meanwhile do what needs no record (an MCP
+    /// handshake, say), which keeps start-up from growing with the log.
+    pub fn open_in_background(
+        path: &Path,
+        signer: Option<Signer>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
         let open_error = |message: String| AuditError::Open {
             path: path.to_owned(),
             message,
@@ -130,20 +146,31 @@ impl AuditLog {
             broken: None,
             closed: false,
         };
-        writer.file.lock().map_err(|e| open_error(e.to_string()))?;
-        let opened = writer.open_under_lock();
-        let unlocked = writer.file.unlock();
-        opened?;
-        unlocked.map_err(|e| open_error(e.to_string()))?;
         let (jobs, receiver) = mpsc::channel();
+        let (checked, check) = oneshot::channel();
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
-            .spawn(move || writer.run(&receiver))
+            .spawn(move || {
+                let opened = writer.check_and_settle();
+                let refusal = opened.as_ref().err().cloned();
+                let _ = checked.send(opened);
+                match refusal {
+                    None => writer.run(&receiver),
+                    Some(error) => {
+                        while let Ok(job) = receiver.recv() {
+                            let _ = job.done.send(Err(error.clone()));
+                        }
+                    }
+                }
+            })
             .map_err(|e| open_error(e.to_string()))?;
-        Ok(Self {
-            jobs,
-            path: path.to_owned(),
-        })
+        Ok((
+            Self {
+                jobs,
+                path: path.to_owned(),
+            },
+            check,
+        ))
     }
 
     pub fn path(&self) -> &Path {
@@ -227,6 +254,22 @@ struct Writer {
 }
 
 impl Writer {
+    /// Checks the whole log and settles its end, holding the lock.
+    fn check_and_settle(&mut self) -> Result<(), AuditError> {
+        let open_error = |err: io::Error| AuditError::Open {
+            path: self.path.clone(),
+            message: err.to_string(),
+        };
+        self.file.lock().map_err(open_error)?;
+        let opened = self.open_under_lock();
+        let unlocked = self.file.unlock();
+        opened?;
+        unlocked.map_err(|err| AuditError::Open {
+            path: self.path.clone(),
+            message: err.to_string(),
+        })
+    }
+
     /// The whole log is checked once, under the lock, then reconciled
     /// with its head.
     fn open_under_lock(&mut self) -> Result<(), AuditError> {
@@ -538,6 +581,45 @@ mod tests {
             ["2023-11-14T22:13:20.123Z", "2023-11-14T22:13:22.623Z"]
         );
         assert!(verify(&path).unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_log_opened_in_the_background_takes_no_record_until_it_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, None).unwrap();
+        for n in 0..3 {
+            log.append_blocking(Kind::System, json!({"n": n})).unwrap();
+        }
+        drop(log);
+        let good = std::fs::read_to_string(&path).unwrap();
+        // A record handed over while the check runs lands after it.
+        let (log, checked) =
+            AuditLog::open_in_background(&path, None, Arc::new(SystemClock)).unwrap();
+        log.submit(Kind::System, json!({"n": 3})).unwrap();
+        assert!(checked.blocking_recv().unwrap().is_ok());
+        assert_eq!(
+            log.append_blocking(Kind::System, json!({"n": 4})).unwrap(),
+            5
+        );
+        drop(log);
+        // A log with a record taken out: every record is refused, none written.
+        let mut lines: Vec<&str> = good.lines().collect();
+        lines.remove(1);
+        let broken = format!("{}\n", lines.join("\n"));
+        std::fs::write(&path, &broken).unwrap();
+        let (log, checked) =
+            AuditLog::open_in_background(&path, None, Arc::new(SystemClock)).unwrap();
+        let refused = log.append_blocking(Kind::System, json!({"n": 9}));
+        assert!(
+            matches!(refused, Err(AuditError::Broken { .. })),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            checked.blocking_recv().unwrap(),
+            Err(AuditError::Broken { .. })
+        ));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
     }
 
     #[test]

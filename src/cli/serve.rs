@@ -16,7 +16,8 @@ use super::{Exit, Format, PolicyArgs};
 use crate::approval::ApprovalSeal;
 use crate::approval::Approvals;
 use crate::audit::{
-    AuditLog, Kind, PRIVATE_KEY_FILE, Signer, load_or_create_signer, snapshots_dir, store_snapshot,
+    AuditError, AuditLog, Kind, PRIVATE_KEY_FILE, Signer, load_or_create_signer, snapshots_dir,
+    store_snapshot,
 };
 use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
@@ -126,7 +127,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME")?,
     };
     let signer = signer_for(&args.store, &audit_path)?;
-    let audit = Arc::new(AuditLog::open(&audit_path, Some(signer))?);
+    // The log is checked on its writer's thread while the session starts:
+    // no record is written before it has verified, and none ever if it
+    // does not.
+    let (audit, checked) =
+        AuditLog::open_in_background(&audit_path, Some(signer), Arc::new(SystemClock))?;
+    let audit = Arc::new(audit);
     store_snapshot(&snapshots_dir(&audit_path), &bundle).with_context(|| {
         format!(
             "cannot store the policy snapshot beside {}",
@@ -184,11 +190,23 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             "transport": "stdio",
             "pid": std::process::id(),
         });
-        audit.append(Kind::System, start).await?;
+        audit.submit(Kind::System, start)?;
         let signals = Signals::install().context("cannot listen for SIGINT and SIGTERM")?;
-        let served =
-            crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals, signals.first())
-                .await;
+        let serving =
+            crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals, signals.first());
+        tokio::pin!(serving);
+        let broken = async {
+            match checked.await {
+                Ok(Ok(())) => std::future::pending().await,
+                Ok(Err(err)) => err,
+                Err(_) => AuditError::Stopped,
+            }
+        };
+        let served = tokio::select! {
+            served = &mut serving => served,
+            // Nothing was written to it, and nothing will be: stop here.
+            err = broken => return Err(anyhow::Error::from(err)),
+        };
         let signal = match &served {
             Ok(Ended::Signal(name)) => Some(*name),
             _ => None,
