@@ -10,14 +10,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::util::{ALLOW_BUILTIN, portcullis};
-
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+use crate::util::{ALLOW_BUILTIN, have, npm_install, portcullis};
 
 /// The folder of `node_modules/.bin`, installed from the pinned versions,
 /// once for all the tests in this file.
@@ -32,21 +25,7 @@ fn install() -> Option<PathBuf> {
         return None;
     }
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/clients/package.json");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-clients");
-    fs::create_dir_all(&dir).unwrap();
-    let wanted = fs::read_to_string(source).unwrap();
-    let marker = dir.join("node_modules/.portcullis-package.json");
-    if fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
-        fs::write(dir.join("package.json"), &wanted).unwrap();
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--silent"])
-            .current_dir(&dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "npm install in {} failed", dir.display());
-        fs::write(&marker, &wanted).unwrap();
-    }
-    Some(dir.join("node_modules/.bin"))
+    Some(npm_install(&source, "interop-clients").join("node_modules/.bin"))
 }
 
 /// A user's machine as the README sets it up: `portcullis` on PATH, a
@@ -107,6 +86,19 @@ impl Machine {
         command
     }
 
+    /// The `-e NAME=value` flags both hosts take: the token and where the
+    /// policies are, as the README's snippets give them.
+    fn env_flags(&self, token: &str) -> Vec<String> {
+        [
+            format!("PORTCULLIS_TOKEN={token}"),
+            format!("PORTCULLIS_POLICIES={}", self.policies().display()),
+            format!("PORTCULLIS_SCHEMA={}", self.schemas().display()),
+        ]
+        .into_iter()
+        .flat_map(|pair| ["-e".to_owned(), pair])
+        .collect()
+    }
+
     /// `portcullis token create NAME`, with the default store in HOME.
     fn token(&self, name: &str) -> String {
         let output = self
@@ -141,15 +133,7 @@ fn claude_code_reports_the_server_connected_as_the_readme_configures_it() {
     let added = machine
         .command(&claude)
         .args(["mcp", "add", "portcullis"])
-        .args(["-e", &format!("PORTCULLIS_TOKEN={token}")])
-        .args([
-            "-e",
-            &format!("PORTCULLIS_POLICIES={}", machine.policies().display()),
-        ])
-        .args([
-            "-e",
-            &format!("PORTCULLIS_SCHEMA={}", machine.schemas().display()),
-        ])
+        .args(machine.env_flags(&token))
         .args(["--", "portcullis", "serve", "--root"])
         .arg(&machine.project)
         .output()
@@ -180,15 +164,7 @@ fn the_inspector_cli_shows_an_ask_and_a_denial_and_exits_zero() {
         let output = machine
             .command(&bin.join("mcp-inspector"))
             .arg("--cli")
-            .args(["-e", &format!("PORTCULLIS_TOKEN={token}")])
-            .args([
-                "-e",
-                &format!("PORTCULLIS_POLICIES={}", machine.policies().display()),
-            ])
-            .args([
-                "-e",
-                &format!("PORTCULLIS_SCHEMA={}", machine.schemas().display()),
-            ])
+            .args(machine.env_flags(&token))
             .args(["portcullis", "serve", "--root"])
             .arg(&machine.project)
             .args(["--method", "tools/call", "--tool-name", "write_file"])

@@ -11,32 +11,12 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{ALLOW_BUILTIN, Served};
-
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+use crate::util::{ALLOW_BUILTIN, Served, have, npm_install};
 
 /// The folder holding the session script and the SDK it imports.
 fn installed() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-ts");
-    fs::create_dir_all(&dir).unwrap();
-    let wanted = fs::read_to_string(source.join("package.json")).unwrap();
-    let marker = dir.join("node_modules/.portcullis-package.json");
-    if fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
-        fs::write(dir.join("package.json"), &wanted).unwrap();
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--silent"])
-            .current_dir(&dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "npm install in {} failed", dir.display());
-        fs::write(&marker, &wanted).unwrap();
-    }
+    let dir = npm_install(&source.join("package.json"), "interop-ts");
     fs::copy(source.join("session.mjs"), dir.join("session.mjs")).unwrap();
     dir
 }

@@ -313,3 +313,31 @@ pub fn wait_for_record(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Whether `program --version` runs.
+pub fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// Installs the npm packages of `package_json` into the target folder
+/// `name`, once per version of that file; returns the folder.
+pub fn npm_install(package_json: &Path, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    fs::create_dir_all(&dir).unwrap();
+    let wanted = fs::read_to_string(package_json).unwrap();
+    let marker = dir.join("node_modules/.portcullis-package.json");
+    if fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        fs::write(dir.join("package.json"), &wanted).unwrap();
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "npm install in {} failed", dir.display());
+        fs::write(&marker, &wanted).unwrap();
+    }
+    dir
+}

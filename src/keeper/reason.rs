@@ -99,19 +99,7 @@ mod tests {
 
     #[test]
     fn codes_serialize_as_their_text_and_back() {
-        for code in [
-            ReasonCode::UnknownTool,
-            ReasonCode::InvalidArguments,
-            ReasonCode::Forbidden,
-            ReasonCode::NotPermitted,
-            ReasonCode::UnknownClient,
-            ReasonCode::MissingCapability,
-            ReasonCode::ApprovalUnavailable,
-            ReasonCode::ApprovalDeclined,
-            ReasonCode::ToolFailed,
-            ReasonCode::PolicyError,
-            ReasonCode::AuditUnavailable,
-        ] {
+        for code in ReasonCode::ALL {
             let text = serde_json::to_value(code).unwrap();
             assert_eq!(text, code.as_str());
             assert_eq!(serde_json::from_value::<ReasonCode>(text).unwrap(), code);

@@ -366,22 +366,17 @@ impl Engine {
     /// The entities a command decision reads: the client, its tier and
     /// the shell (for audit records).
     pub fn command_entities(&self, client: &str, tier: &str) -> Vec<Value> {
-        self.entities_json
-            .iter()
-            .filter(|e| {
-                let kind = e.pointer("/uid/type").and_then(Value::as_str);
-                let id = e.pointer("/uid/id").and_then(Value::as_str);
-                (kind == Some(entities::CLIENT_TYPE) && id == Some(client))
-                    || (kind == Some(entities::TIER_TYPE) && id == Some(tier))
-                    || kind == Some(entities::SHELL_TYPE)
-            })
-            .cloned()
-            .collect()
+        self.client_entities_and(client, tier, entities::SHELL_TYPE)
     }
 
     /// The entities a `read_policy` decision read: the client, its tier and
     /// the policy set (for audit records).
     pub fn policy_entities(&self, client: &str, tier: &str) -> Vec<Value> {
+        self.client_entities_and(client, tier, entities::POLICIES_TYPE)
+    }
+
+    /// The client, its tier, and every entity of type `resource_type`.
+    fn client_entities_and(&self, client: &str, tier: &str, resource_type: &str) -> Vec<Value> {
         self.entities_json
             .iter()
             .filter(|e| {
@@ -389,7 +384,7 @@ impl Engine {
                 let id = e.pointer("/uid/id").and_then(Value::as_str);
                 (kind == Some(entities::CLIENT_TYPE) && id == Some(client))
                     || (kind == Some(entities::TIER_TYPE) && id == Some(tier))
-                    || kind == Some(entities::POLICIES_TYPE)
+                    || kind == Some(resource_type)
             })
             .cloned()
             .collect()
