@@ -4,7 +4,8 @@
 /// module's flow, after the answer (and, for a retried call, the sealed
 /// state) were checked; the keeper decides again with `approved = true`
 /// only when it holds one for the very call it is deciding.
-#[derive(Debug, Clone)]
+/// Not `Clone`: one answer, one run.
+#[derive(Debug)]
 pub struct Grant {
     digest: String,
 }

@@ -49,7 +49,7 @@ pub struct ClientIdentity {
 pub const APPROVAL_CHANNEL: &str = "client_elicitation";
 
 /// Whether a human can be asked about this call, or already said yes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Approval {
     /// Nobody can be asked (the client declared no elicitation): an ask
     /// ends as `approval_unavailable`.
