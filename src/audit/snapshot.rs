@@ -120,3 +120,63 @@ pub fn load(dir: &Path, hash: &str) -> Result<PolicyBundle, SnapshotError> {
     }
     Ok(bundle)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored() -> (tempfile::TempDir, String, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = store(dir.path(), &PolicyBundle::builtin()).unwrap();
+        let path = dir.path().join(format!("{hash}.json"));
+        (dir, hash, path)
+    }
+
+    #[test]
+    fn a_stored_set_loads_back_to_the_same_hash() {
+        let (dir, hash, _) = stored();
+        assert_eq!(load(dir.path(), &hash).unwrap().hash(), hash);
+        // Storing it again changes nothing.
+        assert_eq!(store(dir.path(), &PolicyBundle::builtin()).unwrap(), hash);
+    }
+
+    #[test]
+    fn each_broken_snapshot_is_named_for_what_is_wrong() {
+        let (dir, hash, path) = stored();
+        let text = fs::read_to_string(&path).unwrap();
+        let mut snapshot: serde_json::Value = serde_json::from_str(&text).unwrap();
+
+        let missing = load(dir.path(), &"0".repeat(64)).unwrap_err();
+        assert!(matches!(missing, SnapshotError::Read { .. }), "{missing}");
+
+        fs::write(&path, "{").unwrap();
+        let err = load(dir.path(), &hash).unwrap_err();
+        assert!(matches!(err, SnapshotError::NotASnapshot { .. }), "{err}");
+
+        snapshot["framing"] = serde_json::json!(9);
+        fs::write(&path, snapshot.to_string()).unwrap();
+        let err = load(dir.path(), &hash).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::UnknownFraming { framing: 9, .. }),
+            "{err}"
+        );
+
+        snapshot["framing"] = serde_json::json!(2);
+        snapshot["files"][0]["path"] = serde_json::json!("elsewhere/x.txt");
+        fs::write(&path, snapshot.to_string()).unwrap();
+        let err = load(dir.path(), &hash).unwrap_err();
+        assert!(matches!(err, SnapshotError::Files { .. }), "{err}");
+
+        let mut changed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let policy = changed["files"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|f| f["path"].as_str().unwrap().ends_with(".cedar"))
+            .unwrap();
+        policy["text"] = serde_json::json!("// edited after the fact\n");
+        fs::write(&path, changed.to_string()).unwrap();
+        let err = load(dir.path(), &hash).unwrap_err();
+        assert!(matches!(err, SnapshotError::Changed { .. }), "{err}");
+    }
+}

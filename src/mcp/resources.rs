@@ -65,3 +65,43 @@ pub fn policy_resources(bundle: &PolicyBundle) -> Vec<PolicyResource> {
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_deciding_file_and_the_schema_are_listed_with_their_kind() {
+        let bundle = PolicyBundle::builtin();
+        let resources = policy_resources(&bundle);
+        let find = |uri: &str| {
+            resources
+                .iter()
+                .find(|r| r.uri == uri)
+                .unwrap_or_else(|| panic!("no {uri}"))
+        };
+        assert_eq!(
+            find("portcullis://policies/builtin/hard_constraints.cedar").mime_type,
+            "text/x-cedar"
+        );
+        assert_eq!(
+            find("portcullis://policies/tiers.json").mime_type,
+            "application/json"
+        );
+        assert_eq!(
+            find("portcullis://policies/path_classes.toml").mime_type,
+            "application/toml"
+        );
+        let schema = resources.last().unwrap();
+        assert_eq!(schema.uri, SCHEMA_URI);
+        assert!(schema.text.contains("action read_policy"));
+        // Every policy file of the set is there, by its text.
+        for file in bundle.all_policies() {
+            assert!(
+                resources.iter().any(|r| r.text == file.text),
+                "{}",
+                file.logical
+            );
+        }
+    }
+}

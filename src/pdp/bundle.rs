@@ -522,4 +522,28 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn a_stored_set_with_a_stray_or_a_missing_file_is_refused_by_name() {
+        let mut files: Vec<SourceFile> =
+            PolicyBundle::builtin().deciding_files().cloned().collect();
+        files.push(SourceFile {
+            logical: "policies/notes.txt".into(),
+            display: "policies/notes.txt".into(),
+            text: "x".into(),
+        });
+        let err = PolicyBundle::from_files(files, Framing::V2).unwrap_err();
+        assert!(
+            matches!(&err, BundleError::Unexpected { name } if name == "policies/notes.txt"),
+            "{err}"
+        );
+        let files: Vec<SourceFile> = PolicyBundle::builtin()
+            .deciding_files()
+            .filter(|f| f.logical != format!("policies/{TIERS_FILE}"))
+            .cloned()
+            .collect();
+        let err = PolicyBundle::from_files(files, Framing::V2).unwrap_err();
+        assert!(matches!(err, BundleError::Missing { .. }), "{err}");
+        assert!(err.to_string().contains("tiers.json"), "{err}");
+    }
 }
