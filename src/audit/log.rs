@@ -256,18 +256,16 @@ struct Writer {
 impl Writer {
     /// Checks the whole log and settles its end, holding the lock.
     fn check_and_settle(&mut self) -> Result<(), AuditError> {
-        let open_error = |err: io::Error| AuditError::Open {
-            path: self.path.clone(),
+        let path = self.path.clone();
+        let open_error = move |err: io::Error| AuditError::Open {
+            path: path.clone(),
             message: err.to_string(),
         };
-        self.file.lock().map_err(open_error)?;
+        self.file.lock().map_err(&open_error)?;
         let opened = self.open_under_lock();
         let unlocked = self.file.unlock();
         opened?;
-        unlocked.map_err(|err| AuditError::Open {
-            path: self.path.clone(),
-            message: err.to_string(),
-        })
+        unlocked.map_err(open_error)
     }
 
     /// The whole log is checked once, under the lock, then reconciled

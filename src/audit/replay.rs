@@ -17,8 +17,8 @@ use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
-    Asked, Asker, BadEntityType, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
-    PolicySetIdentity, Query, ToolAction, ToolRef, entity_uid,
+    Asked, Asker, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
+    PolicySetIdentity, Query, ToolAction, ToolRef, client_uid,
 };
 use crate::tools::Registry;
 
@@ -125,8 +125,6 @@ pub enum RecordProblem {
     NotADecision(serde_json::Error),
     #[error("the recorded entities do not fit the schema: {0}")]
     Entities(Box<cedar_policy::entities_errors::EntitiesError>),
-    #[error(transparent)]
-    Uid(#[from] BadEntityType),
     /// The policy set the record names cannot be rebuilt.
     #[error(transparent)]
     PolicySet(Box<ReplayError>),
@@ -324,44 +322,45 @@ impl Replay {
     /// The decision a record would get now: outcome, cause, determining ids.
     /// `None` for a record that had no Cedar decision.
     fn redecide(&mut self, recorded: &DecisionRecord) -> Result<Option<Redecided>, RecordProblem> {
-        // The resource names the entities cached for the record.
-        let resource = match (recorded.action, &recorded.facts, &recorded.resource) {
-            (RecordedAction::RunCommand, ..) if recorded.command.is_some() => "shell",
-            (RecordedAction::ReadPolicy, ..) => "policies",
-            (RecordedAction::DiscoverTool | RecordedAction::CallTool, Some(_), Some(tool)) => {
-                tool.as_str()
+        let transport = recorded.transport;
+        let tool_uid;
+        // The resource also names the entities cached for the record.
+        let (resource, asked, approved) = match (
+            recorded.action,
+            &recorded.facts,
+            &recorded.resource,
+            &recorded.command,
+        ) {
+            (RecordedAction::RunCommand, _, _, Some(facts)) => {
+                ("shell", Asked::Command { facts, transport }, false)
+            }
+            (RecordedAction::ReadPolicy, ..) => ("policies", Asked::Policies { transport }, false),
+            (
+                action @ (RecordedAction::DiscoverTool | RecordedAction::CallTool),
+                Some(facts),
+                Some(tool_id),
+                _,
+            ) => {
+                tool_uid = crate::pdp::tool_uid(tool_id);
+                let action = if action == RecordedAction::DiscoverTool {
+                    ToolAction::Discover
+                } else {
+                    ToolAction::Call
+                };
+                let tool = ToolRef::Entity(&tool_uid);
+                let asked = Asked::Tool {
+                    action,
+                    tool,
+                    facts,
+                };
+                (tool_id.as_str(), asked, recorded.approved)
             }
             _ => return Ok(None),
         };
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|err| RecordProblem::PolicySet(Box::new(err)))?;
-        let principal = entity_uid("Portcullis::Client", &recorded.client.name)?;
-        let tool = entity_uid("Portcullis::Tool", resource)?;
-        let transport = recorded.transport;
-        let (asked, approved) = match (recorded.action, &recorded.facts, &recorded.command) {
-            (RecordedAction::RunCommand, _, Some(facts)) => {
-                (Asked::Command { facts, transport }, false)
-            }
-            (RecordedAction::ReadPolicy, ..) => (Asked::Policies { transport }, false),
-            (action, Some(facts), _) => {
-                let action = if action == RecordedAction::DiscoverTool {
-                    ToolAction::Discover
-                } else {
-                    ToolAction::Call
-                };
-                let tool = ToolRef::Entity(&tool);
-                (
-                    Asked::Tool {
-                        action,
-                        tool,
-                        facts,
-                    },
-                    recorded.approved,
-                )
-            }
-            _ => return Ok(None),
-        };
+        let principal = client_uid(&recorded.client.name);
         let entities = self.entities_for(&engine, recorded, resource)?;
         let decision = engine.decide(&Query {
             asker: Asker::Recorded {

@@ -1,7 +1,7 @@
 //! Reading the policies in force: decided and recorded like any call.
 
 use super::{AuditUnavailable, Keeper};
-use crate::audit::{DecisionRecord, RecordedAction};
+use crate::audit::RecordedAction;
 use crate::pdp::{NO_APPROVAL, Outcome, Query};
 
 impl Keeper {
@@ -11,31 +11,18 @@ impl Keeper {
         let decision = self
             .engine
             .decide(&Query::policies(&self.client.name, self.transport));
-        let record = DecisionRecord {
-            session: self.session.clone(),
-            request_id: request_id.to_owned(),
-            transport: self.transport,
-            client: self.client_ref(),
-            action: RecordedAction::ReadPolicy,
-            tool: "policies".to_owned(),
-            resource: None,
-            arguments_sha256: None,
-            facts: None,
-            approved: false,
-            command: None,
-            approval_channel: NO_APPROVAL.to_owned(),
-            entities: self
-                .engine
-                .policy_entities(&self.client.name, &self.client.tier),
-            policy_set: (**self.engine.identity()).clone(),
-            decision: decision.outcome,
-            cause: decision.cause,
-            policies: super::records::recorded_policies(&decision),
-            errors: decision.errors.clone(),
-            message: None,
-        };
-        let body = serde_json::to_value(record).map_err(|_| AuditUnavailable)?;
-        self.append(vec![body]).await?;
+        let entities = self
+            .engine
+            .policy_entities(&self.client.name, &self.client.tier);
+        self.record_decision(self.base_record(
+            request_id,
+            RecordedAction::ReadPolicy,
+            "policies",
+            &decision,
+            entities,
+            NO_APPROVAL,
+        ))
+        .await?;
         Ok(decision.outcome == Outcome::Allow)
     }
 }

@@ -135,6 +135,54 @@ impl Keeper {
         })
     }
 
+    /// A decision record with what every action's record holds: who asked,
+    /// over which transport, under which policy set, what was decided and
+    /// the entities it read. Each action fills in the rest.
+    pub(super) fn base_record(
+        &self,
+        request_id: &str,
+        action: RecordedAction,
+        tool: &str,
+        decision: &Decision,
+        entities: Vec<Value>,
+        approval_channel: &str,
+    ) -> DecisionRecord {
+        DecisionRecord {
+            session: self.session.clone(),
+            request_id: request_id.to_owned(),
+            transport: self.transport,
+            client: self.client_ref(),
+            action,
+            tool: tool.to_owned(),
+            resource: None,
+            arguments_sha256: None,
+            facts: None,
+            approved: false,
+            command: None,
+            approval_channel: approval_channel.to_owned(),
+            entities,
+            policy_set: (**self.engine.identity()).clone(),
+            decision: decision.outcome,
+            cause: decision.cause,
+            policies: recorded_policies(decision),
+            errors: decision.errors.clone(),
+            message: None,
+        }
+    }
+
+    /// Writes one decision record and waits until it is durable.
+    pub(super) async fn record_decision(
+        &self,
+        record: DecisionRecord,
+    ) -> Result<u64, AuditUnavailable> {
+        let body = serde_json::to_value(record).map_err(|err| {
+            tracing::error!(error = %err, "a decision record could not be encoded");
+            AuditUnavailable
+        })?;
+        let seqs = self.append(vec![body]).await?;
+        seqs.last().copied().ok_or(AuditUnavailable)
+    }
+
     /// Records how an allowed call ended. The effect has happened, so the
     /// answer does not wait for this record; the writer keeps order, so it
     /// lands before any later one.

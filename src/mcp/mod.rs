@@ -69,21 +69,25 @@ pub async fn serve_stdio(
     let service = running.cancellation_token();
     let waiting = running.waiting();
     tokio::pin!(waiting);
+    // Calls are stopped (and record how they ended) before the service
+    // goes: cancelling the service first would drop them unrecorded.
+    let stop_calls = || async {
+        if !keeper.shut_down(SHUTDOWN_GRACE).await {
+            tracing::warn!("calls were still running after the grace period");
+        }
+    };
     let (ended, quit) = tokio::select! {
-        quit = &mut waiting => (Ended::Closed, quit),
+        quit = &mut waiting => {
+            stop_calls().await;
+            (Ended::Closed, quit)
+        }
         signal = stop => {
             tracing::info!(signal, "stopping: cancelling the calls in progress");
-            let finished = keeper.shut_down(SHUTDOWN_GRACE).await;
-            if !finished {
-                tracing::warn!("calls were still running after the grace period");
-            }
+            stop_calls().await;
             service.cancel();
             (Ended::Signal(signal), waiting.await)
         }
     };
-    if !keeper.shut_down(SHUTDOWN_GRACE).await {
-        tracing::warn!("calls were still running after the grace period");
-    }
     quit.map(|_| ended)
         .map_err(|err| ServeError::Run(err.to_string()))
 }

@@ -114,6 +114,37 @@ pub struct BadEntityType {
     source: Box<cedar_policy::ParseErrors>,
 }
 
+/// A type name of portcullis's own schema, parsed once: replay builds a
+/// client and a tool uid for every record.
+fn own_type(name: &'static str) -> cedar_policy::EntityTypeName {
+    #[expect(
+        clippy::expect_used,
+        reason = "invariant: the type names are constants of this file, covered by a test"
+    )]
+    name.parse().expect("a constant type name parses")
+}
+
+static CLIENT_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
+    std::sync::LazyLock::new(|| own_type(CLIENT_TYPE));
+static TOOL_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
+    std::sync::LazyLock::new(|| own_type(TOOL_TYPE));
+
+/// The uid of the client named `name`.
+pub fn client_uid(name: &str) -> cedar_policy::EntityUid {
+    cedar_policy::EntityUid::from_type_name_and_id(
+        CLIENT_TYPE_NAME.clone(),
+        cedar_policy::EntityId::new(name),
+    )
+}
+
+/// The uid of the tool with id `id` (`server/name`).
+pub fn tool_uid(id: &str) -> cedar_policy::EntityUid {
+    cedar_policy::EntityUid::from_type_name_and_id(
+        TOOL_TYPE_NAME.clone(),
+        cedar_policy::EntityId::new(id),
+    )
+}
+
 /// The uid `kind::"id"`; the id is taken as it is, never parsed.
 pub fn entity_uid(kind: &str, id: &str) -> Result<cedar_policy::EntityUid, BadEntityType> {
     let type_name = kind

@@ -20,7 +20,7 @@ pub use bundle::{BUILTIN_COPY, BundleError, Framing, PolicyBundle, SourceFile, n
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
-pub use entities::{BadEntityType, ClientRecord, entity_uid};
+pub use entities::{BadEntityType, ClientRecord, client_uid, entity_uid, tool_uid};
 pub use fixtures::{CaseResult, run as run_fixtures};
 pub use load::HARD_CONSTRAINTS;
 pub use problem::{Problem, ProblemKind};

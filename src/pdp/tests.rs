@@ -721,6 +721,11 @@ fn an_entity_id_is_taken_as_written_and_a_bad_type_name_is_an_error() {
     let uid = super::entity_uid("Portcullis::Client", "a \"quoted\" \\ name").unwrap();
     assert_eq!(uid.id().unescaped(), "a \"quoted\" \\ name");
     assert_eq!(uid.type_name().to_string(), "Portcullis::Client");
+    assert_eq!(super::client_uid("a \"quoted\" \\ name"), uid);
+    assert_eq!(
+        super::tool_uid("builtin/read_file").to_string(),
+        r#"Portcullis::Tool::"builtin/read_file""#
+    );
     let err = super::entity_uid("Portcullis::", "x").unwrap_err();
     assert!(
         err.to_string()
