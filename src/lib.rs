@@ -24,6 +24,8 @@
 //! - [`auth`]: client tokens and the token store.
 //! - [`mcp`]: the MCP adapter (rmcp): it translates, it does not decide.
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
+//! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
+//!   harness event in, one answer out; it translates, it does not decide.
 //! - [`clock`]: the injected wall clock; [`atomic_file`]: crash-safe file
 //!   replacement.
 //!
@@ -41,6 +43,7 @@ pub mod cli;
 pub mod clock;
 pub mod facts;
 pub mod gate;
+pub mod hook;
 pub mod keeper;
 pub mod mcp;
 pub mod pdp;

@@ -16,6 +16,7 @@ mod cli_token;
 mod filesystem_races;
 mod gate_corpus;
 mod gate_properties;
+mod hook;
 mod interop_clients;
 mod interop_python;
 mod interop_ts;

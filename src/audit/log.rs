@@ -121,6 +121,15 @@ impl AuditLog {
         signer: Option<Signer>,
         clock: Arc<dyn Clock>,
     ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
+        Self::start(path, signer, clock, Check::Whole)
+    }
+
+    fn start(
+        path: &Path,
+        signer: Option<Signer>,
+        clock: Arc<dyn Clock>,
+        check: Check,
+    ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
         let open_error = |message: String| AuditError::Open {
             path: path.to_owned(),
             message,
@@ -147,11 +156,11 @@ impl AuditLog {
             closed: false,
         };
         let (jobs, receiver) = mpsc::channel();
-        let (checked, check) = oneshot::channel();
+        let (checked, answer) = oneshot::channel();
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
             .spawn(move || {
-                let opened = writer.check_and_settle();
+                let opened = writer.check_and_settle(check);
                 let refusal = opened.as_ref().err().cloned();
                 let _ = checked.send(opened);
                 match refusal {
@@ -169,8 +178,26 @@ impl AuditLog {
                 jobs,
                 path: path.to_owned(),
             },
-            check,
+            answer,
         ))
+    }
+
+    /// Opens a log for a short-lived process that appends a record or two
+    /// and exits (a harness hook): instead of the whole log, only its end is
+    /// checked against the head, which is what appending depends on (a cut
+    /// tail or a torn batch would be chained over and hidden). A break
+    /// further back stays where it is, for `audit verify` and for `serve`,
+    /// which checks the whole log, to find. A log whose end does not match
+    /// its head cleanly (a crash left a batch pending, say) gets the whole
+    /// check, as `open` gives it.
+    pub fn open_at_end(
+        path: &Path,
+        signer: Option<Signer>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, AuditError> {
+        let (log, checked) = Self::start(path, signer, clock, Check::End)?;
+        checked.blocking_recv().map_err(|_| AuditError::Stopped)??;
+        Ok(log)
     }
 
     pub fn path(&self) -> &Path {
@@ -238,6 +265,13 @@ impl AuditLog {
     }
 }
 
+/// How much of a log is checked before the first append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    Whole,
+    End,
+}
+
 struct Writer {
     /// Opened for append: with the lock held, every write lands at the
     /// true end of the file.
@@ -254,18 +288,67 @@ struct Writer {
 }
 
 impl Writer {
-    /// Checks the whole log and settles its end, holding the lock.
-    fn check_and_settle(&mut self) -> Result<(), AuditError> {
+    /// Checks the log (all of it, or its end) and settles its end,
+    /// holding the lock.
+    fn check_and_settle(&mut self, check: Check) -> Result<(), AuditError> {
         let path = self.path.clone();
         let open_error = move |err: io::Error| AuditError::Open {
             path: path.clone(),
             message: err.to_string(),
         };
         self.file.lock().map_err(&open_error)?;
-        let opened = self.open_under_lock();
+        let opened = match check {
+            Check::End => match self.clean_end() {
+                Ok(Some(tail)) => {
+                    self.tail = tail;
+                    Ok(())
+                }
+                Ok(None) => self.open_under_lock(),
+                Err(err) => Err(open_error(err)),
+            },
+            Check::Whole => self.open_under_lock(),
+        };
         let unlocked = self.file.unlock();
         opened?;
         unlocked.map_err(open_error)
+    }
+
+    /// The end of the log, when it is exactly what the head says was
+    /// committed, with nothing pending: the last line is a whole record
+    /// whose hash is its own and the head's. `None` when anything else is
+    /// found, for the whole check to sort out.
+    fn clean_end(&self) -> io::Result<Option<Tail>> {
+        let Some(head) = head::read(&head_path(&self.path))? else {
+            return Ok(None);
+        };
+        let length = self.file.metadata()?.len();
+        let (Some(committed), None) = (head.committed, head.pending) else {
+            return Ok(None);
+        };
+        // A record is far smaller than this; a longer last line is not one
+        // this writer made, and gets the whole check.
+        const LAST_LINE_MAX: u64 = 1 << 20;
+        let window = length.min(LAST_LINE_MAX);
+        let mut bytes = vec![0; usize::try_from(window).map_err(io::Error::other)?];
+        self.file.read_exact_at(&mut bytes, length - window)?;
+        let Some(body) = bytes.strip_suffix(b"\n") else {
+            return Ok(None);
+        };
+        let start = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if start == 0 && window < length {
+            return Ok(None);
+        }
+        let line = &body[start..];
+        let Ok(record) = serde_json::from_slice::<StoredRecord>(line) else {
+            return Ok(None);
+        };
+        let clean = record.seq == committed.seq
+            && record.hash == committed.hash
+            && line_hash_is_valid(line, &record.hash);
+        Ok(clean.then_some(Tail {
+            last: Some(committed),
+            bytes: length,
+        }))
     }
 
     /// The whole log is checked once, under the lock, then reconciled

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::policy::load_for_client;
 use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
-use crate::facts::{Root, Transport};
+use crate::facts::{Root, Transport, shell_quote};
 use crate::gate::judge;
 use crate::pdp::Outcome;
 
@@ -31,28 +31,10 @@ pub struct GateArgs {
     pub argv: Vec<String>,
 }
 
-/// Quotes words so a shell reads them back as the same words.
-fn shell_join(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            let plain = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-            if plain {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
     let command = match (&args.command, args.argv.is_empty()) {
         (Some(command), _) => command.clone(),
-        (None, false) => shell_join(&args.argv),
+        (None, false) => shell_quote(&args.argv),
         (None, true) => anyhow::bail!("give the command with --command STRING or after --"),
     };
     let client = args.client.record();
@@ -85,7 +67,7 @@ pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
             }
             for part in &answer.facts.parts {
                 let classes: Vec<&str> = part.classes.iter().map(String::as_str).collect();
-                println!("  {}  [{}]", shell_join(&part.argv), classes.join(", "));
+                println!("  {}  [{}]", shell_quote(&part.argv), classes.join(", "));
             }
             if answer.facts.opaque {
                 println!("  opaque: part of the command cannot be seen through");

@@ -8,6 +8,7 @@ mod check;
 mod demo;
 mod exit;
 mod gate;
+mod hook;
 mod init;
 mod logging;
 mod policy;
@@ -73,6 +74,10 @@ pub enum Command {
     /// Verify, replay and show audit logs, offline.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Decide a coding agent's own tools before its harness runs them
+    /// (Claude Code, Codex hooks), and install the hook.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
 }
 
 /// Where the policy set comes from: folders, or the built-in defaults.
@@ -124,6 +129,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Token(command) => token::run(command, cli.format),
         Command::Demo(args) => demo::run(&args, cli.format),
         Command::Audit(command) => audit::run(command, cli.format),
+        Command::Hook(command) => hook::run(command, cli.format),
     }
 }
 

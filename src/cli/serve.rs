@@ -81,7 +81,7 @@ impl StoreArgs {
 /// Checks `PORTCULLIS_TOKEN` against the store. Every failure is the same
 /// failure to the outside: which check failed is nobody's business but the
 /// operator's, who can run `portcullis token list`.
-fn authenticate(store: &StoreArgs) -> Option<StoredClient> {
+pub(super) fn authenticate(store: &StoreArgs) -> Option<StoredClient> {
     let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())?;
     let store = TokenStore::open(&store.resolve()?).ok()?;
     // `token create` never makes an owner; a hand-edited store that does
@@ -104,12 +104,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
-    // Proofs are kept beside the token store (and the checkpoint key).
-    let proofs = args
-        .store
-        .resolve()
-        .and_then(|store| store.parent().map(|dir| dir.join("proofs")))
-        .map(ProofCache::new);
+    let proofs = proof_cache(&args.store);
     let clients = std::slice::from_ref(&record);
     let engine = match Engine::load_proven(&bundle, &registry, clients, proofs.as_ref()) {
         Ok((engine, _)) => engine,
@@ -120,12 +115,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         }
     };
     let root = Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
-    let audit_path = match &args.audit {
-        Some(path) => path.clone(),
-        None => default_store_path()
-            .and_then(|p| p.parent().map(|d| d.join("audit").join("audit.jsonl")))
-            .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME")?,
-    };
+    let audit_path = audit_path(args.audit.as_deref())?;
     let signer = signer_for(&args.store, &audit_path)?;
     // The log is checked on its writer's thread while the session starts:
     // no record is written before it has verified, and none ever if it
@@ -228,9 +218,28 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// The audit log: as given, or `audit/audit.jsonl` beside the default
+/// token store.
+pub(super) fn audit_path(given: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(path) => Ok(path.to_owned()),
+        None => default_store_path()
+            .and_then(|p| p.parent().map(|d| d.join("audit").join("audit.jsonl")))
+            .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME"),
+    }
+}
+
+/// Where proofs are kept: beside the token store (and the checkpoint key).
+pub(super) fn proof_cache(store: &StoreArgs) -> Option<ProofCache> {
+    store
+        .resolve()
+        .and_then(|store| store.parent().map(|dir| dir.join("proofs")))
+        .map(ProofCache::new)
+}
+
 /// The checkpoint key, kept with the token store and never in the log's
 /// folder: whoever can write the log must not be able to read it.
-fn signer_for(store: &StoreArgs, audit: &std::path::Path) -> anyhow::Result<Signer> {
+pub(super) fn signer_for(store: &StoreArgs, audit: &std::path::Path) -> anyhow::Result<Signer> {
     let store = store.resolve().context("no token store")?;
     let keys = store
         .parent()

@@ -9,7 +9,7 @@ mod tool_call;
 
 pub use command::{
     CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, KNOWN_NODE_KINDS,
-    MAX_COMMAND_BYTES, command_facts,
+    MAX_COMMAND_BYTES, command_facts, shell_quote,
 };
 pub use path_argument::{PathArgument, PathRole};
 pub use path_classes::{PathClassError, PathClasses};

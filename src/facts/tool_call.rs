@@ -29,6 +29,9 @@ pub enum Transport {
     Cli,
     Stdio,
     Http,
+    /// A coding agent's harness asked, through `portcullis hook`, before
+    /// running one of its own tools.
+    Hook,
 }
 
 impl Transport {
@@ -37,6 +40,7 @@ impl Transport {
             Transport::Cli => "cli",
             Transport::Stdio => "stdio",
             Transport::Http => "http",
+            Transport::Hook => "hook",
         }
     }
 }

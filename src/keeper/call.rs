@@ -207,7 +207,7 @@ impl Keeper {
             ToolAction::Call,
             &tool.spec.id,
             facts,
-            super::APPROVAL_CHANNEL,
+            self.approval_channel(),
         );
         self.engine.decide(&query.approved())
     }
@@ -358,9 +358,11 @@ impl Keeper {
             may_read: &may_read,
             deadline: Some(Instant::now() + self.limits.walk_budget),
         };
-        match tool.runner {
-            Runner::Builtin(builtin) => builtin.run(&mut invocation, authorized),
-        }
+        // Only served tools get this far: `tool_named` finds no other.
+        let Runner::Builtin(builtin) = tool.runner else {
+            return Err(ToolFailure::Internal);
+        };
+        builtin.run(&mut invocation, authorized)
     }
 
     /// Decides a read of one file a tool found by itself (search walks a

@@ -14,6 +14,7 @@
 mod authorized;
 mod call;
 mod command;
+mod harness;
 mod policies;
 mod question;
 mod reason;
@@ -27,15 +28,18 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub use authorized::Authorized;
+pub use harness::{HarnessCall, HarnessVerdict};
 pub use reason::ReasonCode;
 pub use sink::{Appending, AuditSink};
 
 use crate::approval::{Grant, action_digest};
 use crate::audit::Kind;
 use crate::facts::{Root, ToolFacts, Transport};
-use crate::gate::GateError;
+use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
 use crate::pdp::{Decision, Engine, Outcome, Query, ToolAction};
-use crate::tools::{BUILTIN_SERVER, RegisteredTool, Registry, ToolFailure, ToolId, ToolSpec};
+use crate::tools::{
+    BUILTIN_SERVER, RegisteredTool, Registry, Runner, ToolFailure, ToolId, ToolSpec,
+};
 
 /// The authenticated client a keeper serves.
 #[derive(Debug, Clone)]
@@ -202,6 +206,10 @@ impl Keeper {
         &self.engine
     }
 
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     pub fn client(&self) -> &ClientIdentity {
         &self.client
     }
@@ -220,10 +228,18 @@ impl Keeper {
         }
     }
 
+    /// A tool this keeper serves, by the name clients call it by. Harness
+    /// tools are decided for the hook, never served: a client naming one
+    /// finds no such tool.
     fn tool_named(&self, name: &str) -> Option<&RegisteredTool> {
+        self.served()
+            .find(|tool| Self::mcp_name(&tool.spec) == name)
+    }
+
+    fn served(&self) -> impl Iterator<Item = &RegisteredTool> {
         self.registry
             .iter()
-            .find(|tool| Self::mcp_name(&tool.spec) == name)
+            .filter(|tool| matches!(tool.runner, Runner::Builtin(_)))
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
@@ -232,8 +248,17 @@ impl Keeper {
             action,
             &tool.spec.id,
             facts,
-            APPROVAL_CHANNEL,
+            self.approval_channel(),
         ))
+    }
+
+    /// Who a human approval would come through: the harness's own prompt
+    /// for hook requests, the MCP client's elicitation otherwise.
+    fn approval_channel(&self) -> &'static str {
+        match self.transport {
+            Transport::Hook => GATE_APPROVAL_CHANNEL,
+            Transport::Cli | Transport::Stdio | Transport::Http => APPROVAL_CHANNEL,
+        }
     }
 
     /// The tools this client may see, in a stable order. Each discovery
@@ -245,7 +270,7 @@ impl Keeper {
         let facts = ToolFacts::without_paths(self.transport);
         let mut visible = Vec::new();
         let mut bodies = Vec::new();
-        for tool in self.registry.iter() {
+        for tool in self.served() {
             let decision = self.decide(ToolAction::Discover, tool, &facts);
             let name = Self::mcp_name(&tool.spec);
             let mut trail = records::Trail::new(request_id, &name, None);
@@ -284,7 +309,7 @@ impl Keeper {
             "session": self.session,
             "request_id": request_id,
             "client": self.client.name,
-            "channel": APPROVAL_CHANNEL,
+            "channel": self.approval_channel(),
             "digest": digest,
             "detail": detail,
         });

@@ -120,7 +120,7 @@ impl Keeper {
             facts: decided.map(|(facts, _)| facts.clone()),
             approved: trail.approved,
             command: None,
-            approval_channel: super::APPROVAL_CHANNEL.to_owned(),
+            approval_channel: self.approval_channel().to_owned(),
             entities,
             policy_set: (**self.engine.identity()).clone(),
             decision: outcome,

@@ -16,6 +16,7 @@ pub const POLICIES: &[(&str, &str)] = &[
     file!("policies/30_paths.cedar"),
     file!("policies/40_approvals.cedar"),
     file!("policies/50_commands.cedar"),
+    file!("policies/60_harness.cedar"),
 ];
 
 /// The hard constraints, always loaded: a team's folder cannot hold them.
@@ -36,6 +37,7 @@ pub const TESTS: &[(&str, &str)] = &[
     file!("policies/tests/paths.json"),
     file!("policies/tests/approvals.json"),
     file!("policies/tests/commands.json"),
+    file!("policies/tests/harness.json"),
 ];
 
 pub const TEST_ENTITIES: &[(&str, &str)] = &[file!("policies/tests/entities/fixtures.json")];

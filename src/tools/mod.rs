@@ -9,12 +9,14 @@
 mod arguments;
 mod builtin;
 pub mod confined;
+mod harness;
 mod registry;
 mod run;
 mod spec;
 
 pub use arguments::{ArgumentError, ArgumentValidator, SchemaError};
 pub use builtin::{BUILTIN_SERVER, Builtin};
+pub use harness::{HARNESS_SERVER, SHELL_FOLDER};
 pub use registry::{RegisteredTool, Registry, RegistryError, Runner};
 pub use run::{CancelFlag, Invocation, Progress, ToolFailure};
 pub use spec::{Effect, PathArgument, PathRole, ToolId, ToolSpec};

@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use super::arguments::{ArgumentValidator, SchemaError};
 use super::builtin::Builtin;
+use super::harness::harness_specs;
 use super::spec::{ToolId, ToolSpec};
 
 #[derive(Debug, Error)]
@@ -25,6 +26,9 @@ pub enum RegistryError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runner {
     Builtin(Builtin),
+    /// The agent's harness runs it; portcullis only decides it, and never
+    /// offers it to MCP clients.
+    Harness,
 }
 
 /// A tool known to portcullis, with its compiled argument validator.
@@ -52,6 +56,31 @@ impl Registry {
                 .map(|b| (b.spec(), Runner::Builtin(*b)))
                 .collect(),
         )
+    }
+
+    /// The tools of a coding agent's harness, decided by the hook.
+    pub fn harness() -> Result<Self, RegistryError> {
+        Self::from_specs(
+            harness_specs()
+                .into_iter()
+                .map(|spec| (spec, Runner::Harness))
+                .collect(),
+        )
+    }
+
+    /// Every tool portcullis knows without configuration: its own and the
+    /// harness's, for commands that judge either (`check`).
+    pub fn known() -> Result<Self, RegistryError> {
+        let mut specs: Vec<(ToolSpec, Runner)> = Builtin::ALL
+            .iter()
+            .map(|b| (b.spec(), Runner::Builtin(*b)))
+            .collect();
+        specs.extend(
+            harness_specs()
+                .into_iter()
+                .map(|spec| (spec, Runner::Harness)),
+        );
+        Self::from_specs(specs)
     }
 
     pub fn from_specs(specs: Vec<(ToolSpec, Runner)>) -> Result<Self, RegistryError> {

@@ -6,6 +6,7 @@
 mod description;
 mod globs;
 mod parse;
+mod quote;
 mod table;
 mod unwrap;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use parse::{KNOWN_NODE_KINDS, MAX_COMMAND_BYTES};
+pub use quote::shell_quote;
 pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITES_FILES};
 use unwrap::OPAQUE;
 

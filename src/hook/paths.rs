@@ -1,0 +1,138 @@
+//! A harness tool's paths as the harness will resolve them. Claude Code
+//! resolves a relative path from its shell's folder (the event's `cwd`),
+//! not from the workspace root, and reads Glob's `pattern` and Grep's
+//! `glob` below the tool's `path`; the facts must be computed on what the
+//! tool will touch, so every path is made absolute here first.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::tools::{PathArgument, SHELL_FOLDER};
+
+/// Arguments that are patterns below the tool's `path` argument.
+const PATTERNS: [&str; 2] = ["pattern", "glob"];
+
+/// The folder a tool's patterns hang from.
+const PATTERN_BASE: &str = "path";
+
+/// Characters that make a path component a pattern.
+const GLOB_CHARACTERS: [char; 4] = ['*', '?', '[', '{'];
+
+/// The input with every declared path argument absolute: relative paths
+/// joined to `cwd`, absent "shell's folder" arguments set to `cwd`, and
+/// patterns joined to their base. A pattern that climbs (`..`) after its
+/// first wildcard can reach anywhere, so it is judged as reading `/`.
+pub fn judged_input(input: &Value, paths: &[PathArgument], cwd: &Path) -> Value {
+    let mut judged = input.clone();
+    let Some(object) = judged.as_object_mut() else {
+        return judged;
+    };
+    let base = match object.get(PATTERN_BASE) {
+        Some(Value::String(path)) => absolute(path, cwd),
+        _ => cwd.to_owned(),
+    };
+    for argument in paths {
+        let value = match object.get(&argument.name) {
+            Some(Value::String(raw)) if PATTERNS.contains(&argument.name.as_str()) => {
+                pattern_reach(&absolute(raw, &base))
+            }
+            Some(Value::String(raw)) => absolute(raw, cwd),
+            // Not a string: the input schema refuses it, unchanged.
+            Some(_) => continue,
+            None if argument.default.as_deref() == Some(SHELL_FOLDER) => cwd.to_owned(),
+            None => continue,
+        };
+        object.insert(
+            argument.name.clone(),
+            Value::String(value.to_string_lossy().into_owned()),
+        );
+    }
+    judged
+}
+
+fn absolute(raw: &str, from: &Path) -> PathBuf {
+    // `~` is the home folder, which path resolution expands itself.
+    if raw.starts_with('~') || raw.is_empty() {
+        return PathBuf::from(raw);
+    }
+    from.join(raw)
+}
+
+/// Where a pattern can reach: itself (path classes see its names), or `/`
+/// when a `..` after a wildcard makes its reach unbounded.
+fn pattern_reach(pattern: &Path) -> PathBuf {
+    let mut wild = false;
+    for component in pattern.components() {
+        match component {
+            Component::Normal(name) => {
+                wild |= name.to_string_lossy().contains(GLOB_CHARACTERS);
+            }
+            Component::ParentDir if wild => return PathBuf::from("/"),
+            _ => {}
+        }
+    }
+    pattern.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::Registry;
+
+    fn judged(tool: &str, input: Value) -> Value {
+        let registry = Registry::harness().unwrap();
+        let spec = &registry.lookup(&format!("harness/{tool}")).unwrap().spec;
+        judged_input(&input, &spec.path_arguments, Path::new("/ws/sub"))
+    }
+
+    #[test]
+    fn relative_paths_are_from_the_shell_folder() {
+        let j = judged("Read", json!({"file_path": "../x.txt", "limit": 3}));
+        assert_eq!(j, json!({"file_path": "/ws/sub/../x.txt", "limit": 3}));
+        let j = judged("Write", json!({"file_path": "/etc/passwd", "content": ""}));
+        assert_eq!(j["file_path"], "/etc/passwd");
+    }
+
+    #[test]
+    fn an_absent_search_folder_is_the_shell_folder() {
+        let j = judged("Grep", json!({"pattern": "TODO"}));
+        assert_eq!(j, json!({"pattern": "TODO", "path": "/ws/sub"}));
+        let j = judged(
+            "Grep",
+            json!({"pattern": "TODO", "path": "lib", "glob": "*.env"}),
+        );
+        assert_eq!(j["glob"], "/ws/sub/lib/*.env");
+    }
+
+    #[test]
+    fn patterns_hang_from_their_folder_and_climbing_after_a_wildcard_reaches_everything() {
+        assert_eq!(
+            judged("Glob", json!({"pattern": "**/*.rs"}))["pattern"],
+            "/ws/sub/**/*.rs"
+        );
+        assert_eq!(
+            judged("Glob", json!({"pattern": "*.rs", "path": "/srv"}))["pattern"],
+            "/srv/*.rs"
+        );
+        assert_eq!(
+            judged("Glob", json!({"pattern": "/etc/*"}))["pattern"],
+            "/etc/*"
+        );
+        assert_eq!(
+            judged("Glob", json!({"pattern": "*/../../../etc/*"}))["pattern"],
+            "/"
+        );
+        assert_eq!(
+            judged("Glob", json!({"pattern": "../*.rs"}))["pattern"],
+            "/ws/sub/../*.rs"
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_left_for_the_schema_to_refuse() {
+        assert_eq!(judged("Read", json!({"file_path": 7}))["file_path"], 7);
+    }
+}

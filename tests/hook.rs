@@ -1,0 +1,650 @@
+//! `portcullis hook claude-code` and `hook codex` through the real binary:
+//! every mapped tool allowed, asked and denied, malformed events and every
+//! failure answered as a deny of the documented shape, every decision in
+//! the audit log and replayable; the gate corpus decided identically
+//! through the hook; and Claude Code itself accepting the installed hook.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use portcullis::audit::AuditLog;
+use portcullis::facts::{Root, Transport};
+use portcullis::gate::judge;
+use portcullis::hook::{Harness, Permission, PreToolUse, decide};
+use portcullis::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
+use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
+use portcullis::tools::Registry;
+use serde_json::{Value, json};
+
+use crate::util::{Run, Served, npm_install, portcullis};
+
+/// Claude Code's documented PreToolUse hook output, and nothing else.
+fn claude_code_output_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["hookSpecificOutput"],
+        "additionalProperties": false,
+        "properties": {
+            "hookSpecificOutput": {
+                "type": "object",
+                "required": ["hookEventName", "permissionDecision", "permissionDecisionReason"],
+                "additionalProperties": false,
+                "properties": {
+                    "hookEventName": {"const": "PreToolUse"},
+                    "permissionDecision": {"enum": ["allow", "ask", "deny"]},
+                    "permissionDecisionReason": {"type": "string", "minLength": 1}
+                }
+            }
+        }
+    })
+}
+
+/// Lets tests reach ask on reads (files under `review/`) and allow on
+/// writes (files under `scratch/`).
+const TEST_POLICIES: &str = r#"
+@id("test.review")
+@reason("files under review/ need a human's look")
+forbid (
+  principal,
+  action in Portcullis::Action::"call_tool",
+  resource in Portcullis::Server::"harness"
+)
+when { context.path_classes.contains("review") }
+unless { context.approved };
+"#;
+
+struct Hooked {
+    served: Served,
+    reader_token: String,
+}
+
+impl Hooked {
+    fn new() -> Self {
+        let served = Served::new("", "paired");
+        let policies = served.tree.policies();
+        fs::write(policies.join("70_test.cedar"), TEST_POLICIES).unwrap();
+        let classes = policies.join("path_classes.toml");
+        let mut text = fs::read_to_string(&classes).unwrap();
+        text.push_str("\n[review]\nglobs = [\"**/review\", \"**/review/**\"]\n\n[scratch]\nglobs = [\"**/scratch/**\"]\n");
+        fs::write(&classes, text).unwrap();
+        let approvals = policies.join("40_approvals.cedar");
+        let text = fs::read_to_string(&approvals).unwrap();
+        let relaxed = text.replace(
+            "when { resource.effects.containsAny([\"write\", \"destructive\"]) }",
+            "when { resource.effects.containsAny([\"write\", \"destructive\"]) && !context.path_classes.contains(\"scratch\") }",
+        );
+        assert_ne!(text, relaxed);
+        fs::write(&approvals, relaxed).unwrap();
+        let root = served.root.path();
+        for dir in ["src", "review", "scratch", ".git"] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        fs::write(root.join("src/a.rs"), "fn main() {}\n").unwrap();
+        fs::write(root.join("review/plan.md"), "plan\n").unwrap();
+        fs::write(root.join(".env"), "KEY=1\n").unwrap();
+        fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        let mut args = vec![
+            "token".to_owned(),
+            "create".to_owned(),
+            "reader".to_owned(),
+            "--tier".to_owned(),
+            "readonly".to_owned(),
+            "--store".to_owned(),
+            served.store.display().to_string(),
+            "--format".to_owned(),
+            "json".to_owned(),
+        ];
+        args.extend(served.tree.flags());
+        let run = portcullis(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(run.code, 0, "{run:?}");
+        let reader_token = run.json()["token"].as_str().unwrap().to_owned();
+        Self {
+            served,
+            reader_token,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.served.root.path()
+    }
+
+    fn event(&self, tool: &str, input: Value) -> Value {
+        json!({
+            "session_id": "session-7", "transcript_path": "/tmp/t.jsonl",
+            "cwd": self.root().display().to_string(), "permission_mode": "default",
+            "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
+            "tool_use_id": format!("toolu_{tool}")
+        })
+    }
+
+    fn command(&self, harness: &str, token: &str) -> Command {
+        self.command_logging_to(harness, token, &self.served.audit_log())
+    }
+
+    fn command_logging_to(&self, harness: &str, token: &str, audit: &Path) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        command
+            .args(["hook", harness, "--store"])
+            .arg(&self.served.store)
+            .arg("--audit")
+            .arg(audit)
+            .args(self.served.tree.flags())
+            .env("PORTCULLIS_TOKEN", token)
+            .env("CLAUDE_PROJECT_DIR", self.root())
+            .env_remove("PORTCULLIS_ROOT")
+            .env_remove("PORTCULLIS_POLICIES")
+            .env_remove("PORTCULLIS_SCHEMA")
+            .env("PORTCULLIS_LOG", "error");
+        command
+    }
+
+    fn hook_with(&self, mut command: Command, stdin: &[u8]) -> Run {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The hook may answer before reading all of a bad event.
+        let _ = child.stdin.take().unwrap().write_all(stdin);
+        let output = child.wait_with_output().unwrap();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Runs the Claude Code hook; checks the answer's shape and exit code.
+    fn claude(&self, token: &str, stdin: &[u8]) -> (Permission, String) {
+        let run = self.hook_with(self.command("claude-code", token), stdin);
+        assert_eq!(run.code, 0, "{run:?}");
+        let answer = run.json();
+        let validator = jsonschema::validator_for(&claude_code_output_schema()).unwrap();
+        assert!(validator.is_valid(&answer), "{answer}");
+        let out = &answer["hookSpecificOutput"];
+        let permission = match out["permissionDecision"].as_str().unwrap() {
+            "allow" => Permission::Allow,
+            "ask" => Permission::Ask,
+            _ => Permission::Deny,
+        };
+        (
+            permission,
+            out["permissionDecisionReason"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn decide(&self, tool: &str, input: Value) -> (Permission, String) {
+        let event = serde_json::to_vec(&self.event(tool, input)).unwrap();
+        self.claude(&self.served.token, &event)
+    }
+
+    fn records(&self) -> Vec<Value> {
+        fs::read_to_string(self.served.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+#[test]
+fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
+    use Permission::{Allow, Ask, Deny};
+    let hooked = Hooked::new();
+    let root = hooked.root().display().to_string();
+    let cases: Vec<(&str, Value, Permission)> = vec![
+        (
+            "Read",
+            json!({"file_path": format!("{root}/src/a.rs")}),
+            Allow,
+        ),
+        ("Read", json!({"file_path": "src/a.rs", "offset": 1}), Allow),
+        ("Read", json!({"file_path": "review/plan.md"}), Ask),
+        ("Read", json!({"file_path": ".env"}), Deny),
+        ("Read", json!({"file_path": "/etc/hostname"}), Deny),
+        ("Glob", json!({"pattern": "**/*.rs"}), Allow),
+        ("Glob", json!({"pattern": "*.md", "path": "review"}), Ask),
+        ("Glob", json!({"pattern": "*/../../../../etc/*"}), Deny),
+        ("Grep", json!({"pattern": "main", "path": "src"}), Allow),
+        ("Grep", json!({"pattern": "plan", "path": "review"}), Ask),
+        ("Grep", json!({"pattern": "KEY", "glob": ".env"}), Deny),
+        ("LS", json!({"path": "src"}), Allow),
+        ("LS", json!({"path": "review"}), Ask),
+        ("LS", json!({"path": "/"}), Deny),
+        (
+            "Write",
+            json!({"file_path": "scratch/out.txt", "content": "x"}),
+            Allow,
+        ),
+        (
+            "Write",
+            json!({"file_path": "src/b.rs", "content": "x"}),
+            Ask,
+        ),
+        (
+            "Write",
+            json!({"file_path": "/tmp/outside.txt", "content": "x"}),
+            Deny,
+        ),
+        (
+            "Edit",
+            json!({"file_path": "scratch/o.txt", "old_string": "a", "new_string": "b"}),
+            Allow,
+        ),
+        (
+            "Edit",
+            json!({"file_path": "src/a.rs", "old_string": "a", "new_string": "b"}),
+            Ask,
+        ),
+        (
+            "Edit",
+            json!({"file_path": ".git/config", "old_string": "a", "new_string": "b"}),
+            Deny,
+        ),
+        (
+            "MultiEdit",
+            json!({"file_path": "scratch/o.txt", "edits": []}),
+            Allow,
+        ),
+        (
+            "MultiEdit",
+            json!({"file_path": "src/a.rs", "edits": []}),
+            Ask,
+        ),
+        ("MultiEdit", json!({"file_path": ".env", "edits": []}), Deny),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "scratch/n.ipynb", "new_source": ""}),
+            Allow,
+        ),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "src/n.ipynb", "new_source": ""}),
+            Ask,
+        ),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "../n.ipynb", "new_source": ""}),
+            Deny,
+        ),
+        (
+            "WebFetch",
+            json!({"url": "https://example.com", "prompt": "p"}),
+            Ask,
+        ),
+        ("WebSearch", json!({"query": "cedar"}), Ask),
+        ("Bash", json!({"command": "ls -la src"}), Allow),
+        ("Bash", json!({"command": "git push origin main"}), Ask),
+        ("Bash", json!({"command": "cd src && rm -rf /"}), Deny),
+        (
+            "Bash",
+            json!({"command": "echo x > .git/hooks/pre-commit"}),
+            Deny,
+        ),
+        ("TodoWrite", json!({"todos": []}), Allow),
+        ("REPL", json!({"code": "1"}), Deny),
+        ("EnterWorktree", json!({"name": "w"}), Deny),
+    ];
+    let mut wrong = Vec::new();
+    for (tool, input, expected) in &cases {
+        let (got, reason) = hooked.decide(tool, input.clone());
+        if got != *expected {
+            wrong.push(format!(
+                "{tool} {input}: expected {expected:?}, got {got:?} ({reason})"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // A readonly client has no network and no write capability.
+    for (tool, input) in [
+        (
+            "WebFetch",
+            json!({"url": "https://example.com", "prompt": "p"}),
+        ),
+        ("Write", json!({"file_path": "scratch/x", "content": ""})),
+    ] {
+        let event = serde_json::to_vec(&hooked.event(tool, input)).unwrap();
+        let (got, reason) = hooked.claude(&hooked.reader_token, &event);
+        assert_eq!(got, Permission::Deny, "{tool}: {reason}");
+        assert!(reason.contains("capability"), "{reason}");
+    }
+
+    // Every decision is recorded, as the hook's, with the harness session,
+    // and the log verifies and replays to the same decisions.
+    let records = hooked.records();
+    let decisions: Vec<&Value> = records.iter().filter(|r| r["kind"] == "decision").collect();
+    assert_eq!(decisions.len(), cases.len() + 2);
+    for record in &decisions {
+        assert_eq!(record["body"]["transport"], "hook", "{record}");
+        assert_eq!(record["body"]["session"], "session-7", "{record}");
+        assert_eq!(record["body"]["approval_channel"], "harness", "{record}");
+    }
+    let log = hooked.served.audit_log();
+    let run = portcullis(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let summary = &run.json()["summary"];
+    assert_eq!(summary["changes"], json!([]), "{summary}");
+    assert_eq!(summary["same"], decisions.len(), "{summary}");
+}
+
+#[test]
+fn unknown_tools_and_malformed_events_are_denied_with_the_reason() {
+    let hooked = Hooked::new();
+    for (tool, needle) in [
+        ("Frobnicate", "not one portcullis knows"),
+        ("mcp__github__create_issue", "MCP server `github`"),
+    ] {
+        let (got, reason) = hooked.decide(tool, json!({}));
+        assert_eq!(got, Permission::Deny);
+        assert!(reason.contains(needle), "{reason}");
+    }
+    let unknown = hooked.records();
+    assert_eq!(
+        unknown
+            .iter()
+            .filter(|r| r["body"]["cause"] == "unknown_tool")
+            .count(),
+        2
+    );
+
+    let event = |patch: Value| {
+        let mut event = hooked.event("Read", json!({"file_path": "src/a.rs"}));
+        for (key, value) in patch.as_object().unwrap() {
+            event[key] = value.clone();
+        }
+        serde_json::to_vec(&event).unwrap()
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"".to_vec(), "not JSON"),
+        (b"{\"tool_name\": ".to_vec(), "not JSON"),
+        (
+            event(json!({"hook_event_name": "PostToolUse"})),
+            "not PreToolUse",
+        ),
+        (event(json!({"tool_input": "src/a.rs"})), "not an object"),
+        (event(json!({"cwd": "relative"})), "absolute"),
+        (
+            event(json!({"tool_input": {"file_path": 7}})),
+            "cannot be judged",
+        ),
+        (event(json!({"tool_input": {}})), "cannot be judged"),
+        (
+            event(json!({"tool_input": {"file_path": "a\u{0}b"}})),
+            "cannot be judged",
+        ),
+        (
+            serde_json::to_vec(&hooked.event("Bash", json!({"command": ""}))).unwrap(),
+            "cannot be judged",
+        ),
+        (
+            serde_json::to_vec(&hooked.event("Bash", json!({"cmd": "ls"}))).unwrap(),
+            "command is missing",
+        ),
+    ];
+    for (bytes, needle) in cases {
+        let (got, reason) = hooked.claude(&hooked.served.token, &bytes);
+        assert_eq!(got, Permission::Deny, "{}", String::from_utf8_lossy(&bytes));
+        assert!(reason.contains(needle), "{reason} (wanted {needle})");
+    }
+}
+
+#[test]
+fn every_failure_of_the_setting_is_a_deny_never_no_opinion() {
+    let hooked = Hooked::new();
+    let event =
+        serde_json::to_vec(&hooked.event("Read", json!({"file_path": "src/a.rs"}))).unwrap();
+
+    let (got, reason) = hooked.claude("not-a-token", &event);
+    assert_eq!(got, Permission::Deny);
+    assert!(reason.contains("PORTCULLIS_TOKEN"), "{reason}");
+
+    let mut command = hooked.command("claude-code", &hooked.served.token);
+    command.env_remove("CLAUDE_PROJECT_DIR");
+    let run = hooked.hook_with(command, &event);
+    assert!(
+        run.stdout.contains("\"deny\"") && run.stdout.contains("no workspace root"),
+        "{run:?}"
+    );
+
+    // A policy set that does not load.
+    let broken = hooked.served.tree.policies().join("80_broken.cedar");
+    fs::write(
+        &broken,
+        "permit (principal, action, resource) when { context.nope };",
+    )
+    .unwrap();
+    let (got, reason) = hooked.claude(&hooked.served.token, &event);
+    assert_eq!(got, Permission::Deny);
+    assert!(reason.contains("policy set does not load"), "{reason}");
+    fs::remove_file(&broken).unwrap();
+
+    // An audit log that cannot be written: nothing runs.
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = dir.path().join("log-is-a-folder");
+    fs::create_dir_all(&blocked).unwrap();
+    let command = hooked.command_logging_to("claude-code", &hooked.served.token, &blocked);
+    let run = hooked.hook_with(command, &event);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("\"deny\""), "{run:?}");
+
+    // A log whose tail was cut is refused, not appended to.
+    let (got, _) = hooked.claude(&hooked.served.token, &event);
+    assert_eq!(got, Permission::Allow);
+    let log = hooked.served.audit_log();
+    let text = fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.pop();
+    fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let (got, reason) = hooked.claude(&hooked.served.token, &event);
+    assert_eq!(got, Permission::Deny, "{reason}");
+    assert!(reason.contains("does not verify"), "{reason}");
+}
+
+#[test]
+fn codex_gets_deny_for_ask_and_silence_for_allow() {
+    let hooked = Hooked::new();
+    let run = |tool: &str, input: Value| {
+        let event = serde_json::to_vec(&hooked.event(tool, input)).unwrap();
+        hooked.hook_with(hooked.command("codex", &hooked.served.token), &event)
+    };
+    let allowed = run("Bash", json!({"command": ["bash", "-lc", "ls src"]}));
+    assert_eq!(
+        (allowed.code, allowed.stdout.as_str()),
+        (0, ""),
+        "{allowed:?}"
+    );
+    let asked = run("Bash", json!({"command": "git push"}));
+    assert_eq!(asked.code, 0);
+    assert_eq!(
+        asked.json()["hookSpecificOutput"]["permissionDecision"],
+        "deny"
+    );
+    assert!(asked.stdout.contains("approval"), "{asked:?}");
+    let patch = "*** Begin Patch\n*** Add File: scratch/new.txt\n+hi\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** End Patch\n";
+    let patched = run("apply_patch", json!({"command": patch}));
+    assert_eq!(
+        patched.json()["hookSpecificOutput"]["permissionDecision"],
+        "deny",
+        "{patched:?}"
+    );
+    let scratch_only = run(
+        "apply_patch",
+        json!({"command": "*** Begin Patch\n*** Add File: scratch/n.txt\n+hi\n*** End Patch\n"}),
+    );
+    assert_eq!(
+        (scratch_only.code, scratch_only.stdout.as_str()),
+        (0, ""),
+        "{scratch_only:?}"
+    );
+    let outside = run(
+        "apply_patch",
+        json!({"command": "*** Begin Patch\n*** Delete File: ../x\n*** End Patch\n"}),
+    );
+    assert!(outside.stdout.contains("\"deny\""), "{outside:?}");
+    let empty = run(
+        "apply_patch",
+        json!({"command": "*** Begin Patch\n*** End Patch\n"}),
+    );
+    assert!(empty.stdout.contains("names no file"), "{empty:?}");
+}
+
+/// The command-gate corpus through the hook adapter: each command gets the
+/// decision `portcullis gate` gives it.
+#[test]
+fn the_gate_corpus_decides_the_same_through_the_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir_all(ws.join("sub")).unwrap();
+    let root = Root::new(&ws).unwrap();
+    let bundle = PolicyBundle::builtin();
+    let client = ClientRecord {
+        name: "agent".into(),
+        tier: "paired".into(),
+    };
+    let gate_engine = Engine::load(
+        &bundle,
+        &Registry::builtin().unwrap(),
+        std::slice::from_ref(&client),
+    )
+    .unwrap();
+    let registry = Registry::harness().unwrap();
+    let engine = Engine::load(&bundle, &registry, std::slice::from_ref(&client)).unwrap();
+    let log = Arc::new(AuditLog::open(&dir.path().join("audit.jsonl"), None).unwrap());
+    let keeper = Keeper::new(
+        Setting {
+            engine,
+            registry,
+            root: root.clone(),
+        },
+        ClientIdentity {
+            name: "agent".into(),
+            tier: "paired".into(),
+            fingerprint: "0123456789abcdef".into(),
+        },
+        Transport::Hook,
+        log as Arc<dyn AuditSink>,
+        "corpus".into(),
+    );
+    let corpus = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/gate/corpus.txt"
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut compared = 0;
+    let mut wrong = Vec::new();
+    for line in corpus
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (_, command) = line.split_once('\t').unwrap();
+        let command = command.replace("\\n", "\n");
+        let gate = judge(&gate_engine, "agent", &root, None, &command, Transport::Cli).unwrap();
+        let event = json!({
+            "session_id": "corpus", "cwd": ws.display().to_string(), "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "t"
+        });
+        let event = PreToolUse::parse(&serde_json::to_vec(&event).unwrap()).unwrap();
+        let answer = runtime.block_on(decide(&keeper, Harness::ClaudeCode, &event));
+        let expected = match gate.decision.outcome {
+            Outcome::Allow => Permission::Allow,
+            Outcome::Ask => Permission::Ask,
+            Outcome::Deny => Permission::Deny,
+        };
+        if answer.permission != expected {
+            wrong.push(format!(
+                "{command:?}: gate {expected:?}, hook {:?}",
+                answer.permission
+            ));
+        }
+        compared += 1;
+    }
+    assert!(compared >= 300, "{compared}");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Claude Code itself loads the settings `hook install` writes: with them
+/// it registers a hook; with a hook entry of the wrong shape it registers
+/// none (so the check can fail). Claude Code is started headless against
+/// an unreachable API and stopped once it has loaded its hooks.
+#[test]
+fn claude_code_accepts_the_installed_hook() {
+    if !crate::util::have("node") {
+        eprintln!("skipped: node is not installed, so Claude Code cannot be");
+        return;
+    }
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/clients/package.json");
+    let claude = npm_install(&package, "interop-clients")
+        .join("node_modules/@anthropic-ai/claude-code/bin/claude.exe");
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    let run = portcullis(&[
+        "hook",
+        "install",
+        "claude-code",
+        "--project",
+        project.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()["installed"], "added");
+    assert!(registers_a_hook(&claude, dir.path(), &project));
+
+    let broken = dir.path().join("broken");
+    fs::create_dir_all(broken.join(".claude")).unwrap();
+    fs::write(
+        broken.join(".claude/settings.json"),
+        r#"{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"commandz","command":5}]}]}}"#,
+    )
+    .unwrap();
+    assert!(!registers_a_hook(&claude, dir.path(), &broken));
+}
+
+/// Starts Claude Code in `project` and reads its debug log until it has
+/// looked its hooks up; whether it registered one by then.
+fn registers_a_hook(claude: &Path, scratch: &Path, project: &Path) -> bool {
+    let home = scratch.join("home");
+    fs::create_dir_all(&home).unwrap();
+    let debug: PathBuf = project.join("debug.log");
+    let mut child = Command::new(claude)
+        .args(["-p", "hello", "--max-turns", "1", "--settings"])
+        .arg(project.join(".claude/settings.json"))
+        .arg("--debug-file")
+        .arg(&debug)
+        .current_dir(project)
+        .env("HOME", &home)
+        .env("ANTHROPIC_API_KEY", "sk-test-not-a-key")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let found = loop {
+        let text = fs::read_to_string(&debug).unwrap_or_default();
+        if text.contains("Hooks: Found") {
+            break text.contains("hook_registered");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Claude Code never looked its hooks up:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    found
+}
