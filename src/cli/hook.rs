@@ -82,14 +82,14 @@ pub struct HookArgs {
 
 pub fn run(command: HookCommand, format: Format) -> anyhow::Result<Exit> {
     match command {
-        HookCommand::ClaudeCode(args) => Ok(answer(&args, Harness::ClaudeCode)),
-        HookCommand::Codex(args) => Ok(answer(&args, Harness::Codex)),
+        HookCommand::ClaudeCode(args) => answer(&args, Harness::ClaudeCode),
+        HookCommand::Codex(args) => answer(&args, Harness::Codex),
         HookCommand::Install(InstallCommand::ClaudeCode(args)) => install(&args, format),
     }
 }
 
-/// Decides the event on stdin and writes the answer; never fails.
-fn answer(args: &HookArgs, harness: Harness) -> Exit {
+/// Decides the event on stdin, writes the answer and exits; never fails.
+fn answer(args: &HookArgs, harness: Harness) -> ! {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("portcullis: denied: the hook failed ({info})");
         std::process::exit(BLOCKED);
@@ -114,7 +114,9 @@ fn answer(args: &HookArgs, harness: Harness) -> Exit {
         eprintln!("{}", answer.reason);
         std::process::exit(BLOCKED);
     }
-    Exit::Ok
+    // The record is durable and the answer written: nothing is left to
+    // tear down that the harness would wait for.
+    std::process::exit(0);
 }
 
 fn read_event() -> Result<PreToolUse, String> {
