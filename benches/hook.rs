@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use portcullis::audit::{AuditLog, Kind};
-use portcullis::auth::TokenStore;
+
+mod support;
 use serde_json::json;
 
 const LOG_RECORDS: usize = 20_000;
@@ -34,36 +34,13 @@ fn setup() -> Setup {
     let base = dir.path().to_owned();
     fs::create_dir_all(base.join("ws/src")).unwrap();
     fs::write(base.join("ws/src/a.rs"), "fn main() {}\n").unwrap();
-    let token = TokenStore::open_or_new(&base.join("state/tokens.json"))
-        .unwrap()
-        .create("bench", "paired")
-        .unwrap()
-        .as_str()
-        .to_owned();
-    let log = AuditLog::open(&base.join("audit/audit.jsonl"), None).unwrap();
-    for chunk in 0..LOG_RECORDS / 1000 {
-        let records = (0..1000)
-            .map(|i| {
-                (
-                    Kind::System,
-                    json!({"event": "filler", "n": chunk * 1000 + i}),
-                )
-            })
-            .collect();
-        block_on(log.append_many(records)).unwrap();
-    }
+    let token = support::bench_token(&base.join("state/tokens.json"));
+    support::grown_log(&base.join("audit/audit.jsonl"), LOG_RECORDS);
     Setup {
         _dir: dir,
         base,
         token,
     }
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(future)
 }
 
 fn hook(setup: &Setup, event: &[u8]) -> Duration {

@@ -16,10 +16,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use portcullis::audit::{AuditLog, Kind};
-use portcullis::auth::TokenStore;
+
+mod support;
 use portcullis::pdp::PolicyBundle;
-use serde_json::json;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
 /// Records in the grown log.
@@ -43,38 +42,14 @@ fn setup() -> Setup {
     }
     fs::create_dir_all(base.join("ws")).unwrap();
     fs::create_dir_all(base.join("empty")).unwrap();
-    let token = TokenStore::open_or_new(&base.join("state/tokens.json"))
-        .unwrap()
-        .create("bench", "paired")
-        .unwrap()
-        .as_str()
-        .to_owned();
-    let log = AuditLog::open(&base.join("grown/audit.jsonl"), None).unwrap();
-    for chunk in 0..LOG_RECORDS / 1000 {
-        let records = (0..1000)
-            .map(|i| {
-                (
-                    Kind::System,
-                    json!({"event": "filler", "n": chunk * 1000 + i}),
-                )
-            })
-            .collect();
-        block_on(log.append_many(records)).unwrap();
-    }
+    let token = support::bench_token(&base.join("state/tokens.json"));
+    support::grown_log(&base.join("grown/audit.jsonl"), LOG_RECORDS);
     Setup {
         _dir: dir,
         empty: base.join("empty"),
         base,
         token,
     }
-}
-
-/// Runs one future to completion on a throwaway runtime.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(future)
 }
 
 /// Spawns `serve`, sends `initialize`, and times the answer.

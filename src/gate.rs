@@ -27,6 +27,8 @@ pub enum GateError {
     /// caller learns only that the folder cannot be used.
     #[error("cwd: the folder cannot be resolved inside the root")]
     CwdUnresolvable,
+    #[error("the command table does not load: {0}")]
+    Table(String),
 }
 
 /// A judged command.
@@ -99,6 +101,16 @@ impl GateAnswer {
         })
     }
 
+    /// Why: the reasons of the deciding policies, or, when none decided,
+    /// that nothing allows the command unasked.
+    pub fn reason(&self) -> String {
+        if self.decision.policies.is_empty() {
+            "no policy allows this command without a human's approval".to_owned()
+        } else {
+            self.decision.reason()
+        }
+    }
+
     /// The structured answer of `gate`, for machines.
     pub fn to_json(&self) -> Value {
         let parts: Vec<PartView<'_>> = self
@@ -111,16 +123,11 @@ impl GateAnswer {
                 classes: p.classes.iter().map(String::as_str).collect(),
             })
             .collect();
-        let reason = if self.decision.policies.is_empty() {
-            "no policy allows this command without a human's approval".to_owned()
-        } else {
-            self.decision.reason()
-        };
         json!({
             "decision": self.decision.outcome,
             "cause": self.decision.cause,
             "layer": self.layer(),
-            "reason": reason,
+            "reason": self.reason(),
             "policies": self.decision.policies.iter().map(|p| json!({"id": p.id, "reason": p.reason})).collect::<Vec<_>>(),
             "commands": parts,
             "classes": self.facts.classes,
@@ -156,7 +163,10 @@ pub fn judge(
             &resolved.canonical
         }
     };
-    let facts = command_facts(command, cwd, root, engine.command_classes())?;
+    let table = engine
+        .command_classes()
+        .map_err(|err| GateError::Table(err.to_string()))?;
+    let facts = command_facts(command, cwd, root, table)?;
     let decision = engine.decide(&Query::command(
         client,
         &facts,

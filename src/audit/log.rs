@@ -265,6 +265,34 @@ impl AuditLog {
     }
 }
 
+/// The last line of a file of `length` bytes, without its newline: read
+/// backwards a few KiB at a time (a record is about 2 KiB), never more than
+/// 1 MiB, which no record this writer makes comes near. `None` when the
+/// file does not end with a newline, or the line is longer than that.
+fn last_line(file: &File, length: u64) -> io::Result<Option<Vec<u8>>> {
+    const FIRST_READ: u64 = 8 << 10;
+    const LONGEST: u64 = 1 << 20;
+    let mut window = FIRST_READ;
+    loop {
+        let take = length.min(window);
+        let mut bytes = vec![0; usize::try_from(take).map_err(io::Error::other)?];
+        file.read_exact_at(&mut bytes, length - take)?;
+        let Some(body) = bytes.strip_suffix(b"\n") else {
+            return Ok(None);
+        };
+        if let Some(newline) = body.iter().rposition(|b| *b == b'\n') {
+            return Ok(Some(body[newline + 1..].to_vec()));
+        }
+        if take == length {
+            return Ok(Some(body.to_vec()));
+        }
+        if window >= LONGEST {
+            return Ok(None);
+        }
+        window *= 4;
+    }
+}
+
 /// How much of a log is checked before the first append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Check {
@@ -325,26 +353,15 @@ impl Writer {
         let (Some(committed), None) = (head.committed, head.pending) else {
             return Ok(None);
         };
-        // A record is far smaller than this; a longer last line is not one
-        // this writer made, and gets the whole check.
-        const LAST_LINE_MAX: u64 = 1 << 20;
-        let window = length.min(LAST_LINE_MAX);
-        let mut bytes = vec![0; usize::try_from(window).map_err(io::Error::other)?];
-        self.file.read_exact_at(&mut bytes, length - window)?;
-        let Some(body) = bytes.strip_suffix(b"\n") else {
+        let Some(line) = last_line(&self.file, length)? else {
             return Ok(None);
         };
-        let start = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        if start == 0 && window < length {
-            return Ok(None);
-        }
-        let line = &body[start..];
-        let Ok(record) = serde_json::from_slice::<StoredRecord>(line) else {
+        let Ok(record) = serde_json::from_slice::<StoredRecord>(&line) else {
             return Ok(None);
         };
         let clean = record.seq == committed.seq
             && record.hash == committed.hash
-            && line_hash_is_valid(line, &record.hash);
+            && line_hash_is_valid(&line, &record.hash);
         Ok(clean.then_some(Tail {
             last: Some(committed),
             bytes: length,
@@ -752,5 +769,39 @@ mod tests {
         // Twenty records, each in its own batch with its checkpoint.
         assert_eq!(verified.scan.records, 40);
         assert_eq!(verified.scan.checkpoints, 20);
+    }
+
+    #[test]
+    fn opened_at_its_end_a_log_takes_records_only_if_its_end_is_the_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let clock = || Arc::new(SystemClock) as Arc<dyn Clock>;
+        // A fresh log, then one whose last record is longer than the first
+        // read from the end.
+        let log = AuditLog::open_at_end(&path, None, clock()).unwrap();
+        log.append_blocking(Kind::System, json!({"n": 1})).unwrap();
+        log.append_blocking(Kind::System, json!({"pad": "x".repeat(20_000)}))
+            .unwrap();
+        drop(log);
+        let log = AuditLog::open_at_end(&path, None, clock()).unwrap();
+        log.append_blocking(Kind::System, json!({"n": 3})).unwrap();
+        drop(log);
+        assert_eq!(verify(&path).unwrap().unwrap().scan.records, 3);
+
+        // The last record cut off: the end is not the head's, and the
+        // whole check refuses the log.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cut: Vec<&str> = text.lines().collect();
+        std::fs::write(&path, cut[..2].join("\n") + "\n").unwrap();
+        assert!(matches!(
+            AuditLog::open_at_end(&path, None, clock()),
+            Err(AuditError::Broken { .. })
+        ));
+        // Nor does a torn last line pass: it is cut back to the head's end.
+        std::fs::write(&path, text.clone() + "{\"seq\":4").unwrap();
+        let log = AuditLog::open_at_end(&path, None, clock()).unwrap();
+        log.append_blocking(Kind::System, json!({"n": 4})).unwrap();
+        drop(log);
+        assert_eq!(verify(&path).unwrap().unwrap().scan.records, 4);
     }
 }

@@ -19,13 +19,13 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::serve::{StoreArgs, audit_path, authenticate, proof_cache, signer_for};
+use super::serve::{StoreArgs, audit_path, authenticate, set_cache, signer_for};
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::audit::{AuditLog, snapshots_dir, store_snapshot};
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport, shell_quote};
 use crate::hook::install::{Installed, install_claude_code};
-use crate::hook::{Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide};
+use crate::hook::{Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide, tools_needed};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
 use crate::pdp::{ClientRecord, Engine};
 use crate::tools::Registry;
@@ -148,12 +148,12 @@ fn decide_event(
     };
     let root = Root::new(&root).with_context(|| format!("workspace root {}", root.display()))?;
     let bundle = args.policies.bundle()?;
-    let registry = Registry::harness()?;
+    let registry = Registry::harness_named(&tools_needed(harness, event))?;
     let record = ClientRecord {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
-    let cache = proof_cache(&args.store);
+    let cache = set_cache(&args.store);
     let engine = Engine::load_proven(
         &bundle,
         &registry,
@@ -180,11 +180,7 @@ fn decide_event(
             registry,
             root,
         },
-        ClientIdentity {
-            fingerprint: client.fingerprint(),
-            name: client.name,
-            tier: client.tier,
-        },
+        ClientIdentity::from(client),
         Transport::Hook,
         audit as Arc<dyn AuditSink>,
         event.session_id.clone(),

@@ -26,7 +26,7 @@ use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::mcp::Ended;
-use crate::pdp::{ClientRecord, Engine, ProofCache};
+use crate::pdp::{ClientRecord, Engine, SetCache};
 use crate::tools::Registry;
 
 #[derive(Debug, Args)]
@@ -104,7 +104,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
-    let proofs = proof_cache(&args.store);
+    let proofs = set_cache(&args.store);
     let clients = std::slice::from_ref(&record);
     let engine = match Engine::load_proven(&bundle, &registry, clients, proofs.as_ref()) {
         Ok((engine, _)) => engine,
@@ -153,11 +153,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
                 registry,
                 root,
             },
-            ClientIdentity {
-                fingerprint: client.fingerprint(),
-                name: client.name,
-                tier: client.tier,
-            },
+            ClientIdentity::from(client),
             Transport::Stdio,
             Arc::clone(&audit) as Arc<dyn AuditSink>,
             session.clone(),
@@ -230,11 +226,11 @@ pub(super) fn audit_path(given: Option<&std::path::Path>) -> anyhow::Result<Path
 }
 
 /// Where proofs are kept: beside the token store (and the checkpoint key).
-pub(super) fn proof_cache(store: &StoreArgs) -> Option<ProofCache> {
+pub(super) fn set_cache(store: &StoreArgs) -> Option<SetCache> {
     store
         .resolve()
         .and_then(|store| store.parent().map(|dir| dir.join("proofs")))
-        .map(ProofCache::new)
+        .map(SetCache::new)
 }
 
 /// The checkpoint key, kept with the token store and never in the log's

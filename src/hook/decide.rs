@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::answer::{HookAnswer, Permission};
 use super::event::PreToolUse;
-use super::patch::{PatchError, patch_files};
+use super::patch::{FileChange, PatchError, patch_files};
 use super::paths::judged_input;
 use crate::keeper::{GateFailure, HarnessCall, HarnessVerdict, Keeper};
 use crate::pdp::{Decision, Outcome};
@@ -20,30 +20,51 @@ pub enum Harness {
     Codex,
 }
 
-/// Decides one event, with a keeper built on the harness registry.
+/// Where an event goes: the command gate, a Codex patch (file by file),
+/// or one harness tool.
+enum Route<'a> {
+    Command,
+    Patch,
+    Tool(&'a str),
+}
+
+fn route(harness: Harness, tool: &str) -> Route<'_> {
+    match (harness, tool) {
+        (_, "Bash") | (Harness::Codex, "shell") => Route::Command,
+        (Harness::Codex, "apply_patch") => Route::Patch,
+        (_, tool) => Route::Tool(tool),
+    }
+}
+
+/// The harness tools deciding this event can involve: the registry a hook
+/// process needs (see `Registry::harness_named`).
+pub fn tools_needed(harness: Harness, event: &PreToolUse) -> Vec<&str> {
+    match route(harness, &event.tool_name) {
+        Route::Command => Vec::new(),
+        Route::Patch => FileChange::TOOLS.to_vec(),
+        Route::Tool(tool) => vec![tool],
+    }
+}
+
+/// Decides one event, with a keeper built on a harness registry holding
+/// at least `tools_needed`.
 pub async fn decide(keeper: &Keeper, harness: Harness, event: &PreToolUse) -> HookAnswer {
     let registry = keeper.registry();
     let request_id = event.tool_use_id.as_deref().unwrap_or("hook");
-    let tool = event.tool_name.as_str();
-    if tool == "Bash" || (harness == Harness::Codex && tool == "shell") {
-        return command(keeper, request_id, event).await;
-    }
-    if harness == Harness::Codex && tool == "apply_patch" {
-        return patch(keeper, registry, request_id, event).await;
-    }
-    if let Some(server) = mcp_server(tool) {
+    let tool = match route(harness, &event.tool_name) {
+        Route::Command => return command(keeper, request_id, event).await,
+        Route::Patch => return patch(keeper, registry, request_id, event).await,
+        Route::Tool(tool) => tool,
+    };
+    let verdict = harness_tool(keeper, registry, request_id, tool, &event.tool_input, event).await;
+    match (mcp_server(tool), verdict) {
         // Known downstream servers come with the downstream-servers work;
         // until then every MCP tool the harness reaches directly is unknown.
-        let verdict =
-            harness_tool(keeper, registry, request_id, tool, &event.tool_input, event).await;
-        return match verdict {
-            Ok(HarnessVerdict::Unknown) => HookAnswer::deny(format!(
-                "portcullis: the MCP server `{server}` is not one portcullis knows, so its tools are denied; serve them through portcullis"
-            )),
-            other => answer(other),
-        };
+        (Some(server), Ok(HarnessVerdict::Unknown)) => HookAnswer::deny(format!(
+            "portcullis: the MCP server `{server}` is not one portcullis knows, so its tools are denied; serve them through portcullis"
+        )),
+        (_, verdict) => answer(verdict),
     }
-    answer(harness_tool(keeper, registry, request_id, tool, &event.tool_input, event).await)
 }
 
 /// `mcp__<server>__<tool>` names a tool of an MCP server the harness
@@ -97,14 +118,18 @@ fn answer(verdict: Result<HarnessVerdict, AuditFailed>) -> HookAnswer {
 }
 
 fn decided(decision: &Decision) -> HookAnswer {
-    let verb = match decision.outcome {
+    said(decision.outcome, &decision.reason())
+}
+
+fn said(outcome: Outcome, reason: &str) -> HookAnswer {
+    let verb = match outcome {
         Outcome::Allow => "allowed",
         Outcome::Ask => "needs your approval",
         Outcome::Deny => "denied",
     };
     HookAnswer {
-        permission: Permission::from(decision.outcome),
-        reason: format!("portcullis: {verb}: {}", decision.reason()),
+        permission: Permission::from(outcome),
+        reason: format!("portcullis: {verb}: {reason}"),
     }
 }
 
@@ -114,20 +139,7 @@ async fn command(keeper: &Keeper, request_id: &str, event: &PreToolUse) -> HookA
     };
     let cwd = event.cwd.to_string_lossy();
     match keeper.gate(request_id, &command, Some(&cwd)).await {
-        Ok(judged) => {
-            let mut answer = decided(&judged.decision);
-            if judged.decision.policies.is_empty() {
-                answer.reason = format!(
-                    "portcullis: {}: no policy allows this command without a human's approval",
-                    if judged.decision.outcome == Outcome::Ask {
-                        "needs your approval"
-                    } else {
-                        "denied"
-                    }
-                );
-            }
-            answer
-        }
+        Ok(judged) => said(judged.decision.outcome, &judged.reason()),
         Err(GateFailure::Input(err)) => {
             HookAnswer::deny(format!("portcullis: the command cannot be judged: {err}"))
         }

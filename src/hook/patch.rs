@@ -29,14 +29,24 @@ pub struct PatchedFile {
     pub path: String,
 }
 
-impl PatchedFile {
+impl FileChange {
+    /// Every harness tool a change can be judged as.
+    pub const TOOLS: [&'static str; 3] = ["Write", "Edit", "DeleteFile"];
+
     /// The harness tool that does the same to one file.
-    pub fn tool(&self) -> &'static str {
-        match self.change {
-            FileChange::Add | FileChange::MoveTo => "Write",
-            FileChange::Update => "Edit",
-            FileChange::Delete => "DeleteFile",
+    pub fn tool(self) -> &'static str {
+        match self {
+            FileChange::Add | FileChange::MoveTo => Self::TOOLS[0],
+            FileChange::Update => Self::TOOLS[1],
+            FileChange::Delete => Self::TOOLS[2],
         }
+    }
+}
+
+impl PatchedFile {
+    /// The harness tool that does the same to this file.
+    pub fn tool(&self) -> &'static str {
+        self.change.tool()
     }
 }
 

@@ -34,6 +34,7 @@ pub use sink::{Appending, AuditSink};
 
 use crate::approval::{Grant, action_digest};
 use crate::audit::Kind;
+use crate::auth::StoredClient;
 use crate::facts::{Root, ToolFacts, Transport};
 use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
 use crate::pdp::{Decision, Engine, Outcome, Query, ToolAction};
@@ -47,6 +48,16 @@ pub struct ClientIdentity {
     pub name: String,
     pub tier: String,
     pub fingerprint: String,
+}
+
+impl From<StoredClient> for ClientIdentity {
+    fn from(client: StoredClient) -> Self {
+        Self {
+            fingerprint: client.fingerprint(),
+            name: client.name,
+            tier: client.tier,
+        }
+    }
 }
 
 /// The channel a human approval comes through for this keeper's clients.

@@ -2,7 +2,7 @@
 //! shared read-only by every request.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cedar_policy::{
     ActionConstraint, Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema,
@@ -17,8 +17,10 @@ use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{Problem, ProblemKind};
 use super::proof::{self, Proof};
-use super::proof_cache::ProofCache;
-use crate::facts::{CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport};
+use super::set_cache::SetCache;
+use crate::facts::{
+    CommandClassError, CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport,
+};
 use crate::tools::{Registry, ToolId};
 
 /// The policy set did not load; nothing can be decided with it.
@@ -56,7 +58,7 @@ pub struct Engine {
     pub(super) actions: Actions,
     pub(super) identity: Arc<PolicySetIdentity>,
     path_classes: PathClasses,
-    command_classes: CommandClasses,
+    command_classes: CommandTable,
     pub(super) shell: EntityUid,
     pub(super) policies_resource: EntityUid,
     pub(super) command_shape: CommandShape,
@@ -74,7 +76,7 @@ impl Engine {
         registry: &Registry,
         clients: &[ClientRecord],
     ) -> Result<Self, LoadError> {
-        Self::load_as(bundle, registry, clients, Provenance::Current)
+        Self::load_as(bundle, registry, clients, Provenance::Current, None)
     }
 
     /// Loads a set that will decide, and proves that it keeps the promises
@@ -83,16 +85,34 @@ impl Engine {
     /// says so once.
     ///
     /// With a `cache`, a set proven before is not proven again, and a set
-    /// proven now is remembered there.
+    /// proven now is remembered there; so is a set validated strictly, with
+    /// its schema in Cedar's JSON form, so that a later load of the same
+    /// set skips the schema's text parser and Cedar's validator.
     pub fn load_proven(
         bundle: &PolicyBundle,
         registry: &Registry,
         clients: &[ClientRecord],
-        cache: Option<&ProofCache>,
+        cache: Option<&SetCache>,
     ) -> Result<(Self, Proof), LoadError> {
-        let engine = Self::load(bundle, registry, clients)?;
+        let bundle_hash = bundle.hash();
+        let validated = cache.and_then(|cache| cache.validated(&bundle_hash));
+        let engine = Self::load_as(
+            bundle,
+            registry,
+            clients,
+            Provenance::Current,
+            validated.as_deref(),
+        )?;
+        if let (None, Some(cache)) = (&validated, cache) {
+            let kept = load::schema_json(bundle)
+                .ok_or_else(|| std::io::Error::other("the schema has no JSON form"))
+                .and_then(|fragments| cache.remember_validated(&bundle_hash, fragments));
+            if let Err(err) = kept {
+                tracing::info!(error = %err, "the validation could not be kept for the next start");
+            }
+        }
         let hash = &engine.identity.hash;
-        if let Some(queries) = cache.and_then(|cache| cache.known(hash)) {
+        if let Some(queries) = cache.and_then(|cache| cache.proven(hash)) {
             tracing::debug!(policy_set = %hash, "the hard constraints were proven for this set before");
             return Ok((engine, Proof::Proven { queries }));
         }
@@ -101,7 +121,7 @@ impl Engine {
                 match (&proof, cache) {
                     (Proof::SolverAbsent { reason }, _) => proof::warn_solver_absent(reason),
                     (Proof::Proven { queries }, Some(cache)) => {
-                        if let Err(err) = cache.remember(hash, *queries) {
+                        if let Err(err) = cache.remember_proof(hash, *queries) {
                             tracing::info!(error = %err, "the proof could not be kept for the next start");
                         }
                     }
@@ -136,7 +156,7 @@ impl Engine {
         registry: &Registry,
         clients: &[ClientRecord],
     ) -> Result<Self, LoadError> {
-        Self::load_as(bundle, registry, clients, Provenance::Recorded)
+        Self::load_as(bundle, registry, clients, Provenance::Recorded, None)
     }
 
     fn load_as(
@@ -144,9 +164,10 @@ impl Engine {
         registry: &Registry,
         clients: &[ClientRecord],
         provenance: Provenance,
+        validated: Option<&[serde_json::Value]>,
     ) -> Result<Self, LoadError> {
         let mut problems = Vec::new();
-        let compiled = load::compile(bundle, provenance);
+        let compiled = load::compile(bundle, provenance, validated);
         let path_classes =
             PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
                 .map_err(|err| {
@@ -161,15 +182,25 @@ impl Engine {
             Provenance::Current => CommandClasses::parse,
             Provenance::Recorded => CommandClasses::parse_recorded,
         };
-        let command_classes = parse_commands(&bundle.commands.display, &bundle.commands.text)
-            .map_err(|err| {
-                problems.push(Problem::new(
-                    ProblemKind::CommandClasses,
-                    &bundle.commands.display,
-                    err.to_string(),
-                ))
-            })
-            .ok();
+        let command_classes = if validated.is_some() {
+            // This very set loaded whole before, table included: only a
+            // shell command needs the table, so it is read then.
+            Some(CommandTable::deferred(
+                &bundle.commands.display,
+                &bundle.commands.text,
+            ))
+        } else {
+            parse_commands(&bundle.commands.display, &bundle.commands.text)
+                .map(CommandTable::parsed)
+                .map_err(|err| {
+                    problems.push(Problem::new(
+                        ProblemKind::CommandClasses,
+                        &bundle.commands.display,
+                        err.to_string(),
+                    ))
+                })
+                .ok()
+        };
         let tiers = entities::tier_entities(&bundle.tiers)
             .map_err(|problem| problems.push(problem))
             .ok();
@@ -315,8 +346,11 @@ impl Engine {
         &self.path_classes
     }
 
-    pub fn command_classes(&self) -> &CommandClasses {
-        &self.command_classes
+    /// The command table; an error only for a table read on first use
+    /// that does not parse (which a set that loaded whole before cannot
+    /// do, since its hash covers the table).
+    pub fn command_classes(&self) -> Result<&CommandClasses, &CommandClassError> {
+        self.command_classes.get()
     }
 
     pub fn schema(&self) -> &Schema {
@@ -551,5 +585,38 @@ fn check_request_shape(
             Ok(CommandShape::WithoutVcsMetadata)
         }
         (Err(err), _) => Err(err),
+    }
+}
+
+/// The command table of a loaded set: parsed at load, or on the first
+/// command judged.
+#[derive(Debug)]
+struct CommandTable {
+    source: Option<(String, String)>,
+    parsed: OnceLock<Result<CommandClasses, CommandClassError>>,
+}
+
+impl CommandTable {
+    fn parsed(table: CommandClasses) -> Self {
+        Self {
+            source: None,
+            parsed: OnceLock::from(Ok(table)),
+        }
+    }
+
+    fn deferred(display: &str, text: &str) -> Self {
+        Self {
+            source: Some((display.to_owned(), text.to_owned())),
+            parsed: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> Result<&CommandClasses, &CommandClassError> {
+        self.parsed
+            .get_or_init(|| {
+                let (display, text) = self.source.as_ref().map_or(("", ""), |(d, t)| (d, t));
+                CommandClasses::parse(display, text)
+            })
+            .as_ref()
     }
 }

@@ -49,9 +49,23 @@ pub struct CompiledSet {
 /// A set that will decide must hold every hard constraint, and only the
 /// built-in file may define them; a recorded set being replayed decided
 /// what it decided, with the constraints of its day.
-pub fn compile(bundle: &PolicyBundle, provenance: Provenance) -> Result<CompiledSet, Vec<Problem>> {
+///
+/// `validated` is the schema (Cedar JSON fragments) of this very set when
+/// it is known to have validated strictly under this release (see
+/// `SetCache`): the schema is read from it, and Cedar's validator is not
+/// run again. A cached schema that does not read falls back to the files.
+pub fn compile(
+    bundle: &PolicyBundle,
+    provenance: Provenance,
+    validated: Option<&[serde_json::Value]>,
+) -> Result<CompiledSet, Vec<Problem>> {
     let mut problems = Vec::new();
-    let schema = compile_schema(&bundle.schemas, &mut problems);
+    let known = validated.and_then(schema_from_json);
+    let already_validated = known.is_some();
+    let schema = match known {
+        Some(schema) => Some(schema),
+        None => compile_schema(&bundle.schemas, &mut problems),
+    };
     let files: Vec<SourceFile> = bundle.all_policies().cloned().collect();
     let (policies, origins) = compile_policies(&files, provenance, &mut problems);
     let Some(schema) = schema else {
@@ -60,7 +74,9 @@ pub fn compile(bundle: &PolicyBundle, provenance: Provenance) -> Result<Compiled
     if !problems.is_empty() {
         return Err(problems);
     }
-    validate(&schema, &policies, &origins, &files, &mut problems);
+    if !already_validated {
+        validate(&schema, &policies, &origins, &files, &mut problems);
+    }
     if problems.is_empty() {
         Ok(CompiledSet {
             schema,
@@ -70,6 +86,27 @@ pub fn compile(bundle: &PolicyBundle, provenance: Provenance) -> Result<Compiled
     } else {
         Err(problems)
     }
+}
+
+/// The bundle's schema as Cedar JSON fragments, one per file, for the
+/// set cache; `None` if a file does not parse.
+pub fn schema_json(bundle: &PolicyBundle) -> Option<Vec<serde_json::Value>> {
+    bundle
+        .schemas
+        .iter()
+        .map(|file| {
+            let (fragment, _) = SchemaFragment::from_cedarschema_str(&file.text).ok()?;
+            fragment.to_json_value().ok()
+        })
+        .collect()
+}
+
+fn schema_from_json(fragments: &[serde_json::Value]) -> Option<Schema> {
+    let fragments: Option<Vec<SchemaFragment>> = fragments
+        .iter()
+        .map(|json| SchemaFragment::from_json_value(json.clone()).ok())
+        .collect();
+    Schema::from_schema_fragments(fragments?).ok()
 }
 
 fn compile_schema(files: &[SourceFile], problems: &mut Vec<Problem>) -> Option<Schema> {

@@ -14,7 +14,7 @@ mod fixtures;
 mod load;
 mod problem;
 mod proof;
-mod proof_cache;
+mod set_cache;
 
 pub use bundle::{BUILTIN_COPY, BundleError, Framing, PolicyBundle, SourceFile, name_problem};
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
@@ -25,7 +25,7 @@ pub use fixtures::{CaseResult, run as run_fixtures};
 pub use load::HARD_CONSTRAINTS;
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
-pub use proof_cache::ProofCache;
+pub use set_cache::SetCache;
 
 #[cfg(test)]
 mod tests;

@@ -740,3 +740,52 @@ fn an_entity_id_is_taken_as_written_and_a_bad_type_name_is_an_error() {
         "{err}"
     );
 }
+
+// ---- the set cache ----
+
+#[test]
+fn a_set_loaded_from_the_cache_decides_as_one_loaded_from_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SetCache::new(dir.path().join("sets"));
+    let bundle = PolicyBundle::builtin();
+    let registry = Registry::builtin().unwrap();
+    let (fresh, _) = Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).unwrap();
+    assert!(cache.validated(&bundle.hash()).is_some());
+    let (cached, _) = Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).unwrap();
+    assert_eq!(fresh.identity(), cached.identity());
+    for engine in [&fresh, &cached] {
+        let failed: Vec<CaseResult> = run_fixtures(engine, &bundle)
+            .into_iter()
+            .filter(|r| !r.passed())
+            .collect();
+        assert!(failed.is_empty(), "{failed:#?}");
+    }
+    // The command table, read on first use, is the same table.
+    let root = tempfile::tempdir().unwrap();
+    let root = crate::facts::Root::new(root.path()).unwrap();
+    for command in ["ls -la", "git push", "rm -rf /", "cat .env", "sort -o x y"] {
+        let judge = |engine: &Engine| {
+            let decision =
+                crate::gate::judge(engine, "alice", &root, None, command, Transport::Cli)
+                    .unwrap()
+                    .decision;
+            let ids: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
+            (decision.outcome, ids)
+        };
+        assert_eq!(judge(&fresh), judge(&cached), "{command}");
+    }
+}
+
+#[test]
+fn a_set_that_does_not_load_is_not_remembered() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SetCache::new(dir.path().join("sets"));
+    let mut bundle = PolicyBundle::builtin();
+    bundle
+        .commands
+        .text
+        .push_str("\n[[rule]]\nclass = \"x\"\nprogram = \"(\"\n");
+    let registry = Registry::builtin().unwrap();
+    assert!(Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).is_err());
+    assert!(cache.validated(&bundle.hash()).is_none());
+}

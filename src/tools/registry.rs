@@ -60,27 +60,24 @@ impl Registry {
 
     /// The tools of a coding agent's harness, decided by the hook.
     pub fn harness() -> Result<Self, RegistryError> {
+        Self::harness_tools(|_| true)
+    }
+
+    /// The harness tools named, and no others: a hook process decides one
+    /// event, and each tool costs its schema's compilation and its entity
+    /// at every start.
+    pub fn harness_named(names: &[&str]) -> Result<Self, RegistryError> {
+        Self::harness_tools(|spec| names.contains(&spec.id.name()))
+    }
+
+    fn harness_tools(wanted: impl Fn(&ToolSpec) -> bool) -> Result<Self, RegistryError> {
         Self::from_specs(
             harness_specs()
                 .into_iter()
+                .filter(|spec| wanted(spec))
                 .map(|spec| (spec, Runner::Harness))
                 .collect(),
         )
-    }
-
-    /// Every tool portcullis knows without configuration: its own and the
-    /// harness's, for commands that judge either (`check`).
-    pub fn known() -> Result<Self, RegistryError> {
-        let mut specs: Vec<(ToolSpec, Runner)> = Builtin::ALL
-            .iter()
-            .map(|b| (b.spec(), Runner::Builtin(*b)))
-            .collect();
-        specs.extend(
-            harness_specs()
-                .into_iter()
-                .map(|spec| (spec, Runner::Harness)),
-        );
-        Self::from_specs(specs)
     }
 
     pub fn from_specs(specs: Vec<(ToolSpec, Runner)>) -> Result<Self, RegistryError> {

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use regex::Regex;
+use super::pattern::Pattern;
 
 use super::parse::{QUOTED_EXPANSION, UNQUOTED_EXPANSION};
 
@@ -27,9 +27,9 @@ pub struct Script {
     /// Without a script option, the first operand is the script.
     pub operand: bool,
     /// Every script must match this in full.
-    pub pattern: Option<Regex>,
+    pub pattern: Option<Pattern>,
     /// No script may contain a match of this.
-    pub unless: Option<Regex>,
+    pub unless: Option<Pattern>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,7 +46,7 @@ pub struct Description {
     /// Options that take two values (`jq --arg NAME VALUE`).
     pub pair_options: HashSet<String>,
     /// Whole words accepted as flags (`head -20`).
-    pub flag_pattern: Option<Regex>,
+    pub flag_pattern: Option<Pattern>,
     /// Single-dash long options (`find -name`, `xxd -cols`): a word is
     /// matched whole, never split into a cluster of short flags.
     pub whole_words: bool,
@@ -54,7 +54,7 @@ pub struct Description {
     /// (`echo`, `true`).
     pub free_words: bool,
     pub max_operands: Option<usize>,
-    pub operand_pattern: Option<Regex>,
+    pub operand_pattern: Option<Pattern>,
     pub script: Option<Script>,
     /// Options whose value is a file written (`sort -o`, `find -fprint`).
     pub output_options: HashSet<String>,
@@ -145,8 +145,11 @@ impl Description {
                 let whole = script
                     .pattern
                     .as_ref()
-                    .is_none_or(|p| p.find(text).is_some_and(|m| m.len() == text.len()));
-                let clean = script.unless.as_ref().is_none_or(|u| !u.is_match(text));
+                    .is_none_or(|p| p.matches_whole_or(text, false));
+                let clean = script
+                    .unless
+                    .as_ref()
+                    .is_none_or(|u| !u.is_match_or(text, true));
                 if !whole || !clean || *text == UNQUOTED_EXPANSION || *text == QUOTED_EXPANSION {
                     scan.fits = false;
                 }
@@ -156,9 +159,7 @@ impl Description {
             scan.fits = false;
         }
         if let Some(pattern) = &self.operand_pattern
-            && !operands
-                .iter()
-                .all(|o| pattern.find(o).is_some_and(|m| m.len() == o.len()))
+            && !operands.iter().all(|o| pattern.matches_whole_or(o, false))
         {
             scan.fits = false;
         }
@@ -183,10 +184,11 @@ impl Description {
         words: &'a [String],
         index: &mut usize,
     ) -> Vec<Word<'a>> {
-        if self.flag_pattern.as_ref().is_some_and(|p| {
-            p.find(word)
-                .is_some_and(|m| m.start() == 0 && m.end() == word.len())
-        }) {
+        if self
+            .flag_pattern
+            .as_ref()
+            .is_some_and(|p| p.matches_whole_or(word, false))
+        {
             return vec![Word::Flag];
         }
         let mut next = || {
@@ -358,8 +360,8 @@ mod tests {
         d.script = Some(Script {
             options: set(&["-e", "--expression"]),
             operand: true,
-            pattern: Some(Regex::new("[0-9,]*p").unwrap()),
-            unless: Some(Regex::new("e").unwrap()),
+            pattern: Some(Pattern::new("[0-9,]*p").unwrap()),
+            unless: Some(Pattern::new("e").unwrap()),
         });
         assert!(d.scan(&words("1,5p f")).fits);
         assert!(d.scan(&words("-e 1,5p f")).fits);
@@ -398,7 +400,7 @@ mod tests {
         assert!(d.scan(&words("-n")).fits);
         assert!(!d.scan(&words("name")).fits);
         d.max_operands = None;
-        d.operand_pattern = Some(Regex::new(r"\+.*").unwrap());
+        d.operand_pattern = Some(Pattern::new(r"\+.*").unwrap());
         assert!(d.scan(&words("+%s")).fits);
         assert!(!d.scan(&words("0101")).fits);
     }

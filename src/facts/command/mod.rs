@@ -6,6 +6,7 @@
 mod description;
 mod globs;
 mod parse;
+mod pattern;
 mod quote;
 mod table;
 mod unwrap;

@@ -17,8 +17,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::pattern::{Pattern, PatternSet};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use regex::{Regex, RegexSet};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -192,9 +192,9 @@ struct EnvironmentEntry {
 #[derive(Debug, Clone)]
 struct Rule {
     class: String,
-    program: Regex,
-    args: Option<Regex>,
-    unless_args: Option<Regex>,
+    program: Pattern,
+    args: Option<Pattern>,
+    unless_args: Option<Pattern>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -225,7 +225,7 @@ impl Default for Environment {
 pub struct CommandClasses {
     rules: Vec<Rule>,
     /// Every rule's program pattern, matched in one pass.
-    programs_of_rules: RegexSet,
+    programs_of_rules: PatternSet,
     programs: HashMap<String, Vec<Description>>,
     globals: HashMap<String, Globals>,
     environment: Environment,
@@ -351,12 +351,7 @@ impl CommandClasses {
             None => Environment::default(),
         };
         let programs_of_rules =
-            RegexSet::new(rules.iter().map(|r| r.program.as_str())).map_err(|err| {
-                CommandClassError::Syntax {
-                    file: file.to_owned(),
-                    message: err.to_string(),
-                }
-            })?;
+            PatternSet::new(&rules.iter().map(|r| &r.program).collect::<Vec<_>>());
         Ok(Self {
             rules,
             programs_of_rules,
@@ -390,14 +385,21 @@ impl CommandClasses {
         let mut classified = Classified::default();
         classified.classes.extend(
             self.programs_of_rules
-                .matches(program)
-                .iter()
+                .matches_or_all(program)
+                .into_iter()
                 .map(|index| &self.rules[index])
-                .filter(|rule| rule.args.as_ref().is_none_or(|r| r.is_match(&joined)))
+                // A pattern that will not compile counts on the strict side:
+                // the rule applies (to every program, if the set is what
+                // fails), its exception does not.
+                .filter(|rule| {
+                    rule.args
+                        .as_ref()
+                        .is_none_or(|r| r.is_match_or(&joined, true))
+                })
                 .filter(|rule| {
                     rule.unless_args
                         .as_ref()
-                        .is_none_or(|r| !r.is_match(&joined))
+                        .is_none_or(|r| !r.is_match_or(&joined, false))
                 })
                 .map(|rule| rule.class.clone()),
         );
@@ -477,14 +479,14 @@ fn regex(
     class: &str,
     field: &'static str,
     pattern: &str,
-) -> Result<Regex, CommandClassError> {
-    Regex::new(pattern).map_err(|err| CommandClassError::BadRegex {
+) -> Result<Pattern, CommandClassError> {
+    Pattern::new(pattern).map_err(|message| CommandClassError::BadRegex {
         file: file.to_owned(),
         entry,
         index,
         class: class.to_owned(),
         field,
-        message: err.to_string(),
+        message,
     })
 }
 

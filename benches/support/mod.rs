@@ -1,0 +1,37 @@
+//! Setup shared by the benchmarks that spawn the binary: a client token in
+//! a fresh store, and an audit log grown to a given size.
+
+use std::path::Path;
+
+use portcullis::audit::{AuditLog, Kind};
+use portcullis::auth::TokenStore;
+use serde_json::json;
+
+/// A token for a paired client `bench`, in a new store at `store`.
+pub fn bench_token(store: &Path) -> String {
+    TokenStore::open_or_new(store)
+        .unwrap()
+        .create("bench", "paired")
+        .unwrap()
+        .as_str()
+        .to_owned()
+}
+
+/// A log at `path` holding `records` filler records.
+pub fn grown_log(path: &Path, records: usize) {
+    let log = AuditLog::open(path, None).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    for chunk in 0..records.div_ceil(1000) {
+        let batch = (0..1000.min(records - chunk * 1000))
+            .map(|i| {
+                (
+                    Kind::System,
+                    json!({"event": "filler", "n": chunk * 1000 + i}),
+                )
+            })
+            .collect();
+        runtime.block_on(log.append_many(batch)).unwrap();
+    }
+}
