@@ -86,6 +86,7 @@ impl Hooked {
         fs::write(root.join("review/plan.md"), "plan\n").unwrap();
         fs::write(root.join(".env"), "KEY=1\n").unwrap();
         fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("src/host")).unwrap();
         let mut args = vec![
             "token".to_owned(),
             "create".to_owned(),
@@ -209,6 +210,13 @@ fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
         ("Glob", json!({"pattern": "**/*.rs"}), Allow),
         ("Glob", json!({"pattern": "*.md", "path": "review"}), Ask),
         ("Glob", json!({"pattern": "*/../../../../etc/*"}), Deny),
+        ("Glob", json!({"pattern": "{..,src}/*"}), Deny),
+        ("Read", json!({"file_path": "src/host"}), Deny),
+        (
+            "Write",
+            json!({"file_path": ".GIT/config", "content": "x"}),
+            Deny,
+        ),
         ("Grep", json!({"pattern": "main", "path": "src"}), Allow),
         ("Grep", json!({"pattern": "plan", "path": "review"}), Ask),
         ("Grep", json!({"pattern": "KEY", "glob": ".env"}), Deny),

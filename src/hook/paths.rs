@@ -60,13 +60,21 @@ fn absolute(raw: &str, from: &Path) -> PathBuf {
 }
 
 /// Where a pattern can reach: itself (path classes see its names), or `/`
-/// when a `..` after a wildcard makes its reach unbounded.
+/// when it can climb where no fact can follow: a `..` after a wildcard, or
+/// a `..` a brace list spells out (`{..,src}`: braces are expanded as text
+/// before anything is matched, so they can say `..` anywhere). A wildcard
+/// or a character class never matches `..` itself: directory listings do
+/// not hold it.
 fn pattern_reach(pattern: &Path) -> PathBuf {
     let mut wild = false;
     for component in pattern.components() {
         match component {
             Component::Normal(name) => {
-                wild |= name.to_string_lossy().contains(GLOB_CHARACTERS);
+                let name = name.to_string_lossy();
+                wild |= name.contains(GLOB_CHARACTERS);
+                if wild && name.contains("..") {
+                    return PathBuf::from("/");
+                }
             }
             Component::ParentDir if wild => return PathBuf::from("/"),
             _ => {}
