@@ -5,7 +5,6 @@
 //! through the hook; and Claude Code itself accepting the installed hook.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -19,7 +18,7 @@ use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
 use portcullis::tools::Registry;
 use serde_json::{Value, json};
 
-use crate::util::{Run, Served, npm_install, portcullis};
+use crate::util::{Run, Served, npm_install, portcullis, run_with_stdin};
 
 /// Claude Code's documented PreToolUse hook output, and nothing else.
 fn claude_code_output_schema() -> Value {
@@ -142,21 +141,8 @@ impl Hooked {
         command
     }
 
-    fn hook_with(&self, mut command: Command, stdin: &[u8]) -> Run {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // The hook may answer before reading all of a bad event.
-        let _ = child.stdin.take().unwrap().write_all(stdin);
-        let output = child.wait_with_output().unwrap();
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+    fn hook_with(&self, command: Command, stdin: &[u8]) -> Run {
+        run_with_stdin(command, stdin)
     }
 
     /// Runs the Claude Code hook; checks the answer's shape and exit code.

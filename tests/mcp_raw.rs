@@ -9,26 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{ALLOW_BUILTIN, INITIALIZE, Served, Session};
+use crate::util::{ALLOW_BUILTIN, INITIALIZE, Served, Session, run_with_stdin};
 
 /// Runs `serve` with a valid request on stdin and returns (exit code, stdout, stderr).
-fn refused(mut command: Command) -> (i32, String, String) {
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    // The server may exit before reading; a broken pipe is fine.
-    let _ = writeln!(stdin, "{INITIALIZE}");
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+fn refused(command: Command) -> (i32, String, String) {
+    let run = run_with_stdin(command, format!("{INITIALIZE}\n").as_bytes());
+    (run.code, run.stdout, run.stderr)
 }
 
 fn assert_refused(command: Command) {

@@ -30,6 +30,24 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// Runs `command` with `stdin` written to it; the process may exit before
+/// reading it all (a refusal), so a broken pipe is not an error.
+pub fn run_with_stdin(mut command: Command, stdin: &[u8]) -> Run {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let output = child.wait_with_output().unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
 pub fn portcullis(args: &[&str]) -> Run {
     portcullis_in(Path::new("."), args)
 }
