@@ -70,6 +70,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         tool: tool.name().into(),
         resource: Some(tool.to_string()),
         arguments_sha256: Some(format!("{i:064x}")),
+        tool_definition: Some(format!("{:064x}", 7)),
         facts: Some(facts.clone()),
         approved: false,
         command: None,

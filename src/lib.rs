@@ -23,6 +23,9 @@
 //!   policy snapshots, offline verify and replay.
 //! - [`auth`]: client tokens and the token store.
 //! - [`mcp`]: the MCP adapter (rmcp): it translates, it does not decide.
+//! - [`servers`]: downstream MCP servers: `servers.toml`, the pins in
+//!   `servers.lock`, their tools in the registry, and the connections a
+//!   decided call is forwarded through.
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
@@ -47,4 +50,5 @@ pub mod hook;
 pub mod keeper;
 pub mod mcp;
 pub mod pdp;
+pub mod servers;
 pub mod tools;

@@ -13,6 +13,7 @@ mod cli_check;
 mod cli_init;
 mod cli_policy;
 mod cli_token;
+mod downstream;
 mod filesystem_races;
 mod gate_corpus;
 mod gate_properties;

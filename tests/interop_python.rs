@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn venv() -> PathBuf {
+pub fn venv() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let requirements = manifest.join("tests/interop/requirements.txt");
     let wanted = std::fs::read_to_string(&requirements).unwrap();

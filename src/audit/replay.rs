@@ -53,6 +53,10 @@ pub struct DecisionRecord {
     /// SHA-256 of the canonical arguments: which call this was, without
     /// keeping file contents or secrets in the log.
     pub arguments_sha256: Option<String>,
+    /// SHA-256 of the tool's definition as served (for a downstream tool,
+    /// its pin): which version of the tool was decided about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_definition: Option<String>,
     /// The computed facts (the context, less the approval fields); `None`
     /// when no Cedar decision was made (unknown tool, invalid arguments).
     pub facts: Option<ToolFacts>,
@@ -484,6 +488,7 @@ mod tests {
             },
             action: RecordedAction::ReadPolicy,
             tool: "policies".into(),
+            tool_definition: None,
             resource: None,
             arguments_sha256: None,
             facts: None,

@@ -13,6 +13,7 @@ mod init;
 mod logging;
 mod policy;
 mod serve;
+mod servers;
 mod signals;
 mod token;
 
@@ -78,6 +79,14 @@ pub enum Command {
     /// (Claude Code, Codex hooks), and install the hook.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// List, pin and diff the tools of the downstream MCP servers in
+    /// servers.toml.
+    #[command(subcommand)]
+    Servers(servers::ServersCommand),
+    /// Runs one stdio downstream server in its own process group, and
+    /// stops the group when portcullis dies (started by `serve`).
+    #[command(name = "__downstream-guard", hide = true)]
+    Guard(servers::GuardArgs),
 }
 
 /// Where the policy set comes from: folders, or the built-in defaults.
@@ -130,6 +139,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Demo(args) => demo::run(&args, cli.format),
         Command::Audit(command) => audit::run(command, cli.format),
         Command::Hook(command) => hook::run(command, cli.format),
+        Command::Servers(command) => servers::run(command, cli.format),
+        Command::Guard(args) => Ok(servers::guard(&args)),
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::atomic_file::{self, Mode};
 use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof};
+use crate::servers::registry_for;
 use crate::tools::Registry;
 
 #[derive(Debug, Subcommand)]
@@ -51,7 +52,13 @@ pub(super) fn load(
     format: Format,
 ) -> anyhow::Result<Result<(PolicyBundle, Engine, Proof), Exit>> {
     let bundle = args.bundle()?;
-    let registry = Registry::builtin()?;
+    let registry = match registry_for(&bundle) {
+        Ok(registry) => registry,
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            return Ok(Err(Exit::ValidationFailure));
+        }
+    };
     match Engine::load_proven(&bundle, &registry, &[], None) {
         Ok((engine, proof)) => Ok(Ok((bundle, engine, proof))),
         Err(err) => {
@@ -70,7 +77,13 @@ pub(super) fn load_for_client(
     format: Format,
 ) -> anyhow::Result<Result<(Registry, Engine), Exit>> {
     let bundle = args.bundle()?;
-    let registry = Registry::builtin()?;
+    let registry = match registry_for(&bundle) {
+        Ok(registry) => registry,
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            return Ok(Err(Exit::ValidationFailure));
+        }
+    };
     match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client), None) {
         Ok((engine, _)) => Ok(Ok((registry, engine))),
         Err(err)

@@ -2,6 +2,7 @@
 //! root, audit log, approvals) and hands stdio to the MCP adapter. It
 //! translates flags; it does not decide.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use crate::facts::{Root, Transport};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::mcp::Ended;
 use crate::pdp::{ClientRecord, Engine, SetCache};
-use crate::tools::Registry;
+use crate::servers::{Fleet, Servers, drift};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -99,22 +100,51 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Failure);
     };
     let bundle = args.policies.bundle()?;
-    let registry = Registry::builtin()?;
+    let servers = match Servers::of(&bundle) {
+        Ok(servers) => servers,
+        Err(err) => {
+            report_problems(&err.problems, Format::Human)?;
+            return Ok(Exit::ValidationFailure);
+        }
+    };
+    let root = Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // The downstream servers start first, in parallel: the tools they list
+    // that nobody pinned become entities too, so that a call to one is
+    // decided and refused as not pinned.
+    let fleet = (!servers.config.servers.is_empty())
+        .then(|| runtime.block_on(Fleet::start(&servers.config, root.path())));
+    let live = match &fleet {
+        Some(fleet) => runtime.block_on(fleet.live_tools()),
+        None => BTreeMap::new(),
+    };
+    let stop_fleet = || {
+        if let Some(fleet) = &fleet {
+            runtime.block_on(fleet.shut_down());
+        }
+    };
     let record = ClientRecord {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
     let proofs = set_cache(&args.store);
     let clients = std::slice::from_ref(&record);
-    let engine = match Engine::load_proven(&bundle, &registry, clients, proofs.as_ref()) {
-        Ok((engine, _)) => engine,
+    let loaded = servers.registry(&bundle, &live).and_then(|registry| {
+        Engine::load_proven(&bundle, &registry, clients, proofs.as_ref())
+            .map(|(engine, _)| (registry, engine))
+    });
+    let (registry, engine) = match loaded {
+        Ok(loaded) => loaded,
         Err(err) => {
+            stop_fleet();
             // Human format: stdout is the protocol channel, even for errors.
             report_problems(&err.problems, Format::Human)?;
             return Ok(Exit::ValidationFailure);
         }
     };
-    let root = Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
     let audit_path = audit_path(args.audit.as_deref())?;
     let signer = signer_for(&args.store, &audit_path)?;
     // The log is checked on its writer's thread while the session starts:
@@ -146,27 +176,25 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         root = %root.path().display(),
         "serving over stdio"
     );
-    let keeper = Arc::new(
-        Keeper::new(
-            Setting {
-                engine,
-                registry,
-                root,
-            },
-            ClientIdentity::from(client),
-            Transport::Stdio,
-            Arc::clone(&audit) as Arc<dyn AuditSink>,
-            session.clone(),
-        )
-        .with_limits(Limits {
-            max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
-            walk_budget: Duration::from_secs(args.walk_budget),
-        }),
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let keeper = Keeper::new(
+        Setting {
+            engine,
+            registry,
+            root,
+        },
+        ClientIdentity::from(client),
+        Transport::Stdio,
+        Arc::clone(&audit) as Arc<dyn AuditSink>,
+        session.clone(),
+    )
+    .with_limits(Limits {
+        max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
+        walk_budget: Duration::from_secs(args.walk_budget),
+    });
+    let keeper = Arc::new(match &fleet {
+        Some(fleet) => keeper.with_fleet(Arc::clone(fleet)),
+        None => keeper,
+    });
     let served = runtime.block_on(async {
         let start = json!({
             "event": "start",
@@ -177,6 +205,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             "pid": std::process::id(),
         });
         audit.submit(Kind::System, start)?;
+        for found in drift(&servers.lock, &live) {
+            tracing::warn!(server = %found.server, tool = %found.tool, drift = found.kind.as_str(),
+                "a downstream tool is not as pinned: it cannot be called until it is pinned again");
+            audit.submit(Kind::System, json!({
+                "event": "tool_drift", "session": session, "server": found.server,
+                "tool": found.tool, "drift": found.kind, "pinned": found.pinned,
+                "live": found.live, "fields": found.fields,
+            }))?;
+        }
         let signals = Signals::install().context("cannot listen for SIGINT and SIGTERM")?;
         let serving =
             crate::mcp::serve_stdio(Arc::clone(&keeper), &bundle, approvals, signals.first());
@@ -191,8 +228,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         let served = tokio::select! {
             served = &mut serving => served,
             // Nothing was written to it, and nothing will be: stop here.
-            err = broken => return Err(anyhow::Error::from(err)),
+            err = broken => {
+                if let Some(fleet) = keeper.fleet() {
+                    fleet.shut_down().await;
+                }
+                return Err(anyhow::Error::from(err));
+            }
         };
+        // The calls are over: the downstream servers go before the last record.
+        if let Some(fleet) = keeper.fleet() {
+            fleet.shut_down().await;
+        }
         let signal = match &served {
             Ok(Ended::Signal(name)) => Some(*name),
             _ => None,

@@ -8,7 +8,7 @@ use super::serve::StoreArgs;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::auth::TokenStore;
 use crate::pdp::{ClientRecord, Engine, ProblemKind};
-use crate::tools::Registry;
+use crate::servers::registry_for;
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
@@ -70,11 +70,9 @@ fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
         name: args.name.clone(),
         tier: args.tier.clone(),
     };
-    if let Err(err) = Engine::load(
-        &bundle,
-        &Registry::builtin()?,
-        std::slice::from_ref(&record),
-    ) {
+    let loaded = registry_for(&bundle)
+        .and_then(|registry| Engine::load(&bundle, &registry, std::slice::from_ref(&record)));
+    if let Err(err) = loaded {
         match err
             .problems
             .iter()

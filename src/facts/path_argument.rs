@@ -2,12 +2,12 @@
 //! part of a tool's declaration that facts are computed from. It lives with
 //! the facts so that facts never depend on the tool registry.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How a tool uses a path argument. Reads and writes are judged separately:
 /// the root and VCS-metadata rules for writes are hard constraints, for reads
 /// they are defaults a team may widen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathRole {
     Read,

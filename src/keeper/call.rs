@@ -14,6 +14,7 @@ use super::records::Trail;
 use super::{Approval, Authorized, CallOutcome, Keeper};
 use crate::facts::{ResolvedPath, ToolCallFacts, ToolFacts, is_vcs_metadata, tool_call_facts};
 use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
+use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
     CancelFlag, Invocation, Progress, RegisteredTool, Runner, ToolFailure, ToolId, ToolSpec,
 };
@@ -55,15 +56,16 @@ impl Stop<'_> {
 
 impl Keeper {
     /// Decides a call and, if allowed and recorded, runs it. Progress goes
-    /// to `progress` while the tool runs; the sender is dropped before this
-    /// returns, so a forwarder draining it finishes before the result is sent.
+    /// to `progress` (when the caller asked for it) while the tool runs; the
+    /// sender is dropped before this returns, so a forwarder draining it
+    /// finishes before the result is sent.
     pub async fn call(
         self: &Arc<Self>,
         request_id: &str,
         name: &str,
         arguments: Value,
         approval: Approval,
-        progress: mpsc::UnboundedSender<Progress>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
         cancelled: CancellationToken,
     ) -> CallOutcome {
         let _in_flight = Arc::clone(&self.in_flight).read_owned().await;
@@ -107,6 +109,7 @@ impl Keeper {
     ) -> Step<(ToolId, ToolCallFacts, Authorized)> {
         let tool = self.discover(trail).await?;
         trail.action = ToolAction::Call;
+        self.callable(tool, trail).await?;
         self.validate(tool, arguments, trail).await?;
         let call = self.facts(tool, arguments, trail).await?;
         let decision = self.decide_call(tool, arguments, &call.facts, approval, trail);
@@ -129,6 +132,7 @@ impl Keeper {
             return Err(outcome);
         };
         trail.resource = Some(tool.spec.id.clone());
+        trail.definition = Some(tool.definition.clone());
         let no_paths = ToolFacts::without_paths(self.transport);
         let discovery = self.decide(ToolAction::Discover, tool, &no_paths);
         let body = self
@@ -141,6 +145,24 @@ impl Keeper {
         }
         trail.pending.push(body);
         Ok(tool)
+    }
+
+    /// A downstream tool is called only while its server runs and its
+    /// definition is the one pinned: a changed tool may now do something
+    /// nobody reviewed.
+    async fn callable(&self, tool: &RegisteredTool, trail: &mut Trail<'_>) -> Step<()> {
+        let cause = match self.downstream_status(tool).await {
+            ToolStatus::Ready => return Ok(()),
+            ToolStatus::NotPinned => Cause::ToolNotPinned,
+            ToolStatus::Changed => {
+                tracing::warn!(tool = %tool.spec.id, "a downstream tool's definition differs from its pin");
+                Cause::ToolChanged
+            }
+            ToolStatus::ServerUnavailable => Cause::ServerUnavailable,
+        };
+        let message = Decision::refusal_reason(cause);
+        self.record_refusal(trail, cause, &message).await;
+        Err(CallOutcome::Refused(cause, message))
     }
 
     async fn validate(
@@ -273,17 +295,27 @@ impl Keeper {
         }
     }
 
-    /// Runs the tool off the async runtime; a cancel stops it and waits for
-    /// it to stop, so no side effect and no progress outlives the call.
+    /// Runs the tool: a built-in off the async runtime, a downstream one
+    /// through its server. A cancel stops it and waits for it to stop, so
+    /// no side effect and no progress outlives the call.
     async fn run(
         self: &Arc<Self>,
         tool: &ToolId,
         arguments: Value,
         paths: Vec<(String, ResolvedPath)>,
         authorized: Authorized,
-        progress: mpsc::UnboundedSender<Progress>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
         stop: &Stop<'_>,
     ) -> CallOutcome {
+        let downstream = self
+            .registry
+            .get(tool)
+            .is_some_and(|t| matches!(t.runner, Runner::Downstream { .. }));
+        if downstream {
+            return self
+                .forward(tool, arguments, progress, authorized, stop)
+                .await;
+        }
         let cancel = CancelFlag::default();
         let keeper = Arc::clone(self);
         let tool = tool.clone();
@@ -309,6 +341,43 @@ impl Keeper {
         }
     }
 
+    /// Forwards a decided call to the tool's server. The proof is spent
+    /// here: only a recorded allow reaches a downstream.
+    async fn forward(
+        &self,
+        tool: &ToolId,
+        arguments: Value,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        authorized: Authorized,
+        stop: &Stop<'_>,
+    ) -> CallOutcome {
+        let Some(fleet) = &self.fleet else {
+            return CallOutcome::Failed(ToolFailure::ServerUnavailable);
+        };
+        let _spent = authorized;
+        let forwarded = fleet
+            .forward(
+                tool.server(),
+                tool.name(),
+                arguments,
+                progress,
+                stop.requested(),
+            )
+            .await;
+        match forwarded {
+            Forwarded::Result { result, is_error }
+                if !is_error || fleet.passes_errors(tool.server()) =>
+            {
+                CallOutcome::Relayed { result, is_error }
+            }
+            Forwarded::Result { .. } => CallOutcome::Failed(ToolFailure::Downstream),
+            Forwarded::Unavailable => CallOutcome::Failed(ToolFailure::ServerUnavailable),
+            Forwarded::TimedOut => CallOutcome::Failed(ToolFailure::TimedOut),
+            Forwarded::Failed => CallOutcome::Failed(ToolFailure::Internal),
+            Forwarded::Cancelled => CallOutcome::Cancelled,
+        }
+    }
+
     fn record_end(
         &self,
         request_id: &str,
@@ -318,7 +387,15 @@ impl Keeper {
         stopped: Option<&'static str>,
     ) {
         let (status, reason, failure) = match outcome {
-            CallOutcome::Completed(_) => ("executed", None, None),
+            CallOutcome::Completed(_)
+            | CallOutcome::Relayed {
+                is_error: false, ..
+            } => ("executed", None, None),
+            CallOutcome::Relayed { is_error: true, .. } => (
+                "failed",
+                Some(ToolFailure::Downstream.to_string()),
+                Some(ToolFailure::Downstream.code()),
+            ),
             CallOutcome::Failed(failure) => {
                 ("failed", Some(failure.to_string()), Some(failure.code()))
             }
@@ -340,13 +417,15 @@ impl Keeper {
         arguments: &Value,
         paths: &[(String, ResolvedPath)],
         cancel: &CancelFlag,
-        progress: mpsc::UnboundedSender<Progress>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
         authorized: &Authorized,
     ) -> Result<Value, ToolFailure> {
         let tool = self.registry.get(tool_id).ok_or(ToolFailure::Internal)?;
         let mut report = |p: Progress| {
             // The receiver is gone only when the call is over; nothing to tell.
-            let _ = progress.send(p);
+            if let Some(progress) = &progress {
+                let _ = progress.send(p);
+            }
         };
         let may_read = |path: &Path, hardlinked: bool| self.may_read(tool, path, hardlinked);
         let mut invocation = Invocation {
@@ -358,7 +437,7 @@ impl Keeper {
             may_read: &may_read,
             deadline: Some(Instant::now() + self.limits.walk_budget),
         };
-        // Only served tools get this far: `tool_named` finds no other.
+        // Only built-in tools get this far: `run` forwards the others.
         let Runner::Builtin(builtin) = tool.runner else {
             return Err(ToolFailure::Internal);
         };

@@ -37,7 +37,8 @@ use crate::audit::Kind;
 use crate::auth::StoredClient;
 use crate::facts::{Root, ToolFacts, Transport};
 use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
-use crate::pdp::{Decision, Engine, Outcome, Query, ToolAction};
+use crate::pdp::{Cause, Decision, Engine, Outcome, Query, ToolAction};
+use crate::servers::{Fleet, ToolStatus};
 use crate::tools::{
     BUILTIN_SERVER, RegisteredTool, Registry, Runner, ToolFailure, ToolId, ToolSpec,
 };
@@ -83,6 +84,9 @@ pub enum CallOutcome {
     /// No such tool, or the caller may not discover it: the same answer
     /// either way, so a client cannot probe for tools it may not see.
     UnknownTool(String),
+    /// Refused before any decision, for a reason of the tool's server: not
+    /// pinned, changed since it was pinned, or not running.
+    Refused(Cause, String),
     /// The arguments do not fit the tool's input schema, or a path in them
     /// cannot be accepted.
     InvalidArguments(String),
@@ -108,6 +112,9 @@ pub enum CallOutcome {
     Completed(Value),
     /// The tool ran and failed.
     Failed(ToolFailure),
+    /// A downstream server ran the tool: its result, passed on as it came
+    /// (an error result only where the server passes errors).
+    Relayed { result: Value, is_error: bool },
     /// The caller cancelled; nothing is sent back.
     Cancelled,
 }
@@ -162,6 +169,8 @@ pub struct Keeper {
     /// Held shared by every call in progress; shutting down takes it
     /// exclusively, so it waits until each call has recorded how it ended.
     in_flight: Arc<tokio::sync::RwLock<()>>,
+    /// The downstream servers, when the set declares any.
+    fleet: Option<Arc<Fleet>>,
 }
 
 /// Where a keeper serves: the policies, the tools, the root.
@@ -193,7 +202,14 @@ impl Keeper {
             )),
             shutdown: CancellationToken::new(),
             in_flight: Arc::new(tokio::sync::RwLock::new(())),
+            fleet: None,
         }
+    }
+
+    /// The same keeper, forwarding downstream tools' calls to `fleet`.
+    pub fn with_fleet(mut self, fleet: Arc<Fleet>) -> Self {
+        self.fleet = Some(fleet);
+        self
     }
 
     /// Stops every call in progress (each records its outcome as cancelled)
@@ -215,6 +231,11 @@ impl Keeper {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The downstream servers, when the set declares any.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.fleet.as_ref()
     }
 
     pub fn registry(&self) -> &Registry {
@@ -250,7 +271,27 @@ impl Keeper {
     fn served(&self) -> impl Iterator<Item = &RegisteredTool> {
         self.registry
             .iter()
-            .filter(|tool| matches!(tool.runner, Runner::Builtin(_)))
+            .filter(|tool| matches!(tool.runner, Runner::Builtin(_) | Runner::Downstream { .. }))
+    }
+
+    /// Whether a downstream tool can be called now: its server runs and its
+    /// live definition is the pinned one. A built-in tool always can.
+    async fn downstream_status(&self, tool: &RegisteredTool) -> ToolStatus {
+        let Runner::Downstream { pinned } = &tool.runner else {
+            return ToolStatus::Ready;
+        };
+        match &self.fleet {
+            Some(fleet) => {
+                fleet
+                    .status(
+                        tool.spec.id.server(),
+                        tool.spec.id.name(),
+                        pinned.as_deref(),
+                    )
+                    .await
+            }
+            None => ToolStatus::ServerUnavailable,
+        }
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
@@ -282,10 +323,16 @@ impl Keeper {
         let mut visible = Vec::new();
         let mut bodies = Vec::new();
         for tool in self.served() {
+            // A tool that cannot be called now (its server down, its
+            // definition not the pinned one) is not offered.
+            if self.downstream_status(tool).await != ToolStatus::Ready {
+                continue;
+            }
             let decision = self.decide(ToolAction::Discover, tool, &facts);
             let name = Self::mcp_name(&tool.spec);
             let mut trail = records::Trail::new(request_id, &name, None);
             trail.resource = Some(tool.spec.id.clone());
+            trail.definition = Some(tool.definition.clone());
             bodies.push(self.decision_body(&trail, Some((&facts, &decision)), None)?);
             if decision.outcome == Outcome::Allow {
                 visible.push(tool);

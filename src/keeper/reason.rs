@@ -36,11 +36,17 @@ pub enum ReasonCode {
     PolicyError,
     /// The decision could not be recorded, so nothing ran.
     AuditUnavailable,
+    /// A downstream tool nobody pinned.
+    ToolNotPinned,
+    /// A downstream tool whose definition changed since it was pinned.
+    ToolChanged,
+    /// The downstream server is not running.
+    ServerUnavailable,
 }
 
 impl ReasonCode {
     /// Every code, for the schemas that name them.
-    pub const ALL: [ReasonCode; 11] = [
+    pub const ALL: [ReasonCode; 14] = [
         ReasonCode::UnknownTool,
         ReasonCode::InvalidArguments,
         ReasonCode::Forbidden,
@@ -52,6 +58,9 @@ impl ReasonCode {
         ReasonCode::ToolFailed,
         ReasonCode::PolicyError,
         ReasonCode::AuditUnavailable,
+        ReasonCode::ToolNotPinned,
+        ReasonCode::ToolChanged,
+        ReasonCode::ServerUnavailable,
     ];
 
     /// The code of a denial with this cause.
@@ -62,6 +71,9 @@ impl ReasonCode {
             Cause::UnknownTool => ReasonCode::UnknownTool,
             Cause::InvalidArguments => ReasonCode::InvalidArguments,
             Cause::PolicyError => ReasonCode::PolicyError,
+            Cause::ToolNotPinned => ReasonCode::ToolNotPinned,
+            Cause::ToolChanged => ReasonCode::ToolChanged,
+            Cause::ServerUnavailable => ReasonCode::ServerUnavailable,
             // A denial names its forbids; the other causes belong to
             // allows and asks and never reach here.
             Cause::Forbidden | Cause::Permitted | Cause::Approved | Cause::ApprovalRequired => {
@@ -83,6 +95,9 @@ impl ReasonCode {
             ReasonCode::ToolFailed => "tool_failed",
             ReasonCode::PolicyError => "policy_error",
             ReasonCode::AuditUnavailable => "audit_unavailable",
+            ReasonCode::ToolNotPinned => "tool_not_pinned",
+            ReasonCode::ToolChanged => "tool_changed",
+            ReasonCode::ServerUnavailable => "server_unavailable",
         }
     }
 }

@@ -80,7 +80,7 @@ async fn call(
             name,
             arguments,
             approval,
-            progress,
+            Some(progress),
             CancellationToken::new(),
         )
         .await

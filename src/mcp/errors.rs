@@ -11,6 +11,7 @@ use super::approvals::input_requests;
 use crate::approval::Reply;
 use crate::keeper::{CallOutcome, ReasonCode};
 use crate::pdp::{Cause, Decision};
+use crate::tools::ToolFailure;
 
 /// The text of the unknown-tool error. The same for a tool that does not
 /// exist and for one this caller may not discover: a client must not be
@@ -121,16 +122,43 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
             ))
         }
         CallOutcome::AuditUnavailable => Ok(audit_unavailable()),
+        CallOutcome::Refused(cause, reason) => {
+            Ok(refused(None, ReasonCode::of_denial(cause), reason))
+        }
         CallOutcome::Completed(output) => Ok(CallToolResult::structured(output).into()),
-        CallOutcome::Failed(failure) => Ok(CallToolResult::structured_error(json!({
-            "reason_code": ReasonCode::ToolFailed,
-            "failure": failure.code(),
-            "reason": failure.to_string(),
-        }))
-        .into()),
+        CallOutcome::Relayed { result, .. } => Ok(relayed(result)),
+        CallOutcome::Failed(failure) => {
+            let code = match failure {
+                ToolFailure::ServerUnavailable => ReasonCode::ServerUnavailable,
+                _ => ReasonCode::ToolFailed,
+            };
+            Ok(CallToolResult::structured_error(json!({
+                "reason_code": code,
+                "failure": failure.code(),
+                "reason": failure.to_string(),
+            }))
+            .into())
+        }
         CallOutcome::Cancelled => return None,
     };
     Some(response)
+}
+
+/// A downstream server's result, passed on as it came. One that does not
+/// read back as a result (it did when the server sent it) is a failure.
+fn relayed(result: Value) -> CallToolResponse {
+    match serde_json::from_value::<CallToolResult>(result) {
+        Ok(result) => result.into(),
+        Err(err) => {
+            tracing::warn!(error = %err, "a relayed result could not be read back");
+            CallToolResult::structured_error(json!({
+                "reason_code": ReasonCode::ToolFailed,
+                "failure": ToolFailure::Internal.code(),
+                "reason": ToolFailure::Internal.to_string(),
+            }))
+            .into()
+        }
+    }
 }
 
 /// The answer when a decision could not be recorded: nothing ran.

@@ -95,19 +95,26 @@ impl PortcullisServer {
         })
     }
 
+    /// A tool as clients see it. The annotations come from the effects the
+    /// registry declares, never from a downstream's own claims; a tool with
+    /// no output schema gets none.
     fn mcp_tool(tool: &RegisteredTool) -> Tool {
         let spec = &tool.spec;
         let annotations = ToolAnnotations::new()
             .read_only(spec.read_only())
             .destructive(spec.effects.contains(&Effect::Destructive))
             .open_world(spec.effects.contains(&Effect::Network));
-        Tool::new(
+        let listed = Tool::new(
             Keeper::mcp_name(spec),
             spec.description.clone(),
             object(spec.input_schema.clone()),
         )
-        .with_raw_output_schema(object(errors::output_schema(&spec.output_schema)))
-        .with_annotations(annotations)
+        .with_annotations(annotations);
+        if spec.output_schema.is_null() {
+            listed
+        } else {
+            listed.with_raw_output_schema(object(errors::output_schema(&spec.output_schema)))
+        }
     }
 
     fn wrappers() -> [Tool; 3] {
@@ -187,14 +194,17 @@ impl PortcullisServer {
         let token = context.meta.get_progress_token();
         let peer = context.peer.clone();
         let (sender, mut receiver) = mpsc::unbounded_channel::<Progress>();
+        // Progress is asked of a tool only when the client gave a token.
+        let sender = token.is_some().then_some(sender);
         // Progress goes out in order while the tool runs; `call` drops the
         // sender before it returns, so this loop ends before the result is
         // sent and no progress can follow it.
         let forward = async move {
             while let Some(progress) = receiver.recv().await {
                 if let Some(token) = &token {
-                    let note = ProgressNotificationParam::new(token.clone(), progress.done as f64)
+                    let mut note = ProgressNotificationParam::new(token.clone(), progress.done)
                         .with_message(progress.message);
+                    note.total = progress.total;
                     if let Err(err) = peer.notify_progress(note).await {
                         tracing::debug!(error = %err, "progress notification not sent");
                     }

@@ -16,6 +16,12 @@ pub const TIERS_FILE: &str = "tiers.json";
 pub const PATH_CLASSES_FILE: &str = "path_classes.toml";
 /// The command class table, inside the policies folder.
 pub const COMMANDS_FILE: &str = "commands.toml";
+/// The downstream MCP servers portcullis fronts, inside the policies
+/// folder; optional.
+pub const SERVERS_FILE: &str = "servers.toml";
+/// The pinned definitions of the downstream servers' tools, inside the
+/// policies folder; optional, written by `portcullis servers pin`.
+pub const SERVERS_LOCK_FILE: &str = "servers.lock";
 /// The folder of fixture tests, inside the policies folder.
 pub const TESTS_DIR: &str = "tests";
 /// The folder of entity files that fixtures refer to, inside the tests folder.
@@ -141,6 +147,10 @@ pub struct PolicyBundle {
     pub tiers: SourceFile,
     pub path_classes: SourceFile,
     pub commands: SourceFile,
+    /// The downstream servers (`servers.toml`), when the team has any.
+    pub servers: Option<SourceFile>,
+    /// Their tools' pinned definitions (`servers.lock`), when pinned.
+    pub servers_lock: Option<SourceFile>,
     /// Fixture tests (`policies/tests/*.json`); not part of the set hash.
     pub tests: Vec<SourceFile>,
     /// Entity files fixtures refer to (`policies/tests/entities/*.json`).
@@ -175,6 +185,8 @@ impl PolicyBundle {
             tiers: file(defaults::TIERS.0, defaults::TIERS.1),
             path_classes: file(defaults::PATH_CLASSES.0, defaults::PATH_CLASSES.1),
             commands: file(defaults::COMMANDS.0, defaults::COMMANDS.1),
+            servers: None,
+            servers_lock: None,
             tests: many(defaults::TESTS),
             test_entities: many(defaults::TEST_ENTITIES),
             framing: Framing::CURRENT,
@@ -199,6 +211,8 @@ impl PolicyBundle {
             bundle.tiers = read_file(dir, "policies", TIERS_FILE)?;
             bundle.path_classes = read_file(dir, "policies", PATH_CLASSES_FILE)?;
             bundle.commands = read_file(dir, "policies", COMMANDS_FILE)?;
+            bundle.servers = read_optional_file(dir, "policies", SERVERS_FILE)?;
+            bundle.servers_lock = read_optional_file(dir, "policies", SERVERS_LOCK_FILE)?;
             let tests = dir.join(TESTS_DIR);
             bundle.tests = read_dir_files_if_present(&tests, "policies/tests", "json")?;
             bundle.test_entities = read_dir_files_if_present(
@@ -230,6 +244,8 @@ impl PolicyBundle {
         let mut tiers = None;
         let mut path_classes = None;
         let mut commands = None;
+        let mut servers = None;
+        let mut servers_lock = None;
         for file in files {
             let logical = file.logical.as_str();
             if let Some(problem) = name_problem(logical) {
@@ -244,6 +260,10 @@ impl PolicyBundle {
                 path_classes = Some(file);
             } else if logical == format!("policies/{COMMANDS_FILE}") {
                 commands = Some(file);
+            } else if logical == format!("policies/{SERVERS_FILE}") {
+                servers = Some(file);
+            } else if logical == format!("policies/{SERVERS_LOCK_FILE}") {
+                servers_lock = Some(file);
             } else if logical.starts_with("builtin/") && logical.ends_with(".cedar") {
                 builtin.push(file);
             } else if logical.starts_with("policies/") && logical.ends_with(".cedar") {
@@ -265,6 +285,8 @@ impl PolicyBundle {
             tiers: tiers.ok_or_else(|| missing(TIERS_FILE))?,
             path_classes: path_classes.ok_or_else(|| missing(PATH_CLASSES_FILE))?,
             commands: commands.ok_or_else(|| missing(COMMANDS_FILE))?,
+            servers,
+            servers_lock,
             tests: Vec::new(),
             test_entities: Vec::new(),
             framing,
@@ -272,7 +294,8 @@ impl PolicyBundle {
     }
 
     /// Every file that decides: built-in and team policies, schema, tiers,
-    /// path classes, command table (not the fixture tests), in a fixed order.
+    /// path classes, command table, downstream servers and their pins (not
+    /// the fixture tests), in a fixed order.
     pub fn deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
         self.builtin.iter().chain(self.team_deciding_files())
     }
@@ -283,11 +306,12 @@ impl PolicyBundle {
     }
 
     fn team_deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.policies.iter().chain(self.schemas.iter()).chain([
-            &self.tiers,
-            &self.path_classes,
-            &self.commands,
-        ])
+        self.policies
+            .iter()
+            .chain(self.schemas.iter())
+            .chain([&self.tiers, &self.path_classes, &self.commands])
+            .chain(self.servers.iter())
+            .chain(self.servers_lock.iter())
     }
 
     /// The files a team's tree holds, tests included: what `portcullis
@@ -349,6 +373,19 @@ fn read_file(dir: &Path, logical_dir: &str, name: &str) -> Result<SourceFile, Bu
         display: path.display().to_string(),
         text,
     })
+}
+
+/// A file a set may do without: `None` when it does not exist.
+fn read_optional_file(
+    dir: &Path,
+    logical_dir: &str,
+    name: &str,
+) -> Result<Option<SourceFile>, BundleError> {
+    match read_file(dir, logical_dir, name) {
+        Ok(file) => Ok(Some(file)),
+        Err(BundleError::Missing { .. }) => Ok(None),
+        Err(err) => Err(err),
+    }
 }
 
 /// The files of `dir` ending in `.{extension}`, sorted by name.

@@ -64,6 +64,13 @@ pub enum Cause {
     /// schema: denied, because Cedar skips an erroring policy even when it
     /// is a forbid.
     PolicyError,
+    /// A downstream tool nobody pinned in `servers.lock`: refused before
+    /// Cedar was asked.
+    ToolNotPinned,
+    /// A downstream tool whose live definition differs from its pin.
+    ToolChanged,
+    /// The tool's downstream server is not running.
+    ServerUnavailable,
 }
 
 impl fmt::Display for Cause {
@@ -84,6 +91,9 @@ impl Cause {
             Cause::UnknownTool => "unknown_tool",
             Cause::InvalidArguments => "invalid_arguments",
             Cause::PolicyError => "policy_error",
+            Cause::ToolNotPinned => "tool_not_pinned",
+            Cause::ToolChanged => "tool_changed",
+            Cause::ServerUnavailable => "server_unavailable",
         }
     }
 }
@@ -132,7 +142,12 @@ impl Decision {
             let reasons: Vec<&str> = self.policies.iter().map(|p| &*p.reason).collect();
             return reasons.join("; ");
         }
-        match self.cause {
+        Self::refusal_reason(self.cause)
+    }
+
+    /// What stands in for the reasons of policies when none decided.
+    pub fn refusal_reason(cause: Cause) -> String {
+        match cause {
             Cause::NotPermitted => {
                 "no policy permits this call: the allowlist does not include it".to_owned()
             }
@@ -140,6 +155,13 @@ impl Decision {
             Cause::UnknownTool => "the tool is not known".to_owned(),
             Cause::InvalidArguments => "the arguments are not valid for this tool".to_owned(),
             Cause::PolicyError => "the policy engine failed, so the call is denied".to_owned(),
+            Cause::ToolNotPinned => {
+                "the tool is not pinned in servers.lock; run `portcullis servers pin` and review the change".to_owned()
+            }
+            Cause::ToolChanged => {
+                "the tool's definition changed since it was pinned; see `portcullis servers diff`".to_owned()
+            }
+            Cause::ServerUnavailable => "the tool's server is not running; try again later".to_owned(),
             Cause::Permitted | Cause::Approved | Cause::ApprovalRequired | Cause::Forbidden => {
                 String::new()
             }

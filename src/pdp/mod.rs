@@ -16,11 +16,14 @@ mod problem;
 mod proof;
 mod set_cache;
 
-pub use bundle::{BUILTIN_COPY, BundleError, Framing, PolicyBundle, SourceFile, name_problem};
+pub use bundle::{
+    BUILTIN_COPY, BundleError, Framing, PolicyBundle, SERVERS_FILE, SERVERS_LOCK_FILE, SourceFile,
+    name_problem,
+};
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
-pub use entities::{BadEntityType, ClientRecord, client_uid, entity_uid, tool_uid};
+pub use entities::{BadEntityType, ClientRecord, client_uid, entity_uid, tier_entities, tool_uid};
 pub use fixtures::{CaseResult, run as run_fixtures};
 pub use load::HARD_CONSTRAINTS;
 pub use problem::{Problem, ProblemKind};

@@ -41,6 +41,9 @@ pub enum ProblemKind {
     PathClasses,
     /// The command class table does not load.
     CommandClasses,
+    /// `servers.toml` or `servers.lock` does not load, or the tools they
+    /// declare do not fit the registry.
+    Servers,
 }
 
 /// One problem, with where it is when that is known.

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use thiserror::Error;
 
+use crate::audit::sha256_hex;
+
 use super::arguments::{ArgumentValidator, SchemaError};
 use super::builtin::Builtin;
 use super::harness::harness_specs;
@@ -23,12 +25,18 @@ pub enum RegistryError {
 }
 
 /// How a registered tool runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Runner {
     Builtin(Builtin),
     /// The agent's harness runs it; portcullis only decides it, and never
     /// offers it to MCP clients.
     Harness,
+    /// A downstream MCP server runs it, when its live definition still has
+    /// the `pinned` hash; `None` for a tool the server lists that nobody
+    /// pinned.
+    Downstream {
+        pinned: Option<String>,
+    },
 }
 
 /// A tool known to portcullis, with its compiled argument validator.
@@ -37,6 +45,9 @@ pub struct RegisteredTool {
     pub spec: ToolSpec,
     pub arguments: ArgumentValidator,
     pub runner: Runner,
+    /// SHA-256 of the definition clients are shown (for a pinned
+    /// downstream tool, its pin), named in every decision record.
+    pub definition: String,
 }
 
 /// Every tool portcullis can gate, by id. Built once at start; the policy
@@ -50,12 +61,16 @@ pub struct Registry {
 impl Registry {
     /// The built-in workspace tools.
     pub fn builtin() -> Result<Self, RegistryError> {
-        Self::from_specs(
-            Builtin::ALL
-                .iter()
-                .map(|b| (b.spec(), Runner::Builtin(*b)))
-                .collect(),
-        )
+        Self::from_specs(Self::builtin_specs())
+    }
+
+    /// The specs of the built-in workspace tools, to which downstream
+    /// servers add theirs.
+    pub fn builtin_specs() -> Vec<(ToolSpec, Runner)> {
+        Builtin::ALL
+            .iter()
+            .map(|b| (b.spec(), Runner::Builtin(*b)))
+            .collect()
     }
 
     /// The tools of a coding agent's harness, decided by the hook.
@@ -101,6 +116,17 @@ impl Registry {
                 }
             })?;
             let id = spec.id.clone();
+            let definition = match &runner {
+                Runner::Downstream {
+                    pinned: Some(pinned),
+                } => pinned.clone(),
+                _ => sha256_hex(&json!({
+                    "name": spec.id.name(),
+                    "description": spec.description,
+                    "inputSchema": spec.input_schema,
+                    "outputSchema": spec.output_schema,
+                })),
+            };
             if tools
                 .insert(
                     id.clone(),
@@ -108,6 +134,7 @@ impl Registry {
                         spec,
                         arguments,
                         runner,
+                        definition,
                     },
                 )
                 .is_some()

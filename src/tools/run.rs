@@ -23,10 +23,12 @@ impl CancelFlag {
     }
 }
 
-/// A progress report from a running tool.
+/// A progress report from a running tool (or relayed from a downstream
+/// server, whose progress may be fractional and have a total).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
-    pub done: u64,
+    pub done: f64,
+    pub total: Option<f64>,
     pub message: String,
 }
 
@@ -107,6 +109,12 @@ pub enum ToolFailure {
     Cancelled,
     #[error("permission denied")]
     PermissionDenied,
+    #[error("the tool's server is not running; try again later")]
+    ServerUnavailable,
+    #[error("the tool's server did not answer in time")]
+    TimedOut,
+    #[error("the tool reported an error")]
+    Downstream,
     #[error("the tool failed")]
     Internal,
 }
@@ -127,6 +135,9 @@ impl ToolFailure {
             ToolFailure::PathChanged => "path_changed",
             ToolFailure::Cancelled => "cancelled",
             ToolFailure::PermissionDenied => "path_refused",
+            ToolFailure::ServerUnavailable => "server_unavailable",
+            ToolFailure::TimedOut => "timed_out",
+            ToolFailure::Downstream => "downstream_error",
             ToolFailure::Internal => "internal",
         }
     }

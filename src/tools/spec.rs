@@ -4,13 +4,13 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::facts::{PathArgument, PathRole};
 
 /// What a tool can do to the world. A closed vocabulary: policies match on
 /// these names, so an unknown effect would be a fact no policy can see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     Read,

@@ -84,7 +84,8 @@ pub fn run(call: &mut Invocation<'_>) -> Result<serde_json::Value, ToolFailure> 
         files_searched += 1;
         if files_searched.is_multiple_of(PROGRESS_EVERY) {
             progress(Progress {
-                done: files_searched,
+                done: files_searched as f64,
+                total: None,
                 message: format!("{files_searched} files searched"),
             });
         }
@@ -192,8 +193,8 @@ mod tests {
             &CancelFlag::default(),
         );
         assert_eq!(out.unwrap()["files_searched"], 200);
-        let done: Vec<u64> = progress.iter().map(|p| p.done).collect();
-        assert_eq!(done, [64, 128, 192]);
+        let done: Vec<f64> = progress.iter().map(|p| p.done).collect();
+        assert_eq!(done, [64.0, 128.0, 192.0]);
     }
 
     #[test]

@@ -1,0 +1,143 @@
+//! portcullis as the client of one downstream server: progress of a
+//! forwarded call goes back to the caller that asked for it, under the
+//! caller's own token; requests the server makes of its client
+//! (elicitation, sampling, roots) are decided and audited upstream, never
+//! answered here.
+
+#![expect(
+    deprecated,
+    reason = "sampling and roots are deprecated from 2026-07-28 on, and servers of the 2025 era still ask for them: each ask is decided like a call"
+)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ErrorData, Implementation, ListRootsResult,
+    ProgressNotificationParam, ProgressToken,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, RoleClient};
+use tokio::sync::{Mutex, mpsc};
+
+use super::fleet::{UpstreamRelay, UpstreamRequest};
+use crate::tools::Progress;
+
+/// Where the progress of one forwarded call goes.
+pub(super) struct ProgressRoute {
+    pub sender: mpsc::UnboundedSender<Progress>,
+    /// The last value relayed: notifications are handled on separate tasks,
+    /// and progress only ever increases, so one that does not is late and
+    /// dropped rather than relayed out of order.
+    last: Option<f64>,
+}
+
+impl ProgressRoute {
+    pub fn new(sender: mpsc::UnboundedSender<Progress>) -> Self {
+        Self { sender, last: None }
+    }
+}
+
+/// The routes of the calls in flight, by the token portcullis gave the
+/// downstream. Held locked while a call is sent, so a progress notification
+/// can never look for its route before it is there.
+pub(super) type Routes = Arc<Mutex<HashMap<ProgressToken, ProgressRoute>>>;
+
+/// The relay to the upstream client, set once the upstream session runs.
+pub(super) type RelaySlot = Arc<OnceLock<Arc<dyn UpstreamRelay>>>;
+
+pub(super) struct DownstreamClient {
+    pub server: String,
+    pub routes: Routes,
+    pub relay: RelaySlot,
+    /// Told when the server says its tool list changed, so the live
+    /// definitions are listed again and checked against their pins.
+    pub list_changed: mpsc::UnboundedSender<()>,
+}
+
+fn refused(method: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("portcullis refuses {method} from this server: no policy allows it"),
+        None,
+    )
+}
+
+impl DownstreamClient {
+    async fn relay(&self, request: UpstreamRequest) -> Result<serde_json::Value, ErrorData> {
+        let method = request.method();
+        match self.relay.get() {
+            Some(relay) => relay.relay(&self.server, request).await,
+            None => Err(refused(method)),
+        }
+    }
+}
+
+fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value)
+        .map_err(|err| ErrorData::internal_error(format!("the client's answer: {err}"), None))
+}
+
+impl ClientHandler for DownstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        // Elicitation and sampling are declared so that a server asks, and
+        // every ask is decided; roots are not, so a server that takes its
+        // folders from its client keeps the ones its command line gave it.
+        let mut capabilities = ClientCapabilities::builder()
+            .enable_elicitation()
+            .enable_sampling()
+            .build();
+        capabilities.experimental = None;
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("portcullis", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let mut routes = self.routes.lock().await;
+        let Some(route) = routes.get_mut(&params.progress_token) else {
+            return;
+        };
+        if route.last.is_some_and(|last| params.progress <= last) {
+            return;
+        }
+        route.last = Some(params.progress);
+        let _ = route.sender.send(Progress {
+            done: params.progress,
+            total: params.total,
+            message: params.message.unwrap_or_default(),
+        });
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.list_changed.send(());
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        from_value(self.relay(UpstreamRequest::Elicitation(request)).await?)
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        from_value(self.relay(UpstreamRequest::Sampling(params)).await?)
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        from_value(self.relay(UpstreamRequest::Roots).await?)
+    }
+}

@@ -1,0 +1,560 @@
+//! `policies/servers.toml`: the downstream MCP servers portcullis fronts,
+//! how to reach each, and what their tools do. It is part of the policy
+//! set (its hash, its snapshot), because what a tool is declared to do is
+//! what policies decide on.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use globset::{Glob, GlobMatcher};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+use crate::facts::{PathArgument, PathRole};
+use crate::pdp::{Problem, ProblemKind, SourceFile};
+use crate::tools::{BUILTIN_SERVER, Effect, HARNESS_SERVER};
+
+/// Server names portcullis uses itself.
+pub const RESERVED_SERVERS: [&str; 3] = [BUILTIN_SERVER, HARNESS_SERVER, "bridge"];
+/// How long one forwarded call may wait for its answer, unless a server says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to start and answer `initialize` (npx may
+/// download a package first).
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest name a client sees (`server__tool`), under the protocol's
+/// tool-name rule.
+pub const MAX_TOOL_NAME: usize = 128;
+/// Effects of a tool that no `tools` entry matches: whatever a downstream
+/// claims, it is taken to write, reach the network and destroy.
+pub const UNDECLARED_EFFECTS: [Effect; 3] = [Effect::Write, Effect::Network, Effect::Destructive];
+
+/// Every downstream server, by name.
+#[derive(Debug, Clone, Default)]
+pub struct ServersConfig {
+    pub servers: Vec<ServerConfig>,
+}
+
+/// One downstream server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub name: String,
+    pub endpoint: Endpoint,
+    /// How long a forwarded call waits (reset by progress).
+    pub timeout: Duration,
+    pub start_timeout: Duration,
+    /// Whether a downstream's error result reaches the client with its
+    /// content; otherwise the client gets fixed text.
+    pub pass_errors: bool,
+    /// The folder the server's path arguments are relative to, when it is
+    /// not the workspace root.
+    pub root: Option<PathBuf>,
+    /// In file order: the first whose glob matches a tool name declares it.
+    pub rules: Vec<ToolRule>,
+}
+
+/// How portcullis reaches a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A child process speaking MCP on stdin and stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Plain values, written in the file.
+        env: BTreeMap<String, String>,
+        /// Variable of the child ← variable of portcullis's environment:
+        /// secrets never sit in the policy set.
+        env_from: BTreeMap<String, String>,
+    },
+    /// A Streamable HTTP server.
+    Http {
+        url: String,
+        /// The environment variable that holds its bearer token.
+        bearer_from: Option<String>,
+    },
+}
+
+/// What the tools whose names match `pattern` do.
+#[derive(Debug, Clone)]
+pub struct ToolRule {
+    pub pattern: String,
+    matcher: GlobMatcher,
+    pub effects: Vec<Effect>,
+    pub required_capabilities: Vec<String>,
+    pub paths: Vec<PathArgument>,
+}
+
+impl ToolRule {
+    pub fn matches(&self, tool: &str) -> bool {
+        self.matcher.is_match(tool)
+    }
+}
+
+impl ServerConfig {
+    /// The entry that declares `tool`: the first that matches.
+    pub fn rule_for(&self, tool: &str) -> Option<&ToolRule> {
+        self.rules.iter().find(|rule| rule.matches(tool))
+    }
+}
+
+impl ServersConfig {
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|server| server.name == name)
+    }
+
+    /// The servers of a set: none when it has no `servers.toml`.
+    pub fn of(file: Option<&SourceFile>) -> Result<Self, Vec<Problem>> {
+        file.map_or_else(|| Ok(Self::default()), Self::parse)
+    }
+
+    /// Parses and checks the file; every problem is reported with its line.
+    pub fn parse(file: &SourceFile) -> Result<Self, Vec<Problem>> {
+        let raw: RawFile = toml::from_str(&file.text).map_err(|err| {
+            let problem = Problem::new(ProblemKind::Servers, &file.display, err.message());
+            vec![match err.span() {
+                Some(span) => problem.at_offset(&file.text, span.start),
+                None => problem,
+            }]
+        })?;
+        let mut problems = Vec::new();
+        let mut servers = Vec::new();
+        for (name, server) in raw.servers {
+            let at = |offset: usize, message: String| {
+                Problem::new(ProblemKind::Servers, &file.display, message)
+                    .at_offset(&file.text, offset)
+            };
+            match check_server(name.get_ref(), server.into_inner()) {
+                Ok(server) => servers.push(server),
+                Err(errors) => problems.extend(
+                    errors
+                        .into_iter()
+                        .map(|(offset, message)| at(offset.unwrap_or(name.span().start), message)),
+                ),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Self { servers })
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// What the file says, before it is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    env_from: Option<BTreeMap<String, String>>,
+    url: Option<Spanned<String>>,
+    bearer_from: Option<String>,
+    timeout: Option<Spanned<String>>,
+    start_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pass_errors: bool,
+    root: Option<String>,
+    #[serde(default)]
+    tools: OrderedRules,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    effects: Vec<Effect>,
+    required_capabilities: Option<Vec<String>>,
+    #[serde(default)]
+    paths: BTreeMap<String, PathRole>,
+}
+
+/// The `tools` table in file order: the first matching entry wins, so the
+/// order is meaning.
+#[derive(Default)]
+struct OrderedRules(Vec<(Spanned<String>, RawRule)>);
+
+impl<'de> Deserialize<'de> for OrderedRules {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InOrder;
+        impl<'de> Visitor<'de> for InOrder {
+            type Value = OrderedRules;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of tool-name globs")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut rules = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    rules.push(entry);
+                }
+                Ok(OrderedRules(rules))
+            }
+        }
+        deserializer.deserialize_map(InOrder)
+    }
+}
+
+type Errors = Vec<(Option<usize>, String)>;
+
+/// Why `name` cannot name a server.
+pub fn server_name_problem(name: &str) -> Option<String> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !valid {
+        return Some(format!(
+            "server name `{name}`: use 1 to 64 of a-z, 0-9, `_` and `-`"
+        ));
+    }
+    if name.contains("__") {
+        return Some(format!(
+            "server name `{name}`: `__` separates the server from the tool in the names clients see"
+        ));
+    }
+    RESERVED_SERVERS
+        .contains(&name)
+        .then(|| format!("server name `{name}` is portcullis's own; pick another"))
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn duration(value: Option<Spanned<String>>, default: Duration, errors: &mut Errors) -> Duration {
+    let Some(value) = value else { return default };
+    match humantime::parse_duration(value.get_ref()) {
+        Ok(parsed) if !parsed.is_zero() => parsed,
+        _ => {
+            errors.push((
+                Some(value.span().start),
+                format!(
+                    "`{}` is not a duration such as \"30s\" or \"2m\"",
+                    value.get_ref()
+                ),
+            ));
+            default
+        }
+    }
+}
+
+fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
+    let mut errors: Errors = Vec::new();
+    if let Some(problem) = server_name_problem(name) {
+        errors.push((None, problem));
+    }
+    let endpoint = endpoint(name, &raw, &mut errors);
+    let timeout = duration(raw.timeout, DEFAULT_TIMEOUT, &mut errors);
+    let start_timeout = duration(raw.start_timeout, DEFAULT_START_TIMEOUT, &mut errors);
+    let mut rules = Vec::new();
+    for (pattern, rule) in raw.tools.0 {
+        match check_rule(pattern.get_ref(), rule) {
+            Ok(rule) => rules.push(rule),
+            Err(message) => errors.push((Some(pattern.span().start), message)),
+        }
+    }
+    match endpoint {
+        Some(endpoint) if errors.is_empty() => Ok(ServerConfig {
+            name: name.to_owned(),
+            endpoint,
+            timeout,
+            start_timeout,
+            pass_errors: raw.pass_errors,
+            root: raw.root.map(PathBuf::from),
+            rules,
+        }),
+        _ => Err(errors),
+    }
+}
+
+fn endpoint(name: &str, raw: &RawServer, errors: &mut Errors) -> Option<Endpoint> {
+    let env_names = raw
+        .env
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .chain(raw.env_from.iter().flatten().flat_map(|(k, v)| [k, v]))
+        .chain(raw.bearer_from.iter());
+    for bad in env_names.filter(|n| !is_env_name(n)) {
+        errors.push((
+            None,
+            format!("server `{name}`: `{bad}` is not an environment variable name"),
+        ));
+    }
+    match (&raw.command, &raw.url) {
+        (Some(command), None) => {
+            if raw.bearer_from.is_some() {
+                errors.push((
+                    None,
+                    format!("server `{name}`: bearer_from is for a `url` server"),
+                ));
+            }
+            if command.trim().is_empty() {
+                errors.push((None, format!("server `{name}`: the command is empty")));
+            }
+            Some(Endpoint::Stdio {
+                command: command.clone(),
+                args: raw.args.clone().unwrap_or_default(),
+                env: raw.env.clone().unwrap_or_default(),
+                env_from: raw.env_from.clone().unwrap_or_default(),
+            })
+        }
+        (None, Some(url)) => {
+            if raw.args.is_some() || raw.env.is_some() || raw.env_from.is_some() {
+                errors.push((
+                    Some(url.span().start),
+                    format!("server `{name}`: args, env and env_from are for a `command` server"),
+                ));
+            }
+            let text = url.get_ref();
+            let scheme_ok = text.starts_with("http://") || text.starts_with("https://");
+            if !scheme_ok || text.chars().any(char::is_whitespace) {
+                errors.push((
+                    Some(url.span().start),
+                    format!("server `{name}`: `{text}` is not an http:// or https:// URL"),
+                ));
+            }
+            Some(Endpoint::Http {
+                url: text.clone(),
+                bearer_from: raw.bearer_from.clone(),
+            })
+        }
+        (Some(_), Some(_)) => {
+            errors.push((
+                None,
+                format!("server `{name}`: give `command` or `url`, not both"),
+            ));
+            None
+        }
+        (None, None) => {
+            errors.push((
+                None,
+                format!(
+                    "server `{name}`: give `command` (a stdio server) or `url` (Streamable HTTP)"
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// The capabilities a tool requires by default: the ones named like its
+/// effects (`process` and `worktree` need none: the hard constraints
+/// forbid them outright).
+fn capabilities_of(effects: &[Effect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter(|e| !matches!(e, Effect::Process | Effect::Worktree))
+        .map(|e| e.as_str().to_owned())
+        .collect()
+}
+
+fn check_rule(pattern: &str, raw: RawRule) -> Result<ToolRule, String> {
+    let matcher = Glob::new(pattern)
+        .map_err(|err| format!("tools.\"{pattern}\": not a glob: {err}"))?
+        .compile_matcher();
+    let mut effects = raw.effects;
+    effects.sort();
+    effects.dedup();
+    let required_capabilities = raw
+        .required_capabilities
+        .unwrap_or_else(|| capabilities_of(&effects));
+    if let Some(empty) = required_capabilities.iter().find(|c| c.is_empty()) {
+        return Err(format!(
+            "tools.\"{pattern}\": capability `{empty}` is empty"
+        ));
+    }
+    Ok(ToolRule {
+        pattern: pattern.to_owned(),
+        matcher,
+        effects,
+        required_capabilities,
+        paths: raw
+            .paths
+            .into_iter()
+            .map(|(name, role)| PathArgument {
+                name,
+                role,
+                default: None,
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> SourceFile {
+        SourceFile {
+            logical: "policies/servers.toml".into(),
+            display: "policies/servers.toml".into(),
+            text: text.into(),
+        }
+    }
+
+    fn problems(text: &str) -> String {
+        ServersConfig::parse(&file(text))
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    const FILES: &str = r#"
+[servers.files]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+env = { LOG_LEVEL = "info" }
+env_from = { API_KEY = "FILES_API_KEY" }
+timeout = "30s"
+pass_errors = false
+
+[servers.files.tools."read_*"]
+effects = ["read"]
+required_capabilities = ["read"]
+
+[servers.files.tools."write_file"]
+effects = ["write"]
+paths = { path = "write" }
+
+[servers.files.tools."*"]
+effects = ["read"]
+"#;
+
+    #[test]
+    fn the_issue_example_parses_with_rules_in_file_order() {
+        let config = ServersConfig::parse(&file(FILES)).unwrap();
+        let files = config.server("files").unwrap();
+        assert!(
+            matches!(&files.endpoint, Endpoint::Stdio { command, env_from, .. }
+            if command == "npx" && env_from["API_KEY"] == "FILES_API_KEY")
+        );
+        assert_eq!(files.timeout, Duration::from_secs(30));
+        assert_eq!(files.rule_for("read_text_file").unwrap().pattern, "read_*");
+        let write = files.rule_for("write_file").unwrap();
+        assert_eq!(write.effects, [Effect::Write]);
+        assert_eq!(write.required_capabilities, ["write"]);
+        assert_eq!(write.paths[0].role, PathRole::Write);
+        assert_eq!(files.rule_for("anything").unwrap().pattern, "*");
+    }
+
+    #[test]
+    fn an_http_server_and_an_empty_file() {
+        let config = ServersConfig::parse(&file(
+            "[servers.gh]\nurl = \"https://example.com/mcp\"\nbearer_from = \"GH_TOKEN\"\n",
+        ))
+        .unwrap();
+        assert!(
+            matches!(&config.servers[0].endpoint, Endpoint::Http { bearer_from: Some(b), .. } if b == "GH_TOKEN")
+        );
+        assert!(config.servers[0].rule_for("x").is_none());
+        assert!(ServersConfig::parse(&file("")).unwrap().servers.is_empty());
+    }
+
+    #[test]
+    fn every_mistake_is_named_with_its_line() {
+        let cases = [
+            (
+                "[servers.Files]\ncommand = \"x\"\n",
+                "1:10",
+                "server name `Files`",
+            ),
+            (
+                "[servers.builtin]\ncommand = \"x\"\n",
+                "1:10",
+                "portcullis's own",
+            ),
+            (
+                "[servers.a__b]\ncommand = \"x\"\n",
+                "1:10",
+                "`__` separates",
+            ),
+            ("[servers.a]\n", "1:10", "give `command`"),
+            (
+                "[servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n",
+                "1:10",
+                "not both",
+            ),
+            ("[servers.a]\nurl = \"ftp://h\"\n", "2:7", "not an http"),
+            (
+                "[servers.a]\nurl = \"http://h\"\nargs = []\n",
+                "2:7",
+                "args, env and env_from",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nbearer_from = \"T\"\n",
+                "1:10",
+                "bearer_from is for",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nenv_from = { K = \"not-a-name\" }\n",
+                "1:10",
+                "`not-a-name` is not an environment",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\ntimeout = \"soon\"\n",
+                "3:11",
+                "not a duration",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\ntimeout = \"0s\"\n",
+                "3:11",
+                "not a duration",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.\"[\"]\neffects = []\n",
+                "3:18",
+                "not a glob",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"teleport\"]\n",
+                "4:",
+                "teleport",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\npaths = { p = \"delete\" }\n",
+                "5:",
+                "delete",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\ncolour = \"red\"\n",
+                "3:1",
+                "colour",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\n",
+                "3:",
+                "effects",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\nrequired_capabilities = [\"\"]\n",
+                "3:18",
+                "is empty",
+            ),
+            ("[[servers]]\n", "1:", "servers"),
+        ];
+        for (text, place, message) in cases {
+            let found = problems(text);
+            assert!(
+                found.contains(&format!("policies/servers.toml:{place}"))
+                    && found.contains(message),
+                "{text:?}: {found}"
+            );
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! One running connection to a downstream server: started, initialized and
+//! listed within the server's start timeout, or an error that says why.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use thiserror::Error;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::client::{DownstreamClient, RelaySlot, Routes};
+use super::config::{Endpoint, ServerConfig};
+use super::guard::GUARD_SUBCOMMAND;
+use super::pins::{definition_hash, pinned_definition};
+
+#[derive(Debug, Error)]
+pub(super) enum ConnectError {
+    #[error("environment variable {0} is not set")]
+    MissingEnv(String),
+    #[error("cannot start the server: {0}")]
+    Spawn(std::io::Error),
+    #[error("the server did not start within {0:?}")]
+    StartTimeout(std::time::Duration),
+    #[error("the MCP session did not start: {0}")]
+    Initialize(String),
+    #[error("the server did not list its tools: {0}")]
+    List(String),
+}
+
+/// The variables a downstream inherits from portcullis: enough to find
+/// programs and a home, and nothing that could hold a secret (the client's
+/// own token is in portcullis's environment). Anything else is passed by
+/// name in `env_from`.
+const INHERITED_ENV: [&str; 12] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+];
+
+/// The running session; its owner waits on it, and cancels it to stop
+/// the server.
+pub(super) type Session = RunningService<rmcp::RoleClient, DownstreamClient>;
+
+pub(super) struct Connection {
+    /// Where calls are sent.
+    pub peer: Peer<RoleClient>,
+    /// Each listed tool's definition (the pinned part), by name.
+    pub tools: BTreeMap<String, Value>,
+    /// The hash of each listed tool's definition, by name.
+    pub hashes: BTreeMap<String, String>,
+}
+
+impl Connection {
+    /// Starts `server` and lists its tools. `workspace` is where a stdio
+    /// server runs unless the server declares a root.
+    pub async fn connect(
+        server: &ServerConfig,
+        workspace: &Path,
+        routes: Routes,
+        relay: RelaySlot,
+        list_changed: mpsc::UnboundedSender<()>,
+    ) -> Result<(Self, Session), ConnectError> {
+        let client = DownstreamClient {
+            server: server.name.clone(),
+            routes,
+            relay,
+            list_changed,
+        };
+        let started = match &server.endpoint {
+            Endpoint::Stdio {
+                command,
+                args,
+                env,
+                env_from,
+            } => {
+                let transport = spawn(server, workspace, command, args, env, env_from)?;
+                start(client, transport, server.start_timeout).await
+            }
+            Endpoint::Http { url, bearer_from } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(variable) = bearer_from {
+                    let token = std::env::var(variable)
+                        .map_err(|_| ConnectError::MissingEnv(variable.clone()))?;
+                    config = config.auth_header(token);
+                }
+                // rustls needs its crypto chosen once per process; a second
+                // call finds it chosen.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport = StreamableHttpClientTransport::from_config(config);
+                start(client, transport, server.start_timeout).await
+            }
+        };
+        let (service, listed) = started?;
+        let mut connection = Self {
+            peer: service.peer().clone(),
+            tools: BTreeMap::new(),
+            hashes: BTreeMap::new(),
+        };
+        connection.take_listing(&listed);
+        Ok((connection, service))
+    }
+
+    /// Replaces the known definitions with a fresh listing.
+    pub fn take_listing(&mut self, listed: &[rmcp::model::Tool]) {
+        self.tools.clear();
+        self.hashes.clear();
+        for tool in listed {
+            let Ok(json) = serde_json::to_value(tool) else {
+                continue;
+            };
+            let definition = pinned_definition(&json);
+            let name = tool.name.to_string();
+            self.hashes
+                .insert(name.clone(), definition_hash(&definition));
+            self.tools.insert(name, definition);
+        }
+    }
+}
+
+/// Starts the MCP session over `transport` and lists the tools, within
+/// `timeout`.
+async fn start<T, E, A>(
+    client: DownstreamClient,
+    transport: T,
+    timeout: std::time::Duration,
+) -> Result<(Session, Vec<rmcp::model::Tool>), ConnectError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    tokio::time::timeout(timeout, async {
+        let service = client
+            .serve(transport)
+            .await
+            .map_err(|err| ConnectError::Initialize(err.to_string()))?;
+        let listed = service
+            .list_all_tools()
+            .await
+            .map_err(|err| ConnectError::List(err.to_string()))?;
+        Ok((service, listed))
+    })
+    .await
+    .map_err(|_| ConnectError::StartTimeout(timeout))?
+}
+
+fn spawn(
+    server: &ServerConfig,
+    workspace: &Path,
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    env_from: &BTreeMap<String, String>,
+) -> Result<TokioChildProcess, ConnectError> {
+    let guard = std::env::current_exe().map_err(ConnectError::Spawn)?;
+    let mut cmd = tokio::process::Command::new(guard);
+    cmd.arg(GUARD_SUBCOMMAND)
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg(command)
+        .args(args)
+        .current_dir(server.root.as_deref().unwrap_or(workspace))
+        .env_clear()
+        .kill_on_drop(true);
+    for name in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.envs(env);
+    for (name, from) in env_from {
+        let value = std::env::var_os(from).ok_or_else(|| ConnectError::MissingEnv(from.clone()))?;
+        cmd.env(name, value);
+    }
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(ConnectError::Spawn)?;
+    if let Some(stderr) = stderr {
+        let name = server.name.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(server = %name, "{line}");
+            }
+        });
+    }
+    Ok(transport)
+}

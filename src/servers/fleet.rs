@@ -1,0 +1,433 @@
+//! Every downstream server of a `serve` process: started in parallel when
+//! it starts, each watched and restarted with backoff when it dies, each
+//! call forwarded once the keeper has decided and recorded it.
+
+#![expect(
+    deprecated,
+    reason = "sampling and roots are deprecated from 2026-07-28 on, and servers of the 2025 era still ask for them: each ask is decided like a call"
+)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::pin::Pin as StdPin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    CreateMessageRequestParams, ElicitRequestParams, ErrorData, JsonObject, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::Value;
+use tokio::sync::{Mutex, RwLock, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::client::{ProgressRoute, RelaySlot, Routes};
+use super::config::{ServerConfig, ServersConfig};
+use super::connection::Connection;
+use crate::tools::Progress;
+
+/// A request a downstream makes of its client, relayed upstream only when
+/// a policy allows it.
+#[derive(Debug)]
+pub enum UpstreamRequest {
+    Elicitation(ElicitRequestParams),
+    Sampling(CreateMessageRequestParams),
+    Roots,
+}
+
+impl UpstreamRequest {
+    /// The MCP method, as policies and the audit log name it.
+    pub fn method(&self) -> &'static str {
+        match self {
+            UpstreamRequest::Elicitation(_) => "elicitation/create",
+            UpstreamRequest::Sampling(_) => "sampling/createMessage",
+            UpstreamRequest::Roots => "roots/list",
+        }
+    }
+}
+
+/// Decides, records and (if allowed) relays a downstream's request to the
+/// upstream client: the MCP adapter implements it, since only it has the
+/// upstream session.
+pub trait UpstreamRelay: Send + Sync {
+    fn relay<'a>(
+        &'a self,
+        server: &'a str,
+        request: UpstreamRequest,
+    ) -> StdPin<Box<dyn Future<Output = Result<Value, ErrorData>> + Send + 'a>>;
+}
+
+/// Whether a server can take calls now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    Starting,
+    Ready,
+    /// Down, with why; restarted with backoff.
+    Unavailable(String),
+    Stopped,
+}
+
+impl ServerState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Unavailable(_) => "unavailable",
+            ServerState::Stopped => "stopped",
+        }
+    }
+}
+
+/// Whether a downstream tool may be called now, before any decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolStatus {
+    Ready,
+    /// Nobody pinned the tool.
+    NotPinned,
+    /// The live definition differs from the pin (or the tool is gone).
+    Changed,
+    /// The server is not running.
+    ServerUnavailable,
+}
+
+/// How a forwarded call ended.
+#[derive(Debug)]
+pub enum Forwarded {
+    /// The server's result, as JSON (`content`, `structuredContent`,
+    /// `isError`).
+    Result { result: Value, is_error: bool },
+    /// The server is not running, or went away during the call.
+    Unavailable,
+    /// No answer within the server's timeout (reset by progress).
+    TimedOut,
+    /// The server answered with a protocol error, or a result portcullis
+    /// cannot pass on; the details are logged, not shown.
+    Failed,
+    /// The caller or the service stopped the call; the downstream was told.
+    Cancelled,
+}
+
+/// First and longest wait before a dead server is started again.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long a stopping server gets to close (its stdin closed, 3 s, its
+/// guard's SIGTERM, 3 s, SIGKILL).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
+struct Supervised {
+    config: ServerConfig,
+    state: RwLock<ServerState>,
+    connection: RwLock<Option<Arc<RwLock<Connection>>>>,
+    routes: Routes,
+}
+
+pub struct Fleet {
+    servers: BTreeMap<String, Arc<Supervised>>,
+    relay: RelaySlot,
+    stop: CancellationToken,
+    workspace: PathBuf,
+    supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Fleet {
+    /// Starts every server in parallel and waits for each first attempt
+    /// (bounded by its start timeout); a server that does not start is
+    /// retried in the background while the rest serve.
+    pub async fn start(config: &ServersConfig, workspace: &Path) -> Arc<Self> {
+        let fleet = Arc::new(Self {
+            servers: config
+                .servers
+                .iter()
+                .map(|server| {
+                    (
+                        server.name.clone(),
+                        Arc::new(Supervised {
+                            config: server.clone(),
+                            state: RwLock::new(ServerState::Starting),
+                            connection: RwLock::new(None),
+                            routes: Arc::new(Mutex::new(HashMap::new())),
+                        }),
+                    )
+                })
+                .collect(),
+            relay: Arc::new(OnceLock::new()),
+            stop: CancellationToken::new(),
+            workspace: workspace.to_owned(),
+            supervisors: Mutex::new(Vec::new()),
+        });
+        let mut first = Vec::new();
+        for server in fleet.servers.values() {
+            let (started, ready) = tokio::sync::oneshot::channel();
+            let supervisor =
+                tokio::spawn(Arc::clone(&fleet).supervise(Arc::clone(server), started));
+            fleet.supervisors.lock().await.push(supervisor);
+            first.push(ready);
+        }
+        for ready in first {
+            // A supervisor that ended without a word counts as done.
+            let _ = ready.await;
+        }
+        fleet
+    }
+
+    /// Where allowed downstream requests go: set once, when the upstream
+    /// session runs.
+    pub fn set_relay(&self, relay: Arc<dyn UpstreamRelay>) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// Keeps one server running: starts it, waits for it to end, starts
+    /// it again after a growing pause, until the fleet stops.
+    async fn supervise(
+        self: Arc<Self>,
+        server: Arc<Supervised>,
+        started: tokio::sync::oneshot::Sender<()>,
+    ) {
+        let mut started = Some(started);
+        let mut backoff = BACKOFF_START;
+        while !self.stop.is_cancelled() {
+            let (list_changed, mut relist) = mpsc::unbounded_channel();
+            let connected = Connection::connect(
+                &server.config,
+                &self.workspace,
+                Arc::clone(&server.routes),
+                Arc::clone(&self.relay),
+                list_changed,
+            )
+            .await;
+            let (connection, session) = match connected {
+                Ok((connection, session)) => {
+                    backoff = BACKOFF_START;
+                    (Arc::new(RwLock::new(connection)), session)
+                }
+                Err(err) => {
+                    tracing::warn!(server = %server.config.name, error = %err, "the downstream server is unavailable");
+                    server
+                        .set_state(ServerState::Unavailable(err.to_string()))
+                        .await;
+                    if let Some(started) = started.take() {
+                        let _ = started.send(());
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = self.stop.cancelled() => break,
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            };
+            let tools = connection.read().await.tools.len();
+            tracing::info!(server = %server.config.name, tools, "downstream server ready");
+            *server.connection.write().await = Some(Arc::clone(&connection));
+            server.set_state(ServerState::Ready).await;
+            if let Some(started) = started.take() {
+                let _ = started.send(());
+            }
+            let mut canceller = Some(session.cancellation_token());
+            let ended = session.waiting();
+            tokio::pin!(ended);
+            loop {
+                tokio::select! {
+                    _ = &mut ended => break,
+                    () = self.stop.cancelled() => {
+                        // Closing the session closes the server's stdin, then
+                        // asks its guard to stop the whole group.
+                        if let Some(canceller) = canceller.take() {
+                            canceller.cancel();
+                        }
+                        let _ = tokio::time::timeout(SHUTDOWN_WAIT, &mut ended).await;
+                        break;
+                    }
+                    Some(()) = relist.recv() => server.relist(&connection).await,
+                }
+            }
+            *server.connection.write().await = None;
+            if self.stop.is_cancelled() {
+                break;
+            }
+            tracing::warn!(server = %server.config.name, "the downstream server exited; restarting it");
+            server
+                .set_state(ServerState::Unavailable("the server exited".to_owned()))
+                .await;
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.stop.cancelled() => break,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+        server.set_state(ServerState::Stopped).await;
+    }
+
+    /// Stops every server and waits until each has stopped: each session
+    /// is closed (the server's stdin, then its guard's SIGTERM to the whole
+    /// group).
+    pub async fn shut_down(&self) {
+        self.stop.cancel();
+        let supervisors: Vec<_> = self.supervisors.lock().await.drain(..).collect();
+        for supervisor in supervisors {
+            let _ = supervisor.await;
+        }
+    }
+
+    /// What each running server lists, as definitions (for the registry).
+    pub async fn live_tools(&self) -> BTreeMap<String, Vec<Value>> {
+        let mut live = BTreeMap::new();
+        for (name, server) in &self.servers {
+            if let Some(connection) = server.connection.read().await.as_ref() {
+                live.insert(
+                    name.clone(),
+                    connection.read().await.tools.values().cloned().collect(),
+                );
+            }
+        }
+        live
+    }
+
+    /// Each server's state, by name.
+    pub async fn states(&self) -> BTreeMap<String, ServerState> {
+        let mut states = BTreeMap::new();
+        for (name, server) in &self.servers {
+            states.insert(name.clone(), server.state.read().await.clone());
+        }
+        states
+    }
+
+    /// The live definition hash of a tool, when its server runs and lists it.
+    pub async fn live_hash(&self, server: &str, tool: &str) -> Option<String> {
+        let server = self.servers.get(server)?;
+        let connection = server.connection.read().await.clone()?;
+        connection.read().await.hashes.get(tool).cloned()
+    }
+
+    /// Whether a call to `server`'s `tool`, pinned at `pinned`, may go ahead.
+    pub async fn status(&self, server: &str, tool: &str, pinned: Option<&str>) -> ToolStatus {
+        let Some(supervised) = self.servers.get(server) else {
+            return ToolStatus::ServerUnavailable;
+        };
+        if supervised.connection.read().await.is_none() {
+            return ToolStatus::ServerUnavailable;
+        }
+        let Some(pinned) = pinned else {
+            return ToolStatus::NotPinned;
+        };
+        match self.live_hash(server, tool).await {
+            Some(live) if live == pinned => ToolStatus::Ready,
+            Some(_) | None => ToolStatus::Changed,
+        }
+    }
+
+    /// Whether `server` lets its error results through to the client.
+    pub fn passes_errors(&self, server: &str) -> bool {
+        self.servers
+            .get(server)
+            .is_some_and(|s| s.config.pass_errors)
+    }
+
+    /// Forwards one decided call. Progress goes to `progress` (only when the
+    /// caller asked for it); `stop` ends the call, and the downstream is
+    /// told with `notifications/cancelled`; its late answer is dropped.
+    pub async fn forward(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        stop: impl Future<Output = ()>,
+    ) -> Forwarded {
+        let Some(supervised) = self.servers.get(server) else {
+            return Forwarded::Unavailable;
+        };
+        let Some(connection) = supervised.connection.read().await.clone() else {
+            return Forwarded::Unavailable;
+        };
+        let peer = connection.read().await.peer.clone();
+        let arguments: JsonObject = match arguments {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments),
+        ));
+        let options =
+            PeerRequestOptions::with_timeout(supervised.config.timeout).reset_timeout_on_progress();
+        let handle = {
+            let mut routes = supervised.routes.lock().await;
+            let handle = match peer.send_request_with_option(request, options).await {
+                Ok(handle) => handle,
+                Err(err) => {
+                    tracing::warn!(server, error = %err, "the call could not be sent");
+                    return Forwarded::Unavailable;
+                }
+            };
+            if let Some(sender) = progress {
+                routes.insert(handle.progress_token.clone(), ProgressRoute::new(sender));
+            }
+            handle
+        };
+        let token = handle.progress_token.clone();
+        let id = handle.id.clone();
+        let answered = tokio::select! {
+            answer = handle.await_response() => Some(answer),
+            () = stop => None,
+        };
+        // No progress of this call is relayed from here on: the route and
+        // its sender go before the result is returned.
+        supervised.routes.lock().await.remove(&token);
+        let Some(answer) = answered else {
+            let note = CancelledNotificationParam::new(
+                Some(id),
+                Some("cancelled by the caller".to_owned()),
+            );
+            if let Err(err) = peer.notify_cancelled(note).await {
+                tracing::debug!(server, error = %err, "the cancellation could not be sent");
+            }
+            return Forwarded::Cancelled;
+        };
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let is_error = result.is_error == Some(true);
+                match serde_json::to_value(&result) {
+                    Ok(result) => Forwarded::Result { result, is_error },
+                    Err(err) => {
+                        tracing::warn!(server, error = %err, "the result could not be encoded");
+                        Forwarded::Failed
+                    }
+                }
+            }
+            Ok(other) => {
+                tracing::warn!(server, tool, answer = ?other, "the server answered a call with something else");
+                Forwarded::Failed
+            }
+            Err(rmcp::ServiceError::Timeout { .. }) => Forwarded::TimedOut,
+            Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)) => {
+                Forwarded::Unavailable
+            }
+            Err(err) => {
+                tracing::warn!(server, tool, error = %err, "the call failed downstream");
+                Forwarded::Failed
+            }
+        }
+    }
+}
+
+impl Supervised {
+    async fn set_state(&self, state: ServerState) {
+        *self.state.write().await = state;
+    }
+
+    /// Lists the tools again after the server said they changed: a
+    /// definition that drifted from its pin is refused from the next call.
+    async fn relist(&self, connection: &Arc<RwLock<Connection>>) {
+        let peer = connection.read().await.peer.clone();
+        match peer.list_all_tools().await {
+            Ok(listed) => {
+                connection.write().await.take_listing(&listed);
+                tracing::info!(server = %self.config.name, "the server's tools changed; listed again");
+            }
+            Err(err) => {
+                tracing::warn!(server = %self.config.name, error = %err, "the changed tools could not be listed");
+            }
+        }
+    }
+}

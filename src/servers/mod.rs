@@ -1,0 +1,88 @@
+//! Downstream MCP servers: the team's `servers.toml`, the pins of their
+//! tools in `servers.lock`, the tools they add to the registry, and the
+//! running connections a call is forwarded through once it is decided.
+//!
+//! What it may not do: decide. A downstream tool is a registry entry like
+//! any other; the keeper decides and records a call before `Fleet`
+//! forwards it.
+
+mod catalog;
+mod client;
+mod config;
+mod connection;
+mod drift;
+mod fleet;
+mod guard;
+mod pins;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+pub use catalog::{all_capabilities, downstream_specs, exposable};
+pub use config::{
+    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, Endpoint, RESERVED_SERVERS, ServerConfig,
+    ServersConfig, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
+};
+pub use drift::{Drift, DriftKind, drift};
+pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus, UpstreamRelay, UpstreamRequest};
+pub use guard::{GUARD_SUBCOMMAND, run_guard};
+pub use pins::{LOCK_VERSION, Pin, ServersLock, definition_hash, pinned_definition};
+
+use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, tier_entities};
+use crate::tools::Registry;
+
+/// A set's downstream servers and their pins, checked against each other.
+#[derive(Debug, Clone, Default)]
+pub struct Servers {
+    pub config: ServersConfig,
+    pub lock: ServersLock,
+}
+
+impl Servers {
+    pub fn of(bundle: &PolicyBundle) -> Result<Self, LoadError> {
+        let config = ServersConfig::of(bundle.servers.as_ref())
+            .map_err(|problems| LoadError { problems })?;
+        let lock = ServersLock::of(bundle.servers_lock.as_ref(), &config)
+            .map_err(|problems| LoadError { problems })?;
+        Ok(Self { config, lock })
+    }
+
+    /// The built-in tools and every downstream tool: the pinned ones, and
+    /// those in `live` (what running servers list) that are not pinned.
+    pub fn registry(
+        &self,
+        bundle: &PolicyBundle,
+        live: &BTreeMap<String, Vec<Value>>,
+    ) -> Result<Registry, LoadError> {
+        let capabilities = tier_entities(&bundle.tiers)
+            .map(|(tiers, _)| all_capabilities(&tiers))
+            .map_err(|problem| LoadError {
+                problems: vec![problem],
+            })?;
+        let mut specs = Registry::builtin_specs();
+        specs.extend(downstream_specs(
+            &self.config,
+            &self.lock,
+            live,
+            &capabilities,
+        ));
+        Registry::from_specs(specs).map_err(|err| LoadError {
+            problems: vec![Problem::new(
+                ProblemKind::Servers,
+                bundle
+                    .servers
+                    .as_ref()
+                    .map_or("policies/servers.toml", |f| f.display.as_str()),
+                err.to_string(),
+            )],
+        })
+    }
+}
+
+/// The registry of a set before any server runs: built-in tools and the
+/// pinned downstream tools. What `policy validate`, `check` and the
+/// fixtures decide against.
+pub fn registry_for(bundle: &PolicyBundle) -> Result<Registry, LoadError> {
+    Servers::of(bundle)?.registry(bundle, &BTreeMap::new())
+}

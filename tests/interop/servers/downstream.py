@@ -1,0 +1,64 @@
+"""A downstream MCP server for portcullis's proxy tests, on the official
+Python SDK: the shapes the reference servers lack.
+
+- `describe`: its description comes from DESCRIPTION, so a test can change
+  the definition between runs (a rug pull).
+- `slow`: reports progress every step and writes "cancelled" to EVENTS when
+  it is cancelled, so a test sees the cancellation reach the server.
+- `crash`: the process exits mid-call.
+- `fail`: returns an error result with a "stack trace".
+Its pid is written to PIDFILE at start.
+"""
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("portcullis-test-downstream")
+
+
+def note(event: str) -> None:
+    path = os.environ.get("EVENTS")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(event + "\n")
+
+
+@server.tool(description=os.environ.get("DESCRIPTION", "Describes itself."))
+def describe() -> str:
+    return "described"
+
+
+@server.tool(description="Counts to `steps`, one step per `delay` seconds, reporting progress.")
+async def slow(steps: int, delay: float, ctx: Context) -> str:
+    note("slow started")
+    try:
+        for step in range(1, steps + 1):
+            await anyio.sleep(delay)
+            await ctx.report_progress(step, steps, f"step {step}")
+    except anyio.get_cancelled_exc_class():
+        note("cancelled")
+        raise
+    return f"counted to {steps}"
+
+
+@server.tool(description="Exits the server process in the middle of the call.")
+def crash() -> str:
+    os._exit(3)
+
+
+@server.tool(description="Fails with an error that holds internal details.")
+def fail() -> str:
+    raise ToolError("Traceback (most recent call last): secret internal path /srv/app/db.py")
+
+
+if __name__ == "__main__":
+    pidfile = os.environ.get("PIDFILE")
+    if pidfile:
+        with open(pidfile, "w", encoding="utf-8") as out:
+            out.write(str(os.getpid()))
+    print("downstream test server starting", file=sys.stderr)
+    server.run("stdio")
