@@ -82,7 +82,7 @@ paths = {{ path = "write" }}
 [servers.everything]
 command = "{everything}"
 
-[servers.everything.tools."{{echo,trigger-long-running-operation,get-structured-content}}"]
+[servers.everything.tools."{{echo,trigger-long-running-operation,get-structured-content,trigger-elicitation-request}}"]
 effects = ["read"]
 
 [servers.py]
@@ -325,6 +325,221 @@ fn downstream_tools_are_listed_decided_forwarded_and_recorded() {
     assert!(summary["redecided"].as_u64().unwrap() >= 8, "{summary}");
     assert_eq!(summary["redecided"], summary["same"], "{summary}");
     assert_eq!(summary["not_redecided"], 0, "{summary}");
+}
+
+const ALLOW_ELICITATION: &str = r#"
+@id("allow.everything.elicitation")
+@reason("the everything server may ask this client's user")
+permit (
+  principal,
+  action == Portcullis::Action::"relay_request",
+  resource == Portcullis::Server::"everything"
+)
+when { context.method == "elicitation/create" };
+"#;
+
+/// Starts a session whose client can answer elicitation requests.
+fn eliciting_session(proxy: &Proxy) -> Session {
+    let mut session = Session::start(&proxy.served);
+    session.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}"#);
+    assert_eq!(session.next()["id"], 0);
+    session.send(crate::util::INITIALIZED);
+    session
+}
+
+#[test]
+fn a_downstream_request_of_the_client_is_decided_recorded_and_relayed_only_when_allowed() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    // No policy allows it: the server's question never reaches the client.
+    let mut session = eliciting_session(&proxy);
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "everything__trigger-elicitation-request", "arguments": {}}})
+        .to_string(),
+    );
+    let answer = loop {
+        let frame = session.next();
+        assert_ne!(
+            frame["method"], "elicitation/create",
+            "relayed without a policy: {frame}"
+        );
+        if frame["id"] == 1 {
+            break frame;
+        }
+    };
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    session.finish();
+    let refused = records(&proxy.served.audit_log())
+        .into_iter()
+        .find(|r| r["body"]["action"] == "relay_request")
+        .expect("the request's decision record");
+    assert_eq!(refused["body"]["decision"], "deny", "{refused}");
+    assert_eq!(refused["body"]["tool"], "elicitation/create");
+    assert_eq!(refused["body"]["resource"], "everything");
+
+    // A policy allows it: the question reaches this client, and its answer
+    // goes back down.
+    let allowlist = format!("{ALLOW_DOWNSTREAM}\n{ALLOW_ELICITATION}");
+    proxy
+        .served
+        .tree
+        .write_policy("20_allowlist.cedar", &allowlist);
+    let mut session = eliciting_session(&proxy);
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "everything__trigger-elicitation-request", "arguments": {}}})
+        .to_string(),
+    );
+    let asked = loop {
+        let frame = session.next();
+        if frame["method"] == "elicitation/create" {
+            break frame;
+        }
+        assert_ne!(frame["id"], 2, "answered without asking: {frame}");
+    };
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "action": "accept", "content": {"name": "Ada", "check": true}}})
+        .to_string(),
+    );
+    let answer = loop {
+        let frame = session.next();
+        if frame["id"] == 2 {
+            break frame;
+        }
+    };
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer.to_string().contains("Ada"), "{answer}");
+    session.finish();
+    let log = proxy.served.audit_log();
+    let replay = portcullis(&["audit", "replay", log.to_str().unwrap(), "--format", "json"]);
+    let summary = &replay.json()["summary"];
+    assert_eq!(summary["redecided"], summary["same"], "{summary}");
+}
+
+#[test]
+fn a_downstream_write_asks_a_human_through_portcullis_then_is_forwarded() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    let mut session = eliciting_session(&proxy);
+    let target = proxy.served.root.path().join("approved.txt");
+    // Through the tool_call wrapper: the same decision as a direct call.
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "tool_call", "arguments": {"name": "files__write_file",
+            "arguments": {"path": target, "content": "approved\n"}}}})
+        .to_string(),
+    );
+    let asked = loop {
+        let frame = session.next();
+        if frame["method"] == "elicitation/create" {
+            break frame;
+        }
+        assert_ne!(frame["id"], 1, "answered without asking: {frame}");
+    };
+    assert!(
+        asked["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("write"),
+        "{asked}"
+    );
+    assert!(!target.exists(), "nothing is forwarded before the answer");
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"approve": true}}})
+        .to_string(),
+    );
+    let answer = loop {
+        let frame = session.next();
+        if frame["id"] == 1 {
+            break frame;
+        }
+    };
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(fs::read_to_string(&target).unwrap(), "approved\n");
+    // tools_list shows the downstream tools as data.
+    let listed = call(&mut session, 2, "tools_list", json!({}));
+    let names = listed["result"]["structuredContent"]["tools"].to_string();
+    assert!(
+        names.contains("files__write_file") && names.contains("py__slow"),
+        "{names}"
+    );
+    session.finish();
+    let approved = records(&proxy.served.audit_log())
+        .into_iter()
+        .find(|r| r["body"]["resource"] == "files/write_file" && r["body"]["approved"] == true)
+        .expect("the approved decision");
+    assert_eq!(approved["body"]["decision"], "allow", "{approved}");
+}
+
+#[test]
+fn a_server_with_a_root_of_its_own_has_its_paths_judged_against_it() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    let data = served.tree.dir.path().join("data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("x.txt"), "data file\n").unwrap();
+    fs::write(served.root.path().join("w.txt"), "workspace file\n").unwrap();
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            "[servers.data]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\nroot = \"{}\"\n\
+             [servers.data.tools.read_text_file]\neffects = [\"read\"]\npaths = {{ path = \"read\" }}\n",
+            bin.join("mcp-server-filesystem").display(),
+            data.display(),
+            served.root.path().display(),
+            data.display()
+        ),
+    );
+    let root = served.root.path().display().to_string();
+    let mut args = vec!["servers", "pin", "--root", root.as_str()];
+    let flags = served.tree.flags();
+    args.extend(flags.iter().map(String::as_str));
+    assert_eq!(portcullis(&args).code, 0);
+    let mut session = Session::start(&served);
+    session.initialize();
+    let inside = call(
+        &mut session,
+        1,
+        "data__read_text_file",
+        json!({"path": data.join("x.txt")}),
+    );
+    assert!(inside.to_string().contains("data file"), "{inside}");
+    // Relative paths resolve in the server's own root.
+    let relative = call(
+        &mut session,
+        2,
+        "data__read_text_file",
+        json!({"path": "x.txt"}),
+    );
+    assert!(relative.to_string().contains("data file"), "{relative}");
+    // The server could read the workspace (its command line allows it),
+    // but its root is data/: reading elsewhere is outside the root.
+    let outside = call(
+        &mut session,
+        3,
+        "data__read_text_file",
+        json!({"path": served.root.path().join("w.txt")}),
+    );
+    assert_eq!(
+        outside["result"]["structuredContent"]["reason_code"], "forbidden",
+        "{outside}"
+    );
+    assert!(
+        outside["result"]["structuredContent"]["policies"]
+            .to_string()
+            .contains("paths.no_read_outside_root"),
+        "{outside}"
+    );
+    session.finish();
 }
 
 #[test]

@@ -91,6 +91,9 @@ pub enum RecordedAction {
     RunCommand,
     /// May the client read the policies in force?
     ReadPolicy,
+    /// May a downstream server's request (the record's `tool` names the
+    /// method, its `resource` the server) reach the client?
+    RelayRequest,
 }
 
 impl std::fmt::Display for RecordedAction {
@@ -106,6 +109,7 @@ impl RecordedAction {
             RecordedAction::CallTool => "call_tool",
             RecordedAction::RunCommand => "run_command",
             RecordedAction::ReadPolicy => "read_policy",
+            RecordedAction::RelayRequest => "relay_request",
         }
     }
 }
@@ -328,6 +332,7 @@ impl Replay {
     fn redecide(&mut self, recorded: &DecisionRecord) -> Result<Option<Redecided>, RecordProblem> {
         let transport = recorded.transport;
         let tool_uid;
+        let server_uid;
         // The resource also names the entities cached for the record.
         let (resource, asked, approved) = match (
             recorded.action,
@@ -339,6 +344,15 @@ impl Replay {
                 ("shell", Asked::Command { facts, transport }, false)
             }
             (RecordedAction::ReadPolicy, ..) => ("policies", Asked::Policies { transport }, false),
+            (RecordedAction::RelayRequest, _, Some(server), _) => {
+                server_uid = crate::pdp::server_uid(server);
+                let asked = Asked::Request {
+                    server: &server_uid,
+                    method: &recorded.tool,
+                    transport,
+                };
+                (server.as_str(), asked, false)
+            }
             (
                 action @ (RecordedAction::DiscoverTool | RecordedAction::CallTool),
                 Some(facts),

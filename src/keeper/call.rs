@@ -187,10 +187,18 @@ impl Keeper {
         trail: &mut Trail<'_>,
     ) -> Step<ToolCallFacts> {
         let classes = self.engine.path_classes();
+        // A downstream server that works on a root of its own has its
+        // paths judged against that root.
+        let root = match (&tool.runner, &self.fleet) {
+            (Runner::Downstream { .. }, Some(fleet)) => {
+                fleet.root_of(tool.spec.id.server()).unwrap_or(&self.root)
+            }
+            _ => &self.root,
+        };
         match tool_call_facts(
             &tool.spec.path_arguments,
             arguments,
-            &self.root,
+            root,
             classes,
             self.transport,
         ) {

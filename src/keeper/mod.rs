@@ -19,6 +19,7 @@ mod policies;
 mod question;
 mod reason;
 mod records;
+mod relay;
 mod sink;
 
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 mod approvals;
 mod errors;
 mod pre_init;
+mod relay;
 mod resources;
 mod server;
 mod stdio;
@@ -66,6 +67,14 @@ pub async fn serve_stdio(
         .serve(transport)
         .await
         .map_err(|err| ServeError::Start(err.to_string()))?;
+    // A downstream server's requests of its client go to this session's
+    // client, each decided first.
+    if let Some(fleet) = keeper.fleet() {
+        fleet.set_relay(Arc::new(relay::SessionRelay {
+            keeper: Arc::downgrade(&keeper),
+            peer: running.peer().clone(),
+        }));
+    }
     let service = running.cancellation_token();
     let waiting = running.waiting();
     tokio::pin!(waiting);

@@ -98,6 +98,34 @@ pub(super) fn policy_context(
     )
 }
 
+/// The context record of a `relay_request` request (schema type
+/// `Portcullis::RequestFacts`): the path facts hold vacuously, as for
+/// reading the policies, and the method is named.
+pub(super) fn request_context(
+    method: &str,
+    transport: Transport,
+    approved: bool,
+    approval_channel: &str,
+) -> Result<Context, Box<ContextCreationError>> {
+    let paths = [
+        ("writes_inside_root", RestrictedExpression::new_bool(true)),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(false),
+        ),
+        ("writes_vcs_metadata", RestrictedExpression::new_bool(false)),
+        (
+            "method",
+            RestrictedExpression::new_string(method.to_owned()),
+        ),
+    ];
+    context(
+        common(approved, approval_channel, transport)
+            .into_iter()
+            .chain(paths),
+    )
+}
+
 /// Which `CommandFacts` record the schema declares. Policy sets recorded
 /// before the gate judged VCS metadata lack its two attributes; replay
 /// decides their records with the record they were decided with.

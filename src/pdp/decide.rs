@@ -4,7 +4,7 @@ use cedar_policy::{
     AuthorizationError, Decision as CedarDecision, Entities, EntityUid, Request, Response,
 };
 
-use super::context::{command_context, policy_context, tool_context};
+use super::context::{command_context, policy_context, request_context, tool_context};
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
 use super::engine::Engine;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
@@ -56,6 +56,13 @@ pub enum Asked<'a> {
     },
     /// Reading the policies in force (action `read_policy`).
     Policies { transport: Transport },
+    /// A downstream server's request of the client (action
+    /// `relay_request`), by the server's entity.
+    Request {
+        server: &'a EntityUid,
+        method: &'a str,
+        transport: Transport,
+    },
 }
 
 /// One question for the decision point.
@@ -117,6 +124,25 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// May a downstream server's request reach this live client?
+    pub fn request(
+        client: &'a str,
+        server: &'a EntityUid,
+        method: &'a str,
+        transport: Transport,
+    ) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Request {
+                server,
+                method,
+                transport,
+            },
+            approved: false,
+            approval_channel: NO_APPROVAL,
+        }
+    }
+
     /// The same question, with a human's approval through its channel.
     pub fn approved(self) -> Self {
         Self {
@@ -170,6 +196,14 @@ impl Engine {
             ),
             Asked::Policies { transport } => match &self.actions.read_policy {
                 Some(action) => (action, &self.policies_resource, Facts::Policies(transport)),
+                None => return self.denied(Cause::NotPermitted),
+            },
+            Asked::Request {
+                server,
+                method,
+                transport,
+            } => match &self.actions.relay_request {
+                Some(action) => (action, server, Facts::Request(method, transport)),
                 None => return self.denied(Cause::NotPermitted),
             },
         };
@@ -290,6 +324,9 @@ impl Engine {
                 self.command_shape,
             ),
             Facts::Policies(transport) => policy_context(transport, approved, approval_channel),
+            Facts::Request(method, transport) => {
+                request_context(method, transport, approved, approval_channel)
+            }
         }
         .map_err(|err| DecisionError {
             policy: None,
@@ -373,6 +410,7 @@ pub(super) enum Facts<'a> {
     Tool(&'a ToolFacts),
     Command(&'a CommandFacts, Transport),
     Policies(Transport),
+    Request(&'a str, Transport),
 }
 
 /// The evaluation errors of a response, sorted, or `None` when there are none.

@@ -38,6 +38,7 @@ pub const TESTS: &[(&str, &str)] = &[
     file!("policies/tests/approvals.json"),
     file!("policies/tests/commands.json"),
     file!("policies/tests/harness.json"),
+    file!("policies/tests/downstream.json"),
 ];
 
 pub const TEST_ENTITIES: &[(&str, &str)] = &[file!("policies/tests/entities/fixtures.json")];

@@ -11,7 +11,9 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::bundle::PolicyBundle;
-use super::context::{CommandShape, command_context, policy_context, tool_context};
+use super::context::{
+    CommandShape, command_context, policy_context, request_context, tool_context,
+};
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
 use super::load::{self, PolicyOrigin, Provenance};
@@ -39,6 +41,9 @@ pub(super) struct Actions {
     /// Absent from schemas recorded before clients could be refused the
     /// policies; such a set denies every `read_policy` request.
     pub read_policy: Option<EntityUid>,
+    /// Absent from schemas recorded before downstream servers; such a set
+    /// denies every `relay_request` request.
+    pub relay_request: Option<EntityUid>,
 }
 
 #[derive(Debug)]
@@ -296,11 +301,15 @@ impl Engine {
                 uid(entities::TOOL_TYPE, &tool.spec.id.to_string())?,
             );
         }
+        let relay_request = entities::entity_uid("Portcullis::Action", "relay_request")
+            .ok()
+            .filter(|uid| compiled.schema.actions().any(|action| action == uid));
         let actions = Actions {
             discover_tool: uid("Portcullis::Action", "discover_tool")?,
             call_tool: uid("Portcullis::Action", "call_tool")?,
             run_command: uid("Portcullis::Action", "run_command")?,
             read_policy,
+            relay_request,
         };
         let shell = uid(entities::SHELL_TYPE, entities::SHELL_ID)?;
         let policies_resource = uid(entities::POLICIES_TYPE, entities::POLICIES_ID)?;
@@ -308,6 +317,7 @@ impl Engine {
         let command_shape =
             check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
         check_policies_shape(&compiled.schema, &actions, &policies_resource)?;
+        check_relay_shape(&compiled.schema, &actions)?;
         let by_action = policies_by_action(&compiled.schema, &compiled.policies);
 
         let identity = Arc::new(PolicySetIdentity {
@@ -409,6 +419,18 @@ impl Engine {
         self.client_entities_and(client, tier, entities::POLICIES_TYPE)
     }
 
+    /// The entities a `relay_request` decision read: the client, its tier
+    /// and the server (for audit records).
+    pub fn server_entities(&self, client: &str, tier: &str, server: &str) -> Vec<Value> {
+        self.client_entities_and(client, tier, entities::SERVER_TYPE)
+            .into_iter()
+            .filter(|e| {
+                e.pointer("/uid/type").and_then(Value::as_str) != Some(entities::SERVER_TYPE)
+                    || e.pointer("/uid/id").and_then(Value::as_str) == Some(server)
+            })
+            .collect()
+    }
+
     /// The client, its tier, and every entity of type `resource_type`.
     fn client_entities_and(&self, client: &str, tier: &str, resource_type: &str) -> Vec<Value> {
         self.entities_json
@@ -498,6 +520,40 @@ fn check_policies_shape(
         principal,
         action.clone(),
         policies.clone(),
+        context,
+        Some(schema),
+    )
+    .map(|_| ())
+    .map_err(|err| {
+        refuse(format!(
+            "the request portcullis builds for {action} does not match the schema: {err}"
+        ))
+    })
+}
+
+/// Checks, once per load, that the `relay_request` requests `decide` builds
+/// fit the schema, when it declares the action.
+fn check_relay_shape(schema: &Schema, actions: &Actions) -> Result<(), LoadError> {
+    let Some(action) = &actions.relay_request else {
+        return Ok(());
+    };
+    let refuse = |message: String| LoadError {
+        problems: vec![
+            Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
+                "relay_request applies to principal Client, resource Server, context RequestFacts; \
+             compare with `portcullis init`"
+                    .to_owned(),
+            )),
+        ],
+    };
+    let probe =
+        |kind: &str| entities::entity_uid(kind, "probe").map_err(|err| refuse(err.to_string()));
+    let context = request_context("elicitation/create", Transport::Stdio, true, "probe")
+        .map_err(|err| refuse(err.to_string()))?;
+    Request::new(
+        probe(entities::CLIENT_TYPE)?,
+        action.clone(),
+        probe(entities::SERVER_TYPE)?,
         context,
         Some(schema),
     )

@@ -129,6 +129,17 @@ static CLIENT_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
 static TOOL_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
     std::sync::LazyLock::new(|| own_type(TOOL_TYPE));
 
+static SERVER_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
+    std::sync::LazyLock::new(|| own_type(SERVER_TYPE));
+
+/// The uid of the server named `name`.
+pub fn server_uid(name: &str) -> cedar_policy::EntityUid {
+    cedar_policy::EntityUid::from_type_name_and_id(
+        SERVER_TYPE_NAME.clone(),
+        cedar_policy::EntityId::new(name),
+    )
+}
+
 /// The uid of the client named `name`.
 pub fn client_uid(name: &str) -> cedar_policy::EntityUid {
     cedar_policy::EntityUid::from_type_name_and_id(

@@ -23,7 +23,9 @@ pub use bundle::{
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
 pub use engine::{Engine, LoadError};
-pub use entities::{BadEntityType, ClientRecord, client_uid, entity_uid, tier_entities, tool_uid};
+pub use entities::{
+    BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
+};
 pub use fixtures::{CaseResult, run as run_fixtures};
 pub use load::HARD_CONSTRAINTS;
 pub use problem::{Problem, ProblemKind};

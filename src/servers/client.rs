@@ -56,7 +56,8 @@ pub(super) struct DownstreamClient {
     pub list_changed: mpsc::UnboundedSender<()>,
 }
 
-fn refused(method: &str) -> ErrorData {
+/// The answer to a downstream whose request was not relayed.
+pub fn refused(method: &str) -> ErrorData {
     ErrorData::invalid_request(
         format!("portcullis refuses {method} from this server: no policy allows it"),
         None,
@@ -64,10 +65,16 @@ fn refused(method: &str) -> ErrorData {
 }
 
 impl DownstreamClient {
-    async fn relay(&self, request: UpstreamRequest) -> Result<serde_json::Value, ErrorData> {
+    async fn relay(
+        &self,
+        context: &RequestContext<RoleClient>,
+        request: UpstreamRequest,
+    ) -> Result<serde_json::Value, ErrorData> {
         let method = request.method();
+        let id = serde_json::to_string(&context.id).unwrap_or_default();
         match self.relay.get() {
-            Some(relay) => relay.relay(&self.server, request).await,
+            Some(relay) => relay.relay(id, &self.server, request).await,
+            // No client session yet: nobody to ask, nothing to decide for.
             None => Err(refused(method)),
         }
     }
@@ -121,23 +128,29 @@ impl ClientHandler for DownstreamClient {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        from_value(self.relay(UpstreamRequest::Elicitation(request)).await?)
+        from_value(
+            self.relay(&context, UpstreamRequest::Elicitation(request))
+                .await?,
+        )
     }
 
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        from_value(self.relay(UpstreamRequest::Sampling(params)).await?)
+        from_value(
+            self.relay(&context, UpstreamRequest::Sampling(params))
+                .await?,
+        )
     }
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        from_value(self.relay(UpstreamRequest::Roots).await?)
+        from_value(self.relay(&context, UpstreamRequest::Roots).await?)
     }
 }

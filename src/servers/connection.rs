@@ -67,11 +67,11 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// Starts `server` and lists its tools. `workspace` is where a stdio
-    /// server runs unless the server declares a root.
+    /// Starts `server` and lists its tools. A stdio server runs in
+    /// `folder` (its own root, or the workspace root).
     pub async fn connect(
         server: &ServerConfig,
-        workspace: &Path,
+        folder: &Path,
         routes: Routes,
         relay: RelaySlot,
         list_changed: mpsc::UnboundedSender<()>,
@@ -89,7 +89,7 @@ impl Connection {
                 env,
                 env_from,
             } => {
-                let transport = spawn(server, workspace, command, args, env, env_from)?;
+                let transport = spawn(&server.name, folder, command, args, env, env_from)?;
                 start(client, transport, server.start_timeout).await
             }
             Endpoint::Http { url, bearer_from } => {
@@ -159,9 +159,11 @@ where
     .map_err(|_| ConnectError::StartTimeout(timeout))?
 }
 
+/// Starts a stdio server under the guard, in `folder`, with only the
+/// environment it is given.
 fn spawn(
-    server: &ServerConfig,
-    workspace: &Path,
+    name: &str,
+    folder: &Path,
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
@@ -175,7 +177,7 @@ fn spawn(
         .arg("--")
         .arg(command)
         .args(args)
-        .current_dir(server.root.as_deref().unwrap_or(workspace))
+        .current_dir(folder)
         .env_clear()
         .kill_on_drop(true);
     for name in INHERITED_ENV {
@@ -193,7 +195,7 @@ fn spawn(
         .spawn()
         .map_err(ConnectError::Spawn)?;
     if let Some(stderr) = stderr {
-        let name = server.name.clone();
+        let name = name.to_owned();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{ProgressRoute, RelaySlot, Routes};
 use super::config::{ServerConfig, ServersConfig};
 use super::connection::Connection;
+use crate::facts::Root;
 use crate::tools::Progress;
 
 /// A request a downstream makes of its client, relayed upstream only when
@@ -51,8 +52,10 @@ impl UpstreamRequest {
 /// upstream client: the MCP adapter implements it, since only it has the
 /// upstream session.
 pub trait UpstreamRelay: Send + Sync {
+    /// `request_id` is the downstream's id of its request, for the record.
     fn relay<'a>(
         &'a self,
+        request_id: String,
         server: &'a str,
         request: UpstreamRequest,
     ) -> StdPin<Box<dyn Future<Output = Result<Value, ErrorData>> + Send + 'a>>;
@@ -117,6 +120,9 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
 struct Supervised {
     config: ServerConfig,
+    /// The folder the server's path arguments are judged against, when it
+    /// declares one; the workspace root otherwise.
+    root: Option<Root>,
     state: RwLock<ServerState>,
     connection: RwLock<Option<Arc<RwLock<Connection>>>>,
     routes: Routes,
@@ -135,15 +141,27 @@ impl Fleet {
     /// (bounded by its start timeout); a server that does not start is
     /// retried in the background while the rest serve.
     pub async fn start(config: &ServersConfig, workspace: &Path) -> Arc<Self> {
+        let mut unrooted = Vec::new();
         let fleet = Arc::new(Self {
             servers: config
                 .servers
                 .iter()
                 .map(|server| {
+                    let root = match &server.root {
+                        Some(root) => match Root::new(&workspace.join(root)) {
+                            Ok(root) => Some(root),
+                            Err(err) => {
+                                unrooted.push((server.name.clone(), err.to_string()));
+                                None
+                            }
+                        },
+                        None => None,
+                    };
                     (
                         server.name.clone(),
                         Arc::new(Supervised {
                             config: server.clone(),
+                            root,
                             state: RwLock::new(ServerState::Starting),
                             connection: RwLock::new(None),
                             routes: Arc::new(Mutex::new(HashMap::new())),
@@ -158,6 +176,18 @@ impl Fleet {
         });
         let mut first = Vec::new();
         for server in fleet.servers.values() {
+            // A server whose root is not a folder never starts: its tools
+            // could not be judged.
+            if let Some((_, why)) = unrooted
+                .iter()
+                .find(|(name, _)| *name == server.config.name)
+            {
+                tracing::warn!(server = %server.config.name, error = %why, "the server's root is not usable");
+                server
+                    .set_state(ServerState::Unavailable(format!("root: {why}")))
+                    .await;
+                continue;
+            }
             let (started, ready) = tokio::sync::oneshot::channel();
             let supervisor =
                 tokio::spawn(Arc::clone(&fleet).supervise(Arc::clone(server), started));
@@ -188,9 +218,13 @@ impl Fleet {
         let mut backoff = BACKOFF_START;
         while !self.stop.is_cancelled() {
             let (list_changed, mut relist) = mpsc::unbounded_channel();
+            let folder = server
+                .root
+                .as_ref()
+                .map_or(self.workspace.as_path(), Root::path);
             let connected = Connection::connect(
                 &server.config,
-                &self.workspace,
+                folder,
                 Arc::clone(&server.routes),
                 Arc::clone(&self.relay),
                 list_changed,
@@ -315,6 +349,12 @@ impl Fleet {
             Some(live) if live == pinned => ToolStatus::Ready,
             Some(_) | None => ToolStatus::Changed,
         }
+    }
+
+    /// The root `server`'s path arguments are judged against, when it
+    /// declares its own.
+    pub fn root_of(&self, server: &str) -> Option<&Root> {
+        self.servers.get(server)?.root.as_ref()
     }
 
     /// Whether `server` lets its error results through to the client.

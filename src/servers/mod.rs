@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub use catalog::{all_capabilities, downstream_specs, exposable};
+pub use client::refused as relay_refused;
 pub use config::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, Endpoint, RESERVED_SERVERS, ServerConfig,
     ServersConfig, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
