@@ -542,6 +542,94 @@ fn a_server_with_a_root_of_its_own_has_its_paths_judged_against_it() {
     session.finish();
 }
 
+/// The everything server over Streamable HTTP on a free loopback port,
+/// stopped when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(bin: &Path) -> Self {
+        use std::io::{BufRead, BufReader};
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(bin.join("mcp-server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        loop {
+            let line = lines.next().expect("the server said nothing").unwrap();
+            if line.contains("listening on port") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_streamable_http_downstream_is_gated_like_a_stdio_one() {
+    let Some(bin) = reference_servers() else { return };
+    let http = HttpServer::start(&bin);
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            "[servers.web]\nurl = \"{}\"\nbearer_from = \"WEB_TOKEN\"\n\
+             [servers.web.tools.echo]\neffects = [\"read\"]\n",
+            http.url
+        ),
+    );
+    let root = served.root.path().display().to_string();
+    let flags = served.tree.flags();
+    let servers = |command: &str, token: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        cmd.args(["servers", command, "--root", root.as_str(), "--format", "json"])
+            .args(&flags)
+            .env_remove("WEB_TOKEN");
+        if let Some(token) = token {
+            cmd.env("WEB_TOKEN", token);
+        }
+        cmd.output().unwrap()
+    };
+    // Without its bearer the server is unavailable, and says why.
+    let listed = servers("list", None);
+    let report: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(report["servers"][0]["state"], "unavailable", "{report}");
+    assert!(report["servers"][0]["error"].as_str().unwrap().contains("WEB_TOKEN"), "{report}");
+    let pinned = servers("pin", Some("secret"));
+    assert!(pinned.status.success(), "{}", String::from_utf8_lossy(&pinned.stderr));
+
+    let mut command = served.command();
+    command.env("WEB_TOKEN", "secret").stderr(std::process::Stdio::null());
+    let mut session = Session::start_command(command);
+    session.initialize();
+    let echo = call(&mut session, 1, "web__echo", json!({"message": "over http"}));
+    assert!(echo["result"]["content"][0]["text"].as_str().unwrap().contains("over http"), "{echo}");
+    let undeclared = call(&mut session, 2, "web__get-env", json!({}));
+    assert_eq!(undeclared["result"]["structuredContent"]["reason_code"], "missing_capability", "{undeclared}");
+    session.finish();
+}
+
 #[test]
 fn progress_is_relayed_under_the_clients_token_and_never_after_the_result() {
     let Some(bin) = reference_servers() else {
