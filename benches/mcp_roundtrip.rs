@@ -74,7 +74,7 @@ async fn connect(setup: &Setup) -> RunningService<RoleClient, ()> {
         .arg("--store")
         .arg(base.join("tokens.json"))
         .arg("--audit")
-        .arg(base.join("audit.jsonl"))
+        .arg(base.join("audit/audit.jsonl"))
         .env("PORTCULLIS_TOKEN", &setup.token);
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
     ().serve(transport).await.unwrap()

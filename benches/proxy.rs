@@ -10,7 +10,7 @@
     reason = "a benchmark with a broken setup should stop"
 )]
 
-#[path = "support/mod.rs"]
+#[expect(dead_code, reason = "shared setup: this bench needs only the token")]
 mod support;
 
 use std::fs;
@@ -150,12 +150,14 @@ fn proxy(c: &mut Criterion) {
     let setup = setup();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let shm = Path::new("/dev/shm");
-    let tmpfs = shm
-        .is_dir()
-        .then(|| tempfile::tempdir_in(shm).unwrap());
+    let tmpfs = shm.is_dir().then(|| tempfile::tempdir_in(shm).unwrap());
     let (direct, on_disk, on_tmpfs) = runtime.block_on(async {
-        let direct_client =
-            connect(&setup, "inner", &setup.base.join("direct-audit/audit.jsonl")).await;
+        let direct_client = connect(
+            &setup,
+            "inner",
+            &setup.base.join("direct-audit/audit.jsonl"),
+        )
+        .await;
         let direct = measure(&direct_client, "read_file").await;
         let _ = direct_client.cancel().await;
         let proxied = connect(&setup, "outer", &setup.base.join("outer-audit/audit.jsonl")).await;
@@ -194,7 +196,11 @@ fn proxy(c: &mut Criterion) {
         &setup.base.join("outer-audit-criterion/audit.jsonl"),
     ));
     c.bench_function("proxy/read_file_through_portcullis", |b| {
-        b.iter(|| runtime.block_on(proxied.call_tool(params("inner__read_file"))).unwrap())
+        b.iter(|| {
+            runtime
+                .block_on(proxied.call_tool(params("inner__read_file")))
+                .unwrap()
+        })
     });
 }
 

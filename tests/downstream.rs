@@ -588,7 +588,9 @@ impl Drop for HttpServer {
 
 #[test]
 fn a_streamable_http_downstream_is_gated_like_a_stdio_one() {
-    let Some(bin) = reference_servers() else { return };
+    let Some(bin) = reference_servers() else {
+        return;
+    };
     let http = HttpServer::start(&bin);
     let served = Served::new(ALLOW_DOWNSTREAM, "paired");
     served.tree.write_policy(
@@ -603,9 +605,16 @@ fn a_streamable_http_downstream_is_gated_like_a_stdio_one() {
     let flags = served.tree.flags();
     let servers = |command: &str, token: Option<&str>| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
-        cmd.args(["servers", command, "--root", root.as_str(), "--format", "json"])
-            .args(&flags)
-            .env_remove("WEB_TOKEN");
+        cmd.args([
+            "servers",
+            command,
+            "--root",
+            root.as_str(),
+            "--format",
+            "json",
+        ])
+        .args(&flags)
+        .env_remove("WEB_TOKEN");
         if let Some(token) = token {
             cmd.env("WEB_TOKEN", token);
         }
@@ -615,18 +624,44 @@ fn a_streamable_http_downstream_is_gated_like_a_stdio_one() {
     let listed = servers("list", None);
     let report: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(report["servers"][0]["state"], "unavailable", "{report}");
-    assert!(report["servers"][0]["error"].as_str().unwrap().contains("WEB_TOKEN"), "{report}");
+    assert!(
+        report["servers"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("WEB_TOKEN"),
+        "{report}"
+    );
     let pinned = servers("pin", Some("secret"));
-    assert!(pinned.status.success(), "{}", String::from_utf8_lossy(&pinned.stderr));
+    assert!(
+        pinned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
 
     let mut command = served.command();
-    command.env("WEB_TOKEN", "secret").stderr(std::process::Stdio::null());
+    command
+        .env("WEB_TOKEN", "secret")
+        .stderr(std::process::Stdio::null());
     let mut session = Session::start_command(command);
     session.initialize();
-    let echo = call(&mut session, 1, "web__echo", json!({"message": "over http"}));
-    assert!(echo["result"]["content"][0]["text"].as_str().unwrap().contains("over http"), "{echo}");
+    let echo = call(
+        &mut session,
+        1,
+        "web__echo",
+        json!({"message": "over http"}),
+    );
+    assert!(
+        echo["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("over http"),
+        "{echo}"
+    );
     let undeclared = call(&mut session, 2, "web__get-env", json!({}));
-    assert_eq!(undeclared["result"]["structuredContent"]["reason_code"], "missing_capability", "{undeclared}");
+    assert_eq!(
+        undeclared["result"]["structuredContent"]["reason_code"], "missing_capability",
+        "{undeclared}"
+    );
     session.finish();
 }
 

@@ -11,6 +11,7 @@ use super::policy::load_for_client;
 use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, ToolFacts, Transport, tool_call_facts};
 use crate::pdp::{ClientRecord, Decision, Outcome, Query, ToolAction};
+use crate::servers::Servers;
 use crate::tools::ToolId;
 
 #[derive(Debug, Args)]
@@ -83,7 +84,16 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
             tool.arguments
                 .check(&arguments)
                 .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
-            let root = Root::new(&args.root).map_err(|err| anyhow::anyhow!("--root: {err}"))?;
+            // A downstream server with a root of its own has its paths
+            // judged against it, as `serve` does.
+            let servers = Servers::of(&args.policies.bundle()?).unwrap_or_default();
+            let folder = servers
+                .config
+                .server(tool.spec.id.server())
+                .and_then(|server| server.root_in(&args.root))
+                .unwrap_or_else(|| args.root.clone());
+            let root = Root::new(&folder)
+                .map_err(|err| anyhow::anyhow!("--root {}: {err}", folder.display()))?;
             let call = tool_call_facts(
                 &tool.spec.path_arguments,
                 &arguments,

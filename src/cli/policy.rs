@@ -7,12 +7,12 @@ use std::path::Path;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::atomic_file::{self, Mode};
 use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof};
-use crate::servers::registry_for;
+use crate::servers::{Servers, registry_for};
 use crate::tools::Registry;
 
 #[derive(Debug, Subcommand)]
@@ -131,6 +131,36 @@ fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     let identity = engine.identity();
+    // The set loaded, so its servers did.
+    let servers = Servers::of(&bundle).unwrap_or_default();
+    let pinned: Vec<Value> = servers
+        .config
+        .servers
+        .iter()
+        .map(|server| {
+            let tools = servers
+                .lock
+                .servers
+                .get(&server.name)
+                .map_or(0, |t| t.len());
+            json!({"name": server.name, "pinned_tools": tools})
+        })
+        .collect();
+    let servers_text = if pinned.is_empty() {
+        String::new()
+    } else {
+        let each: Vec<String> = pinned
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} ({} pinned tools)",
+                    s["name"].as_str().unwrap_or_default(),
+                    s["pinned_tools"]
+                )
+            })
+            .collect();
+        format!(", downstream servers {}", each.join(", "))
+    };
     let (proven, proof_text) = match &proof {
         Proof::Proven { queries } => (
             true,
@@ -153,6 +183,7 @@ fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
             "builtin_files": bundle.builtin.len(),
             "tiers": engine.tiers(),
             "path_classes": engine.path_classes().names(),
+            "servers": pinned,
             "policy_set": identity,
             "hard_constraints": {
                 "proven": proven,
@@ -161,11 +192,12 @@ fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
             },
         }))?,
         Format::Human => println!(
-            "ok: {} policies in {} files and the built-in hard constraints, tiers {}, path classes {}; {}; policy set {}",
+            "ok: {} policies in {} files and the built-in hard constraints, tiers {}, path classes {}{}; {}; policy set {}",
             engine.policy_count(),
             bundle.policies.len(),
             engine.tiers().join(", "),
             engine.path_classes().names().join(", "),
+            servers_text,
             proof_text,
             identity.hash
         ),

@@ -93,6 +93,12 @@ impl ToolRule {
 }
 
 impl ServerConfig {
+    /// The folder the server's path arguments are judged against when it
+    /// declares its own root (relative to the workspace root, if relative).
+    pub fn root_in(&self, workspace: &std::path::Path) -> Option<PathBuf> {
+        self.root.as_ref().map(|root| workspace.join(root))
+    }
+
     /// The entry that declares `tool`: the first that matches.
     pub fn rule_for(&self, tool: &str) -> Option<&ToolRule> {
         self.rules.iter().find(|rule| rule.matches(tool))

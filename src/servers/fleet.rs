@@ -147,8 +147,8 @@ impl Fleet {
                 .servers
                 .iter()
                 .map(|server| {
-                    let root = match &server.root {
-                        Some(root) => match Root::new(&workspace.join(root)) {
+                    let root = match server.root_in(workspace) {
+                        Some(root) => match Root::new(&root) {
                             Ok(root) => Some(root),
                             Err(err) => {
                                 unrooted.push((server.name.clone(), err.to_string()));
