@@ -86,8 +86,8 @@ command = "{everything}"
 effects = ["read"]
 
 [servers.py]
-command = "{python}"
-args = ["{script}"]
+command = "sh"
+args = ["-c", "sleep 1000 & echo $! > {sleeper}; {python} {script}; exit $?"]
 env = {{ EVENTS = "{events}", PIDFILE = "{pidfile}", DESCRIPTION = "{description}" }}
 timeout = "60s"
 
@@ -103,6 +103,7 @@ effects = ["read"]
                 .display(),
             events = events.display(),
             pidfile = pidfile.display(),
+            sleeper = state.join("sleeper.pid").display(),
         );
         served.tree.write_policy("servers.toml", &servers);
         let proxy = Self {
@@ -476,6 +477,152 @@ fn a_downstream_write_asks_a_human_through_portcullis_then_is_forwarded() {
         .find(|r| r["body"]["resource"] == "files/write_file" && r["body"]["approved"] == true)
         .expect("the approved decision");
     assert_eq!(approved["body"]["decision"], "allow", "{approved}");
+}
+
+#[test]
+fn a_downstream_write_is_approved_in_a_2026_input_required_round() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    let mut session = Session::start(&proxy.served);
+    let target = proxy.served.root.path().join("modern.txt");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+    });
+    let arguments = json!({"path": target, "content": "modern\n"});
+    let first = request(
+        &mut session,
+        1,
+        "tools/call",
+        json!({"name": "files__write_file", "arguments": arguments, "_meta": meta}),
+    );
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert!(!target.exists());
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let second = request(
+        &mut session,
+        2,
+        "tools/call",
+        json!({
+        "name": "files__write_file", "arguments": arguments, "_meta": meta,
+        "requestState": state,
+        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}}}),
+    );
+    assert_ne!(second["result"]["isError"], true, "{second}");
+    assert_eq!(fs::read_to_string(&target).unwrap(), "modern\n");
+    session.finish();
+}
+
+#[test]
+fn a_downstream_tool_declared_to_spawn_processes_is_forbidden() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            "[servers.everything]\ncommand = \"{}\"\n[servers.everything.tools.echo]\neffects = [\"process\"]\n",
+            bin.join("mcp-server-everything").display()
+        ),
+    );
+    let root = served.root.path().display().to_string();
+    let flags = served.tree.flags();
+    let mut args = vec!["servers", "pin", "--root", root.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    assert_eq!(portcullis(&args).code, 0);
+    let mut session = Session::start(&served);
+    session.initialize();
+    let listed = request(&mut session, 1, "tools/list", json!({}));
+    assert!(!listed.to_string().contains("everything__echo"), "{listed}");
+    let refused = call(&mut session, 2, "everything__echo", json!({"message": "x"}));
+    // Not even discoverable: the hard constraint covers use_tool.
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    session.finish();
+    let record = records(&served.audit_log())
+        .into_iter()
+        .find(|r| r["body"]["resource"] == "everything/echo")
+        .expect("a decision record");
+    assert!(
+        record["body"]["policies"]
+            .to_string()
+            .contains("hard.no_process_spawn"),
+        "{record}"
+    );
+}
+
+#[test]
+fn servers_commands_say_why_a_server_did_not_start() {
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    let missing = served.tree.dir.path().join("no-such-folder");
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            "[servers.mute]\ncommand = \"sleep\"\nargs = [\"30\"]\nstart_timeout = \"1s\"\n\
+             [servers.ghost]\ncommand = \"/no/such/program\"\n\
+             [servers.rootless]\ncommand = \"sleep\"\nargs = [\"30\"]\nroot = \"{}\"\n",
+            missing.display()
+        ),
+    );
+    let root = served.root.path().display().to_string();
+    let flags = served.tree.flags();
+    let run = |command: &[&str]| {
+        let mut args = vec!["servers"];
+        args.extend_from_slice(command);
+        args.extend(["--root", root.as_str()]);
+        args.extend(flags.iter().map(String::as_str));
+        portcullis(&args)
+    };
+    let listed = run(&["list", "--format", "json"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let report = listed.json();
+    let state = |name: &str| {
+        report["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["server"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(state("mute")["state"], "unavailable");
+    assert!(
+        state("mute")["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not start within 1s"),
+        "{report}"
+    );
+    assert_eq!(state("ghost")["state"], "unavailable", "{report}");
+    assert!(
+        state("rootless")["error"]
+            .as_str()
+            .unwrap()
+            .contains("root"),
+        "{report}"
+    );
+    // Pinning needs every server it pins up, and a policies folder.
+    let pinned = run(&["pin", "--server", "mute"]);
+    assert_eq!(pinned.code, 1, "{pinned:?}");
+    assert!(
+        pinned.stderr.contains("server `mute` did not start"),
+        "{pinned:?}"
+    );
+    let unknown = run(&["pin", "--server", "nope"]);
+    assert_eq!(unknown.code, 1, "{unknown:?}");
+    assert!(unknown.stderr.contains("--server nope"), "{unknown:?}");
+    let diff = run(&["diff"]);
+    assert_eq!(diff.code, 1, "{diff:?}");
+    assert!(
+        !served.tree.policies().join("servers.lock").exists(),
+        "nothing was written"
+    );
+    let nowhere = portcullis(&["servers", "pin", "--root", root.as_str()]);
+    assert_eq!(nowhere.code, 1, "{nowhere:?}");
+    assert!(nowhere.stderr.contains("--policies"), "{nowhere:?}");
 }
 
 #[test]
@@ -893,29 +1040,35 @@ fn kill_9_of_portcullis_leaves_no_downstream_behind() {
     };
     let proxy = Proxy::new(&bin);
     let _ = fs::remove_file(&proxy.pidfile);
-    let session = proxy.session();
-    let pid: i32 = fs::read_to_string(&proxy.pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // A server that outlives its stdin: only a signal to its group stops it.
+    let servers = proxy.served.tree.policies().join("servers.toml");
+    let text = fs::read_to_string(&servers).unwrap();
+    fs::write(
+        &servers,
+        text.replace("EVENTS = ", "LINGER = \"1\", EVENTS = "),
+    )
+    .unwrap();
+    let mut session = proxy.session();
+    let pid = |file: &Path| -> i32 { fs::read_to_string(file).unwrap().trim().parse().unwrap() };
+    // The server, and a process its launcher left in the background (as
+    // `npx` leaves `node`).
+    let server = pid(&proxy.pidfile);
+    let sleeper = pid(&proxy.served.tree.dir.path().join("sleeper.pid"));
     let alive = |pid: i32| {
         Path::new(&format!("/proc/{pid}")).exists()
             && !fs::read_to_string(format!("/proc/{pid}/stat"))
                 .unwrap_or_default()
                 .contains(") Z ")
     };
-    assert!(alive(pid));
-    let mut session = session;
+    assert!(alive(server) && alive(sleeper));
     session.child.kill().unwrap(); // SIGKILL
     let _ = session.child.wait();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "the downstream {pid} outlived portcullis"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    for pid in [server, sleeper] {
+        while alive(pid) {
+            assert!(Instant::now() < deadline, "{pid} outlived portcullis");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -7,7 +7,8 @@ Python SDK: the shapes the reference servers lack.
   it is cancelled, so a test sees the cancellation reach the server.
 - `crash`: the process exits mid-call.
 - `fail`: returns an error result with a "stack trace".
-Its pid is written to PIDFILE at start.
+Its pid is written to PIDFILE at start. With LINGER set it does not exit
+when its stdin closes (a misbehaving server that only a signal stops).
 """
 
 import os
@@ -62,3 +63,7 @@ if __name__ == "__main__":
             out.write(str(os.getpid()))
     print("downstream test server starting", file=sys.stderr)
     server.run("stdio")
+    if os.environ.get("LINGER"):
+        import time
+
+        time.sleep(3600)
