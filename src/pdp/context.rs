@@ -83,19 +83,24 @@ pub(super) fn policy_context(
     approved: bool,
     approval_channel: &str,
 ) -> Result<Context, Box<ContextCreationError>> {
-    let paths = [
+    context(
+        common(approved, approval_channel, transport)
+            .into_iter()
+            .chain(no_writes()),
+    )
+}
+
+/// The path facts of a request that touches no path: every write (there
+/// is none) is inside the root and outside VCS metadata.
+fn no_writes() -> [(&'static str, RestrictedExpression); 3] {
+    [
         ("writes_inside_root", RestrictedExpression::new_bool(true)),
         (
             "touches_vcs_metadata",
             RestrictedExpression::new_bool(false),
         ),
         ("writes_vcs_metadata", RestrictedExpression::new_bool(false)),
-    ];
-    context(
-        common(approved, approval_channel, transport)
-            .into_iter()
-            .chain(paths),
-    )
+    ]
 }
 
 /// The context record of a `relay_request` request (schema type
@@ -107,22 +112,15 @@ pub(super) fn request_context(
     approved: bool,
     approval_channel: &str,
 ) -> Result<Context, Box<ContextCreationError>> {
-    let paths = [
-        ("writes_inside_root", RestrictedExpression::new_bool(true)),
-        (
-            "touches_vcs_metadata",
-            RestrictedExpression::new_bool(false),
-        ),
-        ("writes_vcs_metadata", RestrictedExpression::new_bool(false)),
-        (
-            "method",
-            RestrictedExpression::new_string(method.to_owned()),
-        ),
-    ];
+    let method = (
+        "method",
+        RestrictedExpression::new_string(method.to_owned()),
+    );
     context(
         common(approved, approval_channel, transport)
             .into_iter()
-            .chain(paths),
+            .chain(no_writes())
+            .chain([method]),
     )
 }
 

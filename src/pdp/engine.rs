@@ -316,8 +316,7 @@ impl Engine {
 
         let command_shape =
             check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
-        check_policies_shape(&compiled.schema, &actions, &policies_resource)?;
-        check_relay_shape(&compiled.schema, &actions)?;
+        check_fixed_shapes(&compiled.schema, &actions, &policies_resource)?;
         let by_action = policies_by_action(&compiled.schema, &compiled.policies);
 
         let identity = Arc::new(PolicySetIdentity {
@@ -493,33 +492,36 @@ fn policies_by_action(schema: &Schema, policies: &PolicySet) -> HashMap<EntityUi
     by_action
 }
 
-/// Checks, once per load, that a `read_policy` request (a client, the
-/// policy set, an empty context) is valid for a schema that declares it.
-fn check_policies_shape(
-    schema: &Schema,
-    actions: &Actions,
-    policies: &EntityUid,
-) -> Result<(), LoadError> {
-    let Some(action) = &actions.read_policy else {
+/// An action whose request shape is fixed by portcullis (a client, a
+/// resource of one type, a context built in `context.rs`), checked once per
+/// load when the schema declares the action.
+struct FixedShape<'a> {
+    action: Option<&'a EntityUid>,
+    resource: EntityUid,
+    context: Result<cedar_policy::Context, Box<cedar_policy::ContextCreationError>>,
+    /// What the schema must say, for the help text.
+    expected: &'static str,
+}
+
+fn check_fixed_shape(schema: &Schema, shape: FixedShape<'_>) -> Result<(), LoadError> {
+    let Some(action) = shape.action else {
         return Ok(());
     };
     let refuse = |message: String| LoadError {
         problems: vec![
-            Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
-                "read_policy applies to principal Client, resource Policies, context PolicyFacts; \
-             compare with `portcullis init`"
-                    .to_owned(),
-            )),
+            Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(format!(
+                "{}; compare with `portcullis init`",
+                shape.expected
+            ))),
         ],
     };
     let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe")
         .map_err(|err| refuse(err.to_string()))?;
-    let context =
-        policy_context(Transport::Stdio, true, "probe").map_err(|err| refuse(err.to_string()))?;
+    let context = shape.context.map_err(|err| refuse(err.to_string()))?;
     Request::new(
         principal,
         action.clone(),
-        policies.clone(),
+        shape.resource,
         context,
         Some(schema),
     )
@@ -531,38 +533,31 @@ fn check_policies_shape(
     })
 }
 
-/// Checks, once per load, that the `relay_request` requests `decide` builds
-/// fit the schema, when it declares the action.
-fn check_relay_shape(schema: &Schema, actions: &Actions) -> Result<(), LoadError> {
-    let Some(action) = &actions.relay_request else {
-        return Ok(());
-    };
-    let refuse = |message: String| LoadError {
-        problems: vec![
-            Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
-                "relay_request applies to principal Client, resource Server, context RequestFacts; \
-             compare with `portcullis init`"
-                    .to_owned(),
-            )),
-        ],
-    };
-    let probe =
-        |kind: &str| entities::entity_uid(kind, "probe").map_err(|err| refuse(err.to_string()));
-    let context = request_context("elicitation/create", Transport::Stdio, true, "probe")
-        .map_err(|err| refuse(err.to_string()))?;
-    Request::new(
-        probe(entities::CLIENT_TYPE)?,
-        action.clone(),
-        probe(entities::SERVER_TYPE)?,
-        context,
-        Some(schema),
+/// Checks, once per load, the `read_policy` and `relay_request` requests
+/// `decide` builds, for a schema that declares them.
+fn check_fixed_shapes(
+    schema: &Schema,
+    actions: &Actions,
+    policies: &EntityUid,
+) -> Result<(), LoadError> {
+    check_fixed_shape(
+        schema,
+        FixedShape {
+            action: actions.read_policy.as_ref(),
+            resource: policies.clone(),
+            context: policy_context(Transport::Stdio, true, "probe"),
+            expected: "read_policy applies to principal Client, resource Policies, context PolicyFacts",
+        },
+    )?;
+    check_fixed_shape(
+        schema,
+        FixedShape {
+            action: actions.relay_request.as_ref(),
+            resource: entities::server_uid("probe"),
+            context: request_context("elicitation/create", Transport::Stdio, true, "probe"),
+            expected: "relay_request applies to principal Client, resource Server, context RequestFacts",
+        },
     )
-    .map(|_| ())
-    .map_err(|err| {
-        refuse(format!(
-            "the request portcullis builds for {action} does not match the schema: {err}"
-        ))
-    })
 }
 
 /// Checks, once per load, that the requests `decide` builds (a client, a

@@ -789,3 +789,87 @@ fn a_set_that_does_not_load_is_not_remembered() {
     assert!(Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).is_err());
     assert!(cache.validated(&bundle.hash()).is_none());
 }
+
+#[test]
+fn a_downstream_request_of_the_client_is_denied_unless_a_policy_permits_it() {
+    let files = server_uid("files");
+    let ask = |engine: &Engine, method: &str| {
+        engine
+            .decide(&Query::request("alice", &files, method, Transport::Stdio))
+            .outcome
+    };
+    let defaults = engine(&PolicyBundle::builtin());
+    for method in ["elicitation/create", "sampling/createMessage", "roots/list"] {
+        assert_eq!(ask(&defaults, method), Outcome::Deny, "{method}");
+    }
+    let permitted = engine(&with_policy(
+        "relay.cedar",
+        r#"@id("allow.files.elicitation")
+@reason("files may ask the user")
+permit (principal, action == Portcullis::Action::"relay_request", resource == Portcullis::Server::"files")
+when { context.method == "elicitation/create" };"#,
+    ));
+    assert_eq!(ask(&permitted, "elicitation/create"), Outcome::Allow);
+    assert_eq!(ask(&permitted, "roots/list"), Outcome::Deny);
+    let unknown = permitted.decide(&Query::request(
+        "mallory",
+        &files,
+        "elicitation/create",
+        Transport::Stdio,
+    ));
+    assert_eq!(
+        (unknown.outcome, unknown.cause),
+        (Outcome::Deny, Cause::UnknownClient)
+    );
+}
+
+#[test]
+fn a_relay_policy_that_misreads_the_context_does_not_validate() {
+    let found = problems(&with_policy(
+        "relay.cedar",
+        r#"@id("allow.relay.typo")
+@reason("typo")
+permit (principal, action == Portcullis::Action::"relay_request", resource)
+when { context.methd == "roots/list" };"#,
+    ));
+    assert!(
+        found.iter().any(|p| p.kind == ProblemKind::Validation),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_schema_whose_request_facts_do_not_fit_refuses_to_load() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.schemas[0].text = bundle.schemas[0]
+        .text
+        .replace("    method: String,\n", "    method: Long,\n");
+    assert!(bundle.schemas[0].text.contains("method: Long"));
+    let found = problems(&bundle);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.kind == ProblemKind::Context && p.message.contains("relay_request")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_set_recorded_without_relay_request_denies_it() {
+    let mut bundle = PolicyBundle::builtin();
+    let text = &bundle.schemas[0].text;
+    let start = text.find("  action relay_request").unwrap();
+    let end = start + text[start..].find("};").unwrap() + 2;
+    bundle.schemas[0].text = format!("{}{}", &text[..start], &text[end..]);
+    let engine = engine(&bundle);
+    let decision = engine.decide(&Query::request(
+        "alice",
+        &server_uid("files"),
+        "elicitation/create",
+        Transport::Stdio,
+    ));
+    assert_eq!(
+        (decision.outcome, decision.cause),
+        (Outcome::Deny, Cause::NotPermitted)
+    );
+}

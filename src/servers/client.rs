@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorData, Implementation, ListRootsResult,
-    ProgressNotificationParam, ProgressToken,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -119,6 +119,14 @@ impl ClientHandler for DownstreamClient {
             total: params.total,
             message: params.message.unwrap_or_default(),
         });
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        tracing::info!(server = %self.server, level = ?params.level, logger = ?params.logger, data = %params.data, "log message");
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
