@@ -333,7 +333,10 @@ fn unknown_tools_and_malformed_events_are_denied_with_the_reason() {
     let hooked = Hooked::new();
     for (tool, needle) in [
         ("Frobnicate", "not one portcullis knows"),
-        ("mcp__github__create_issue", "MCP server `github`"),
+        (
+            "mcp__github__create_issue",
+            "not a pinned tool of a server in servers.toml",
+        ),
     ] {
         let (got, reason) = hooked.decide(tool, json!({}));
         assert_eq!(got, Permission::Deny);
@@ -641,4 +644,100 @@ fn registers_a_hook(claude: &Path, scratch: &Path, project: &Path) -> bool {
     let _ = child.kill();
     let _ = child.wait();
     found
+}
+
+#[test]
+fn mcp_tools_the_harness_calls_directly_are_decided_as_the_pinned_tools_of_their_server() {
+    use Permission::{Allow, Ask, Deny};
+    let hooked = Hooked::new();
+    let policies = hooked.served.tree.policies();
+    fs::write(
+        policies.join("servers.toml"),
+        "[servers.files]\ncommand = \"unused-by-the-hook\"\n\
+         [servers.files.tools.read_text_file]\neffects = [\"read\"]\npaths = { path = \"read\" }\n\
+         [servers.files.tools.write_file]\neffects = [\"write\"]\npaths = { path = \"write\" }\n",
+    )
+    .unwrap();
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]});
+    let mut lock = portcullis::servers::ServersLock::new();
+    for tool in ["read_text_file", "write_file", "move_file"] {
+        lock.servers.entry("files".into()).or_default().insert(
+            tool.into(),
+            portcullis::servers::Pin::of(json!({"name": tool, "inputSchema": schema})),
+        );
+    }
+    fs::write(policies.join("servers.lock"), lock.to_text()).unwrap();
+    fs::write(
+        policies.join("20_allowlist.cedar"),
+        r#"@id("allow.files") @reason("the harness may use the files server")
+permit (principal, action in Portcullis::Action::"use_tool", resource in Portcullis::Server::"files");"#,
+    )
+    .unwrap();
+    let cases = [
+        (
+            "mcp__files__read_text_file",
+            json!({"path": "src/a.rs"}),
+            Allow,
+        ),
+        (
+            "mcp__files__read_text_file",
+            json!({"path": "/etc/hostname"}),
+            Deny,
+        ),
+        ("mcp__files__read_text_file", json!({"path": ".env"}), Deny),
+        (
+            "mcp__files__write_file",
+            json!({"path": "src/new.rs", "content": "x"}),
+            Ask,
+        ),
+        (
+            "mcp__files__write_file",
+            json!({"path": ".git/config", "content": "x"}),
+            Deny,
+        ),
+        // Pinned but undeclared: written, networked, destructive, so a
+        // paired client cannot.
+        ("mcp__files__move_file", json!({"path": "src/a.rs"}), Deny),
+        // Declared server, tool never pinned.
+        (
+            "mcp__files__delete_everything",
+            json!({"path": "src"}),
+            Deny,
+        ),
+        ("mcp__files__read_text_file", json!({"path": 7}), Deny),
+    ];
+    for (tool, input, expected) in cases {
+        let (got, reason) = hooked.decide(tool, input.clone());
+        assert_eq!(got, expected, "{tool} {input}: {reason}");
+    }
+    let records = hooked.records();
+    let read = records
+        .iter()
+        .find(|r| {
+            r["body"]["resource"] == "files/read_text_file" && r["body"]["decision"] == "allow"
+        })
+        .expect("the read's record");
+    assert_eq!(read["body"]["transport"], "hook");
+    assert_eq!(read["body"]["tool"], "mcp__files__read_text_file");
+    assert_eq!(
+        read["body"]["tool_definition"],
+        lock.servers["files"]["read_text_file"].sha256
+    );
+
+    // portcullis's own MCP server: `serve` decides its calls, so the hook
+    // says nothing and records nothing.
+    let before = hooked.records().len();
+    for (name, flag) in [
+        ("mcp__portcullis__files__read_text_file", None),
+        ("mcp__gate-keeper__read_file", Some("gate-keeper")),
+    ] {
+        let event = serde_json::to_vec(&hooked.event(name, json!({"path": "x"}))).unwrap();
+        let mut command = hooked.command("claude-code", &hooked.served.token);
+        if let Some(flag) = flag {
+            command.args(["--mcp-server", flag]);
+        }
+        let run = hooked.hook_with(command, &event);
+        assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{run:?}");
+    }
+    assert_eq!(hooked.records().len(), before);
 }

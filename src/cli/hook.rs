@@ -25,9 +25,12 @@ use crate::audit::{AuditLog, snapshots_dir, store_snapshot};
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport, shell_quote};
 use crate::hook::install::{Installed, install_claude_code};
-use crate::hook::{Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide, tools_needed};
+use crate::hook::{
+    Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide, mcp_tool, tools_needed,
+};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
-use crate::pdp::{ClientRecord, Engine};
+use crate::pdp::{ClientRecord, Engine, LoadError};
+use crate::servers::Servers;
 use crate::tools::Registry;
 
 /// The exit code a harness reads as "blocked", with the reason on stderr.
@@ -78,6 +81,17 @@ pub struct HookArgs {
     /// is deny (the harness's own timeout would let the tool run).
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub deadline: u64,
+    /// The name portcullis's own MCP server has in the harness: its tools
+    /// (`mcp__NAME__...`) are decided by `serve`, so the hook leaves them
+    /// to the harness. Any other MCP server's tool is decided here, as the
+    /// pinned tool of that server in servers.toml, or denied.
+    #[arg(
+        long,
+        env = "PORTCULLIS_MCP_SERVER",
+        default_value = "portcullis",
+        value_name = "NAME"
+    )]
+    pub mcp_server: String,
 }
 
 pub fn run(command: HookCommand, format: Format) -> anyhow::Result<Exit> {
@@ -100,7 +114,7 @@ fn answer(args: &HookArgs, harness: Harness) -> ! {
         Err(reason) => HookAnswer::deny(format!("portcullis: {reason}")),
     };
     let output = match harness {
-        Harness::ClaudeCode => Some(answer.claude_code()),
+        Harness::ClaudeCode => answer.claude_code(),
         Harness::Codex => answer.codex(),
     };
     let written = match output {
@@ -135,6 +149,13 @@ fn decide_event(
     harness: Harness,
     event: &PreToolUse,
 ) -> anyhow::Result<HookAnswer> {
+    let mcp = mcp_tool(&event.tool_name);
+    if mcp
+        .as_ref()
+        .is_some_and(|id| id.server() == args.mcp_server)
+    {
+        return Ok(HookAnswer::defer("portcullis serve decides its own tools"));
+    }
     let client = authenticate(&args.store).context(
         "PORTCULLIS_TOKEN does not authenticate a client in the token store (see `portcullis token list`)",
     )?;
@@ -146,9 +167,28 @@ fn decide_event(
             "no workspace root: give --root or PORTCULLIS_ROOT (Claude Code sets CLAUDE_PROJECT_DIR)"
         ),
     };
-    let root = Root::new(&root).with_context(|| format!("workspace root {}", root.display()))?;
     let bundle = args.policies.bundle()?;
-    let registry = Registry::harness_named(&tools_needed(harness, event))?;
+    let (registry, root) = match &mcp {
+        // A downstream tool the harness calls directly: the pinned tool of
+        // its server, judged against the server's own root if it has one.
+        Some(id) => {
+            let servers = Servers::of(&bundle).map_err(load_failed)?;
+            let root = servers
+                .config
+                .server(id.server())
+                .and_then(|server| server.root_in(&root))
+                .unwrap_or(root);
+            (
+                servers.tool_registry(&bundle, id).map_err(load_failed)?,
+                root,
+            )
+        }
+        None => (
+            Registry::harness_named(&tools_needed(harness, event))?,
+            root,
+        ),
+    };
+    let root = Root::new(&root).with_context(|| format!("workspace root {}", root.display()))?;
     let record = ClientRecord {
         name: client.name.clone(),
         tier: client.tier.clone(),
@@ -160,10 +200,7 @@ fn decide_event(
         std::slice::from_ref(&record),
         cache.as_ref(),
     )
-    .map_err(|err| {
-        let problems: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("the policy set does not load: {}", problems.join("; "))
-    })?
+    .map_err(load_failed)?
     .0;
     let audit_path = audit_path(args.audit.as_deref())?;
     let signer = signer_for(&args.store, &audit_path)?;
@@ -200,6 +237,11 @@ fn decide_event(
                 )
             })
     })
+}
+
+fn load_failed(err: LoadError) -> anyhow::Error {
+    let problems: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
+    anyhow::anyhow!("the policy set does not load: {}", problems.join("; "))
 }
 
 fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {

@@ -1,7 +1,9 @@
 //! The answer to a harness, in its hook output format. Claude Code reads
 //! `hookSpecificOutput.permissionDecision` (allow, ask, deny) from stdout
 //! when the hook exits 0; any other exit but 2 means "no opinion", and the
-//! tool runs, so every answer, a failure included, is one of these.
+//! tool runs, so every answer, a failure included, is one of these, but
+//! one: a call of portcullis's own MCP server, which `serve` decides, gets
+//! no opinion (no output), and the harness's own permissions apply.
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -15,6 +17,8 @@ pub enum Permission {
     Allow,
     Ask,
     Deny,
+    /// No opinion: the call is decided elsewhere (by `serve`).
+    Defer,
 }
 
 impl From<Outcome> for Permission {
@@ -43,14 +47,24 @@ impl HookAnswer {
         }
     }
 
-    /// Claude Code's hook output.
-    pub fn claude_code(&self) -> Value {
-        json!({
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": self.permission,
-                "permissionDecisionReason": self.reason,
-            }
+    /// No opinion, because `serve` decides the call.
+    pub fn defer(reason: impl Into<String>) -> Self {
+        Self {
+            permission: Permission::Defer,
+            reason: reason.into(),
+        }
+    }
+
+    /// Claude Code's hook output; none for no opinion.
+    pub fn claude_code(&self) -> Option<Value> {
+        (self.permission != Permission::Defer).then(|| {
+            json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": self.permission,
+                    "permissionDecisionReason": self.reason,
+                }
+            })
         })
     }
 
@@ -61,7 +75,7 @@ impl HookAnswer {
     /// and sandbox in force.
     pub fn codex(&self) -> Option<Value> {
         let reason = match self.permission {
-            Permission::Allow => return None,
+            Permission::Allow | Permission::Defer => return None,
             Permission::Ask => format!(
                 "{} (needs a human's approval, which a Codex hook cannot ask for: run it yourself if you agree)",
                 self.reason
@@ -98,8 +112,10 @@ mod tests {
         };
         assert_eq!(allow.codex(), None);
         assert_eq!(
-            allow.claude_code()["hookSpecificOutput"]["permissionDecision"],
+            allow.claude_code().unwrap()["hookSpecificOutput"]["permissionDecision"],
             "allow"
         );
+        let defer = HookAnswer::defer("serve decides");
+        assert_eq!((defer.claude_code(), defer.codex()), (None, None));
     }
 }

@@ -21,29 +21,42 @@ pub enum Harness {
 }
 
 /// Where an event goes: the command gate, a Codex patch (file by file),
-/// or one harness tool.
+/// one harness tool, or a tool of an MCP server the harness connects to.
 enum Route<'a> {
     Command,
     Patch,
     Tool(&'a str),
+    Mcp(ToolId),
 }
 
 fn route(harness: Harness, tool: &str) -> Route<'_> {
     match (harness, tool) {
         (_, "Bash") | (Harness::Codex, "shell") => Route::Command,
         (Harness::Codex, "apply_patch") => Route::Patch,
-        (_, tool) => Route::Tool(tool),
+        (_, tool) => match mcp_tool(tool) {
+            Some(id) => Route::Mcp(id),
+            None => Route::Tool(tool),
+        },
     }
 }
 
 /// The harness tools deciding this event can involve: the registry a hook
-/// process needs (see `Registry::harness_named`).
+/// process needs (see `Registry::harness_named`). An MCP tool is none of
+/// them.
 pub fn tools_needed(harness: Harness, event: &PreToolUse) -> Vec<&str> {
     match route(harness, &event.tool_name) {
-        Route::Command => Vec::new(),
+        Route::Command | Route::Mcp(_) => Vec::new(),
         Route::Patch => FileChange::TOOLS.to_vec(),
         Route::Tool(tool) => vec![tool],
     }
+}
+
+/// `mcp__<server>__<tool>` names a tool of an MCP server the harness
+/// connects to itself: to portcullis, the downstream tool `server/tool`.
+pub fn mcp_tool(tool: &str) -> Option<ToolId> {
+    let rest = tool.strip_prefix("mcp__")?;
+    let (server, name) = rest.split_once("__")?;
+    Some(ToolId::new(server, name))
 }
 
 /// Decides one event, with a keeper built on a harness registry holding
@@ -51,46 +64,50 @@ pub fn tools_needed(harness: Harness, event: &PreToolUse) -> Vec<&str> {
 pub async fn decide(keeper: &Keeper, harness: Harness, event: &PreToolUse) -> HookAnswer {
     let registry = keeper.registry();
     let request_id = event.tool_use_id.as_deref().unwrap_or("hook");
-    let tool = match route(harness, &event.tool_name) {
+    let id = match route(harness, &event.tool_name) {
         Route::Command => return command(keeper, request_id, event).await,
         Route::Patch => return patch(keeper, registry, request_id, event).await,
-        Route::Tool(tool) => tool,
+        Route::Tool(tool) => ToolId::new(HARNESS_SERVER, tool),
+        Route::Mcp(id) => id,
     };
-    let verdict = harness_tool(keeper, registry, request_id, tool, &event.tool_input, event).await;
-    match (mcp_server(tool), verdict) {
-        // Known downstream servers come with the downstream-servers work;
-        // until then every MCP tool the harness reaches directly is unknown.
-        (Some(server), Ok(HarnessVerdict::Unknown)) => HookAnswer::deny(format!(
-            "portcullis: the MCP server `{server}` is not one portcullis knows, so its tools are denied; serve them through portcullis"
+    let mcp = id.server() != HARNESS_SERVER;
+    let verdict = harness_tool(keeper, registry, request_id, id, &event.tool_input, event).await;
+    match verdict {
+        // A tool of a server portcullis does not know: its effects are
+        // unknown, so nothing about it can be allowed.
+        Ok(HarnessVerdict::Unknown) if mcp => HookAnswer::deny(format!(
+            "portcullis: `{}` is not a pinned tool of a server in servers.toml, so it is denied; declare the server and run `portcullis servers pin`",
+            event.tool_name
         )),
-        (_, verdict) => answer(verdict),
+        verdict => answer(verdict),
     }
-}
-
-/// `mcp__<server>__<tool>` names a tool of an MCP server the harness
-/// connects to itself.
-fn mcp_server(tool: &str) -> Option<&str> {
-    let rest = tool.strip_prefix("mcp__")?;
-    rest.split_once("__").map(|(server, _)| server)
 }
 
 async fn harness_tool(
     keeper: &Keeper,
     registry: &Registry,
     request_id: &str,
-    tool: &str,
+    id: ToolId,
     input: &Value,
     event: &PreToolUse,
 ) -> Result<HarnessVerdict, AuditFailed> {
     let paths = registry
-        .get(&ToolId::new(HARNESS_SERVER, tool))
+        .get(&id)
         .map(|known| known.spec.path_arguments.as_slice())
         .unwrap_or_default();
     let judged = judged_input(input, paths, &event.cwd);
+    // A harness tool is recorded by its own name (a patch's files as
+    // `Write`, `Edit`, ...), an MCP tool by the name the harness gave it.
+    let shown = if id.server() == HARNESS_SERVER {
+        id.name().to_owned()
+    } else {
+        event.tool_name.clone()
+    };
     keeper
         .harness_call(&HarnessCall {
             request_id,
-            tool,
+            tool: &shown,
+            id,
             input,
             judged: &judged,
         })
@@ -187,7 +204,15 @@ async fn patch(
     let mut strictest: Option<HookAnswer> = None;
     for file in files {
         let input = serde_json::json!({"file_path": file.path});
-        let verdict = harness_tool(keeper, registry, request_id, file.tool(), &input, event).await;
+        let verdict = harness_tool(
+            keeper,
+            registry,
+            request_id,
+            ToolId::new(HARNESS_SERVER, file.tool()),
+            &input,
+            event,
+        )
+        .await;
         let answer = answer(verdict);
         let stricter = strictest
             .as_ref()
@@ -203,6 +228,8 @@ fn rank(permission: Permission) -> u8 {
     match permission {
         Permission::Allow => 0,
         Permission::Ask => 1,
-        Permission::Deny => 2,
+        // A patch's files are harness tools, never deferred: if one were,
+        // it would count as the strictest.
+        Permission::Deny | Permission::Defer => 2,
     }
 }

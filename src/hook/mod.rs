@@ -13,5 +13,5 @@ mod patch;
 mod paths;
 
 pub use answer::{HookAnswer, Permission};
-pub use decide::{Harness, decide, tools_needed};
+pub use decide::{Harness, decide, mcp_tool, tools_needed};
 pub use event::{EventError, MAX_EVENT_BYTES, PreToolUse};

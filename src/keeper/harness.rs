@@ -1,4 +1,5 @@
-//! A call of one of the agent harness's own tools, through the keeper:
+//! A call of one of the agent harness's own tools (or of a downstream
+//! server's tool the harness reaches directly), through the keeper:
 //! validated, judged on its path facts, decided and recorded. Nothing runs
 //! here: the harness runs the tool once told, so the answer goes back only
 //! after the decision record is durable.
@@ -9,7 +10,7 @@ use super::records::Trail;
 use super::{AuditUnavailable, Keeper};
 use crate::facts::tool_call_facts;
 use crate::pdp::{Cause, Decision, ToolAction};
-use crate::tools::{HARNESS_SERVER, Runner, ToolId};
+use crate::tools::{Runner, ToolId};
 
 /// What the keeper made of a harness tool call.
 #[derive(Debug)]
@@ -27,8 +28,11 @@ pub enum HarnessVerdict {
 pub struct HarnessCall<'a> {
     /// The harness's id of the call (`tool_use_id`).
     pub request_id: &'a str,
-    /// The harness's name of the tool (`Read`, `Write`, ...).
+    /// The harness's name of the tool (`Read`, `Write`, `mcp__files__read_text_file`, ...).
     pub tool: &'a str,
+    /// The tool it is to portcullis: a harness tool, or a pinned tool of
+    /// a downstream server the harness reaches directly.
+    pub id: ToolId,
     /// The input as the harness sent it: its digest is recorded.
     pub input: &'a Value,
     /// The input with every path absolute, as the harness will resolve
@@ -46,18 +50,20 @@ impl Keeper {
     ) -> Result<HarnessVerdict, AuditUnavailable> {
         let mut trail = Trail::new(call.request_id, call.tool, Some(call.input));
         trail.action = ToolAction::Call;
-        let id = ToolId::new(HARNESS_SERVER, call.tool);
-        let Some(tool) = self
-            .registry
-            .get(&id)
-            .filter(|tool| tool.runner == Runner::Harness)
-        else {
+        let id = call.id.clone();
+        let Some(tool) = self.registry.get(&id).filter(|tool| {
+            matches!(
+                tool.runner,
+                Runner::Harness | Runner::Downstream { pinned: Some(_) }
+            )
+        }) else {
             let message = format!("Unknown tool: {}", call.tool);
             self.record_refusal(&mut trail, Cause::UnknownTool, &message)
                 .await;
             return Ok(HarnessVerdict::Unknown);
         };
         trail.resource = Some(id);
+        trail.definition = Some(tool.definition.clone());
         if let Err(err) = tool.arguments.check(call.judged) {
             let message = err.to_string();
             self.record_refusal(&mut trail, Cause::InvalidArguments, &message)

@@ -31,7 +31,7 @@ pub use guard::{GUARD_SUBCOMMAND, run_guard};
 pub use pins::{LOCK_VERSION, Pin, ServersLock, definition_hash, pinned_definition};
 
 use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, tier_entities};
-use crate::tools::Registry;
+use crate::tools::{Registry, Runner, ToolId, ToolSpec};
 
 /// A set's downstream servers and their pins, checked against each other.
 #[derive(Debug, Clone, Default)]
@@ -56,18 +56,44 @@ impl Servers {
         bundle: &PolicyBundle,
         live: &BTreeMap<String, Vec<Value>>,
     ) -> Result<Registry, LoadError> {
+        let mut specs = Registry::builtin_specs();
+        specs.extend(self.specs(bundle, live)?);
+        Self::checked(bundle, specs)
+    }
+
+    /// Only the pinned downstream tool `id`, if there is one: what a hook
+    /// process needs to decide a harness's direct call of it.
+    pub fn tool_registry(&self, bundle: &PolicyBundle, id: &ToolId) -> Result<Registry, LoadError> {
+        let specs = self
+            .specs(bundle, &BTreeMap::new())?
+            .into_iter()
+            .filter(|(spec, _)| spec.id == *id)
+            .collect();
+        Self::checked(bundle, specs)
+    }
+
+    fn specs(
+        &self,
+        bundle: &PolicyBundle,
+        live: &BTreeMap<String, Vec<Value>>,
+    ) -> Result<Vec<(ToolSpec, Runner)>, LoadError> {
         let capabilities = tier_entities(&bundle.tiers)
             .map(|(tiers, _)| all_capabilities(&tiers))
             .map_err(|problem| LoadError {
                 problems: vec![problem],
             })?;
-        let mut specs = Registry::builtin_specs();
-        specs.extend(downstream_specs(
+        Ok(downstream_specs(
             &self.config,
             &self.lock,
             live,
             &capabilities,
-        ));
+        ))
+    }
+
+    fn checked(
+        bundle: &PolicyBundle,
+        specs: Vec<(ToolSpec, Runner)>,
+    ) -> Result<Registry, LoadError> {
         Registry::from_specs(specs).map_err(|err| LoadError {
             problems: vec![Problem::new(
                 ProblemKind::Servers,
