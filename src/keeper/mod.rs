@@ -265,14 +265,23 @@ impl Keeper {
     /// tools are decided for the hook, never served: a client naming one
     /// finds no such tool.
     fn tool_named(&self, name: &str) -> Option<&RegisteredTool> {
-        self.served()
-            .find(|tool| Self::mcp_name(&tool.spec) == name)
+        // `server__tool` (a server name never holds `__`), or a built-in
+        // tool's bare name: one lookup, however many tools servers add.
+        let id = match name.split_once("__") {
+            Some((server, tool)) => ToolId::new(server, tool),
+            None => ToolId::new(BUILTIN_SERVER, name),
+        };
+        self.registry
+            .get(&id)
+            .filter(|tool| Self::is_served(tool) && Self::mcp_name(&tool.spec) == name)
+    }
+
+    fn is_served(tool: &RegisteredTool) -> bool {
+        matches!(tool.runner, Runner::Builtin(_) | Runner::Downstream { .. })
     }
 
     fn served(&self) -> impl Iterator<Item = &RegisteredTool> {
-        self.registry
-            .iter()
-            .filter(|tool| matches!(tool.runner, Runner::Builtin(_) | Runner::Downstream { .. }))
+        self.registry.iter().filter(|tool| Self::is_served(tool))
     }
 
     /// Whether a downstream tool can be called now: its server runs and its

@@ -327,3 +327,92 @@ async fn an_expired_state_asks_again_runs_nothing_and_is_audited() {
     );
     assert!(f.sink.bodies(Kind::Outcome).is_empty(), "nothing ran");
 }
+
+/// A keeper whose registry holds one pinned downstream tool, allowed, and
+/// no running servers.
+fn downstream_fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("ws")).unwrap();
+    let mut bundle = PolicyBundle::builtin();
+    bundle.policies.push(SourceFile {
+        logical: "policies/20_allowlist.cedar".into(),
+        display: "policies/20_allowlist.cedar".into(),
+        text: r#"@id("allow.all") @reason("test")
+permit (principal, action in Portcullis::Action::"use_tool", resource);"#
+            .into(),
+    });
+    let spec = crate::tools::ToolSpec {
+        id: ToolId::new("files", "read__text"),
+        description: "reads".into(),
+        effects: vec![crate::tools::Effect::Read],
+        required_capabilities: vec!["read".into()],
+        path_arguments: Vec::new(),
+        input_schema: json!({"type": "object"}),
+        output_schema: Value::Null,
+    };
+    let registry = Registry::from_specs(vec![(
+        spec,
+        Runner::Downstream {
+            pinned: Some("ab".repeat(32)),
+        },
+    )])
+    .unwrap();
+    let clients = [ClientRecord {
+        name: "agent".into(),
+        tier: "paired".into(),
+    }];
+    let engine = Engine::load(&bundle, &registry, &clients).unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let keeper = Keeper::new(
+        Setting {
+            engine,
+            registry,
+            root: Root::new(&dir.path().join("ws")).unwrap(),
+        },
+        ClientIdentity {
+            name: "agent".into(),
+            tier: "paired".into(),
+            fingerprint: "0123456789abcdef".into(),
+        },
+        Transport::Stdio,
+        Arc::clone(&sink) as Arc<dyn AuditSink>,
+        "session".into(),
+    );
+    Fixture {
+        keeper: Arc::new(keeper),
+        sink,
+        dir,
+    }
+}
+
+#[tokio::test]
+async fn a_downstream_tool_without_its_server_is_refused_as_unavailable_and_not_listed() {
+    let f = downstream_fixture();
+    // The name splits at the first `__`: the tool's own `__` stays its own.
+    let outcome = call(
+        &f.keeper,
+        "files__read__text",
+        json!({}),
+        Approval::Unavailable,
+    )
+    .await;
+    assert!(
+        matches!(outcome, CallOutcome::Refused(Cause::ServerUnavailable, _)),
+        "{outcome:?}"
+    );
+    assert!(f.keeper.discoverable("1").await.unwrap().is_empty());
+    let recorded = f.sink.bodies(Kind::Decision);
+    let refusal = recorded
+        .iter()
+        .find(|b| b["cause"] == "server_unavailable")
+        .expect("the refusal is recorded");
+    assert_eq!(refusal["tool_definition"], "ab".repeat(32));
+    // The bare name and the wrong separator find nothing.
+    for name in ["read__text", "files/read__text", "files_read__text"] {
+        let outcome = call(&f.keeper, name, json!({}), Approval::Unavailable).await;
+        assert!(
+            matches!(outcome, CallOutcome::UnknownTool(_)),
+            "{name}: {outcome:?}"
+        );
+    }
+}
