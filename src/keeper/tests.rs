@@ -30,15 +30,20 @@ struct Fixture {
 }
 
 fn fixture(tier: &str) -> Fixture {
+    keeper_over(ALLOW_BUILTIN, Registry::builtin().unwrap(), tier)
+}
+
+/// A keeper of `registry`'s tools under the default policies and
+/// `allowlist`, for one client of `tier`, recording into memory.
+fn keeper_over(allowlist: &str, registry: Registry, tier: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("ws")).unwrap();
     let mut bundle = PolicyBundle::builtin();
     bundle.policies.push(SourceFile {
         logical: "policies/20_allowlist.cedar".into(),
         display: "policies/20_allowlist.cedar".into(),
-        text: ALLOW_BUILTIN.into(),
+        text: allowlist.into(),
     });
-    let registry = Registry::builtin().unwrap();
     let clients = [ClientRecord {
         name: "agent".into(),
         tier: tier.into(),
@@ -331,16 +336,6 @@ async fn an_expired_state_asks_again_runs_nothing_and_is_audited() {
 /// A keeper whose registry holds one pinned downstream tool, allowed, and
 /// no running servers.
 fn downstream_fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("ws")).unwrap();
-    let mut bundle = PolicyBundle::builtin();
-    bundle.policies.push(SourceFile {
-        logical: "policies/20_allowlist.cedar".into(),
-        display: "policies/20_allowlist.cedar".into(),
-        text: r#"@id("allow.all") @reason("test")
-permit (principal, action in Portcullis::Action::"use_tool", resource);"#
-            .into(),
-    });
     let spec = crate::tools::ToolSpec {
         id: ToolId::new("files", "read__text"),
         description: "reads".into(),
@@ -357,32 +352,12 @@ permit (principal, action in Portcullis::Action::"use_tool", resource);"#
         },
     )])
     .unwrap();
-    let clients = [ClientRecord {
-        name: "agent".into(),
-        tier: "paired".into(),
-    }];
-    let engine = Engine::load(&bundle, &registry, &clients).unwrap();
-    let sink = Arc::new(MemorySink::default());
-    let keeper = Keeper::new(
-        Setting {
-            engine,
-            registry,
-            root: Root::new(&dir.path().join("ws")).unwrap(),
-        },
-        ClientIdentity {
-            name: "agent".into(),
-            tier: "paired".into(),
-            fingerprint: "0123456789abcdef".into(),
-        },
-        Transport::Stdio,
-        Arc::clone(&sink) as Arc<dyn AuditSink>,
-        "session".into(),
-    );
-    Fixture {
-        keeper: Arc::new(keeper),
-        sink,
-        dir,
-    }
+    keeper_over(
+        r#"@id("allow.all") @reason("test")
+permit (principal, action in Portcullis::Action::"use_tool", resource);"#,
+        registry,
+        "paired",
+    )
 }
 
 #[tokio::test]

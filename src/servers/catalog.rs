@@ -115,17 +115,13 @@ pub fn all_capabilities(tiers: &[Value]) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pdp::SourceFile;
     use crate::tools::Effect;
     use serde_json::json;
 
     fn config() -> ServersConfig {
-        ServersConfig::parse(&SourceFile {
-            logical: "policies/servers.toml".into(),
-            display: "servers.toml".into(),
-            text: "[servers.files]\ncommand = \"x\"\n[servers.files.tools.\"read_*\"]\neffects = [\"read\"]\npaths = { path = \"read\" }\n".into(),
-        })
-        .unwrap()
+        super::super::config::parsed(
+            "[servers.files]\ncommand = \"x\"\n[servers.files.tools.\"read_*\"]\neffects = [\"read\"]\npaths = { path = \"read\" }\n",
+        )
     }
 
     #[test]

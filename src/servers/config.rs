@@ -148,6 +148,17 @@ impl ServersConfig {
     }
 }
 
+/// The servers of `text`, which must parse: for tests.
+#[cfg(test)]
+pub(super) fn parsed(text: &str) -> ServersConfig {
+    ServersConfig::parse(&SourceFile {
+        logical: "policies/servers.toml".into(),
+        display: "servers.toml".into(),
+        text: text.into(),
+    })
+    .expect("a test's servers.toml parses")
+}
+
 /// What the file says, before it is checked.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

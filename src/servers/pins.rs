@@ -157,12 +157,7 @@ mod tests {
     use serde_json::json;
 
     fn config() -> ServersConfig {
-        ServersConfig::parse(&SourceFile {
-            logical: "policies/servers.toml".into(),
-            display: "servers.toml".into(),
-            text: "[servers.files]\ncommand = \"x\"\n".into(),
-        })
-        .unwrap()
+        super::super::config::parsed("[servers.files]\ncommand = \"x\"\n")
     }
 
     fn lock_file(text: String) -> SourceFile {
