@@ -5,7 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The virtual environment, made once per test process: tests that need it
+/// run in parallel, and two making it at once would each delete the other's.
 pub fn venv() -> PathBuf {
+    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let requirements = manifest.join("tests/interop/requirements.txt");
     let wanted = std::fs::read_to_string(&requirements).unwrap();

@@ -343,6 +343,12 @@ pub fn have(program: &str) -> bool {
 /// Installs the npm packages of `package_json` into the target folder
 /// `name`, once per version of that file; returns the folder.
 pub fn npm_install(package_json: &Path, name: &str) -> PathBuf {
+    // Tests run in parallel: one install at a time, and the others then
+    // find it done.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     fs::create_dir_all(&dir).unwrap();
     let wanted = fs::read_to_string(package_json).unwrap();
