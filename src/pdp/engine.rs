@@ -71,6 +71,9 @@ pub struct Engine {
     tier_capabilities: HashMap<String, Vec<String>>,
     /// The entities as JSON, kept for fixtures and audit records.
     entities_json: Vec<Value>,
+    /// Where each entity of `entities_json` is, by type and id: every
+    /// decision record names four of them, however many tools there are.
+    entity_index: HashMap<(String, String), usize>,
 }
 
 impl Engine {
@@ -343,6 +346,7 @@ impl Engine {
             command_shape,
             tiers: tier_names.into_iter().collect(),
             tier_capabilities,
+            entity_index: index_entities(&entities_json),
             entities_json,
         })
     }
@@ -388,21 +392,20 @@ impl Engine {
     /// client, its tier, the tool and its server (for audit records).
     pub fn entities_for(&self, client: &str, tier: &str, tool: &ToolId) -> Vec<Value> {
         let wanted = [
-            (entities::CLIENT_TYPE, client.to_owned()),
             (entities::TIER_TYPE, tier.to_owned()),
-            (entities::TOOL_TYPE, tool.to_string()),
             (entities::SERVER_TYPE, tool.server().to_owned()),
+            (entities::TOOL_TYPE, tool.to_string()),
+            (entities::CLIENT_TYPE, client.to_owned()),
         ];
-        self.entities_json
-            .iter()
-            .filter(|e| {
-                let kind = e.pointer("/uid/type").and_then(Value::as_str);
-                let id = e.pointer("/uid/id").and_then(Value::as_str);
-                wanted
-                    .iter()
-                    .any(|(k, i)| kind == Some(k) && id == Some(i.as_str()))
-            })
-            .cloned()
+        let mut found: Vec<usize> = wanted
+            .into_iter()
+            .filter_map(|(kind, id)| self.entity_index.get(&(kind.to_owned(), id)).copied())
+            .collect();
+        // In the order of `entities_json`, as records have always listed them.
+        found.sort_unstable();
+        found
+            .into_iter()
+            .filter_map(|at| self.entities_json.get(at).cloned())
             .collect()
     }
 
@@ -457,6 +460,19 @@ impl Engine {
     pub fn origin(&self, id: &PolicyId) -> Option<&PolicyOrigin> {
         self.origins.get(id)
     }
+}
+
+/// The position of each entity, by type and id.
+fn index_entities(entities: &[Value]) -> HashMap<(String, String), usize> {
+    entities
+        .iter()
+        .enumerate()
+        .filter_map(|(at, entity)| {
+            let kind = entity.pointer("/uid/type")?.as_str()?;
+            let id = entity.pointer("/uid/id")?.as_str()?;
+            Some(((kind.to_owned(), id.to_owned()), at))
+        })
+        .collect()
 }
 
 /// The policies that can apply to each action (see `Engine::by_action`).
