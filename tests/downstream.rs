@@ -1004,6 +1004,42 @@ fn a_changed_or_unpinned_tool_is_not_callable_and_the_drift_is_audited() {
 }
 
 #[test]
+fn a_tool_redefined_mid_session_is_refused_from_then_on() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    let mut session = proxy.session();
+    let before = call(&mut session, 1, "py__describe", json!({}));
+    assert_eq!(
+        before["result"]["content"][0]["text"], "described",
+        "{before}"
+    );
+    let mutated = call(&mut session, 2, "py__mutate", json!({}));
+    assert_eq!(
+        mutated["result"]["content"][0]["text"], "mutated",
+        "{mutated}"
+    );
+    // The server's list_changed makes portcullis list its tools again;
+    // once it has, the drifted tool is refused.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut id = 3;
+    loop {
+        let answer = call(&mut session, id, "py__describe", json!({}));
+        if answer["result"]["structuredContent"]["reason_code"] == "tool_changed" {
+            break;
+        }
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "described",
+            "{answer}"
+        );
+        assert!(Instant::now() < deadline, "the change was never noticed");
+        id += 1;
+    }
+    session.finish();
+}
+
+#[test]
 fn a_crashed_downstream_answers_server_unavailable_then_restarts() {
     let Some(bin) = reference_servers() else {
         return;
