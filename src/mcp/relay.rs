@@ -10,9 +10,9 @@
 use std::pin::Pin;
 use std::sync::Weak;
 
-use rmcp::RoleServer;
 use rmcp::model::ErrorData;
 use rmcp::service::Peer;
+use rmcp::{RoleServer, ServiceError};
 use serde_json::Value;
 
 use crate::keeper::Keeper;
@@ -33,26 +33,20 @@ fn unanswered(err: impl std::fmt::Display) -> ErrorData {
 impl SessionRelay {
     async fn put(&self, request: UpstreamRequest) -> Result<Value, ErrorData> {
         match request {
-            UpstreamRequest::Elicitation(params) => self
-                .peer
-                .create_elicitation(params)
-                .await
-                .map_err(unanswered)
-                .and_then(|a| serde_json::to_value(a).map_err(unanswered)),
-            UpstreamRequest::Sampling(params) => self
-                .peer
-                .create_message(params)
-                .await
-                .map_err(unanswered)
-                .and_then(|a| serde_json::to_value(a).map_err(unanswered)),
-            UpstreamRequest::Roots => self
-                .peer
-                .list_roots()
-                .await
-                .map_err(unanswered)
-                .and_then(|a| serde_json::to_value(a).map_err(unanswered)),
+            UpstreamRequest::Elicitation(params) => {
+                answered(self.peer.create_elicitation(params).await)
+            }
+            UpstreamRequest::Sampling(params) => answered(self.peer.create_message(params).await),
+            UpstreamRequest::Roots => answered(self.peer.list_roots().await),
         }
     }
+}
+
+/// The client's answer as JSON, to go back down.
+fn answered<T: serde::Serialize>(answer: Result<T, ServiceError>) -> Result<Value, ErrorData> {
+    answer
+        .map_err(unanswered)
+        .and_then(|a| serde_json::to_value(a).map_err(unanswered))
 }
 
 impl UpstreamRelay for SessionRelay {

@@ -121,8 +121,9 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 struct Supervised {
     config: ServerConfig,
     /// The folder the server's path arguments are judged against, when it
-    /// declares one; the workspace root otherwise.
-    root: Option<Root>,
+    /// declares one (the workspace root otherwise), or why the one it
+    /// declares cannot be used.
+    root: Result<Option<Root>, String>,
     state: RwLock<ServerState>,
     connection: RwLock<Option<Arc<RwLock<Connection>>>>,
     routes: Routes,
@@ -141,22 +142,15 @@ impl Fleet {
     /// (bounded by its start timeout); a server that does not start is
     /// retried in the background while the rest serve.
     pub async fn start(config: &ServersConfig, workspace: &Path) -> Arc<Self> {
-        let mut unrooted = Vec::new();
         let fleet = Arc::new(Self {
             servers: config
                 .servers
                 .iter()
                 .map(|server| {
-                    let root = match server.root_in(workspace) {
-                        Some(root) => match Root::new(&root) {
-                            Ok(root) => Some(root),
-                            Err(err) => {
-                                unrooted.push((server.name.clone(), err.to_string()));
-                                None
-                            }
-                        },
-                        None => None,
-                    };
+                    let root = server
+                        .root_in(workspace)
+                        .map(|root| Root::new(&root).map_err(|err| err.to_string()))
+                        .transpose();
                     (
                         server.name.clone(),
                         Arc::new(Supervised {
@@ -178,10 +172,7 @@ impl Fleet {
         for server in fleet.servers.values() {
             // A server whose root is not a folder never starts: its tools
             // could not be judged.
-            if let Some((_, why)) = unrooted
-                .iter()
-                .find(|(name, _)| *name == server.config.name)
-            {
+            if let Err(why) = &server.root {
                 tracing::warn!(server = %server.config.name, error = %why, "the server's root is not usable");
                 server
                     .set_state(ServerState::Unavailable(format!("root: {why}")))
@@ -218,10 +209,10 @@ impl Fleet {
         let mut backoff = BACKOFF_START;
         while !self.stop.is_cancelled() {
             let (list_changed, mut relist) = mpsc::unbounded_channel();
-            let folder = server
-                .root
-                .as_ref()
-                .map_or(self.workspace.as_path(), Root::path);
+            let folder = match &server.root {
+                Ok(Some(root)) => root.path(),
+                _ => self.workspace.as_path(),
+            };
             let connected = Connection::connect(
                 &server.config,
                 folder,
@@ -243,12 +234,10 @@ impl Fleet {
                     if let Some(started) = started.take() {
                         let _ = started.send(());
                     }
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
-                        () = self.stop.cancelled() => break,
+                    if self.pause(&mut backoff).await {
+                        continue;
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                    continue;
+                    break;
                 }
             };
             let tools = connection.read().await.tools.len();
@@ -284,13 +273,23 @@ impl Fleet {
             server
                 .set_state(ServerState::Unavailable("the server exited".to_owned()))
                 .await;
-            tokio::select! {
-                () = tokio::time::sleep(backoff) => {}
-                () = self.stop.cancelled() => break,
+            if !self.pause(&mut backoff).await {
+                break;
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
         server.set_state(ServerState::Stopped).await;
+    }
+
+    /// Waits `backoff` before the next start and doubles it (up to its
+    /// cap); `false` when the fleet stopped meanwhile.
+    async fn pause(&self, backoff: &mut Duration) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep(*backoff) => {
+                *backoff = (*backoff * 2).min(BACKOFF_MAX);
+                true
+            }
+            () = self.stop.cancelled() => false,
+        }
     }
 
     /// Stops every server and waits until each has stopped: each session
@@ -327,25 +326,18 @@ impl Fleet {
         states
     }
 
-    /// The live definition hash of a tool, when its server runs and lists it.
-    pub async fn live_hash(&self, server: &str, tool: &str) -> Option<String> {
-        let server = self.servers.get(server)?;
-        let connection = server.connection.read().await.clone()?;
-        connection.read().await.hashes.get(tool).cloned()
-    }
-
     /// Whether a call to `server`'s `tool`, pinned at `pinned`, may go ahead.
     pub async fn status(&self, server: &str, tool: &str, pinned: Option<&str>) -> ToolStatus {
         let Some(supervised) = self.servers.get(server) else {
             return ToolStatus::ServerUnavailable;
         };
-        if supervised.connection.read().await.is_none() {
+        let Some(connection) = supervised.connection.read().await.clone() else {
             return ToolStatus::ServerUnavailable;
-        }
+        };
         let Some(pinned) = pinned else {
             return ToolStatus::NotPinned;
         };
-        match self.live_hash(server, tool).await {
+        match connection.read().await.hashes.get(tool) {
             Some(live) if live == pinned => ToolStatus::Ready,
             Some(_) | None => ToolStatus::Changed,
         }
@@ -354,7 +346,7 @@ impl Fleet {
     /// The root `server`'s path arguments are judged against, when it
     /// declares its own.
     pub fn root_of(&self, server: &str) -> Option<&Root> {
-        self.servers.get(server)?.root.as_ref()
+        self.servers.get(server)?.root.as_ref().ok()?.as_ref()
     }
 
     /// Whether `server` lets its error results through to the client.
@@ -391,20 +383,24 @@ impl Fleet {
         ));
         let options =
             PeerRequestOptions::with_timeout(supervised.config.timeout).reset_timeout_on_progress();
-        let handle = {
-            let mut routes = supervised.routes.lock().await;
-            let handle = match peer.send_request_with_option(request, options).await {
-                Ok(handle) => handle,
-                Err(err) => {
-                    tracing::warn!(server, error = %err, "the call could not be sent");
-                    return Forwarded::Unavailable;
-                }
-            };
-            if let Some(sender) = progress {
-                routes.insert(handle.progress_token.clone(), ProgressRoute::new(sender));
-            }
-            handle
+        // With a caller that wants progress, the routes stay locked from
+        // before the send until its route is in, so no notification can
+        // look for it too early; without one they are not touched.
+        let routes = match &progress {
+            Some(_) => Some(supervised.routes.lock().await),
+            None => None,
         };
+        let handle = match peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(err) => {
+                tracing::warn!(server, error = %err, "the call could not be sent");
+                return Forwarded::Unavailable;
+            }
+        };
+        let routed = routes.is_some();
+        if let (Some(mut routes), Some(sender)) = (routes, progress) {
+            routes.insert(handle.progress_token.clone(), ProgressRoute::new(sender));
+        }
         let token = handle.progress_token.clone();
         let id = handle.id.clone();
         let answered = tokio::select! {
@@ -413,7 +409,9 @@ impl Fleet {
         };
         // No progress of this call is relayed from here on: the route and
         // its sender go before the result is returned.
-        supervised.routes.lock().await.remove(&token);
+        if routed {
+            supervised.routes.lock().await.remove(&token);
+        }
         let Some(answer) = answered else {
             let note = CancelledNotificationParam::new(
                 Some(id),
