@@ -254,6 +254,14 @@ impl Session {
         serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"))
     }
 
+    /// The frames already answered, without waiting for more.
+    pub fn ready(&self) -> Vec<Value> {
+        self.lines
+            .try_iter()
+            .map(|line| serde_json::from_str(&line).unwrap())
+            .collect()
+    }
+
     pub fn initialize(&mut self) {
         self.send(INITIALIZE);
         let response = self.next();
