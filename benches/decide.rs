@@ -3,6 +3,10 @@
 //! set and entities, in the same run. The allow case should stay within
 //! 1.5x of bare Cedar: everything but the per-request context is built once
 //! per load.
+//!
+//! `decide_typed_input`: a call of a downstream tool with a 5-field typed
+//! `context.input` and an argument policy, against bare Cedar on the same
+//! prebuilt request (issue target: within 1.3x).
 
 #![allow(
     clippy::unwrap_used,
@@ -51,12 +55,16 @@ fn bare_request(engine: &Engine) -> Request {
         ("touches_vcs_metadata".to_owned(), R::new_bool(false)),
         ("writes_vcs_metadata".to_owned(), R::new_bool(false)),
         ("path_classes".to_owned(), R::new_set([])),
+        (
+            "input".to_owned(),
+            R::new_record([("path".to_owned(), R::new_string("a.txt".into()))]).unwrap(),
+        ),
     ])
     .unwrap();
     let uid = |s: &str| s.parse::<EntityUid>().unwrap();
     Request::new(
         uid(r#"Portcullis::Client::"alice""#),
-        uid(r#"Portcullis::Action::"call_tool""#),
+        uid(r#"Portcullis::Action::"builtin/read_file""#),
         uid(r#"Portcullis::Tool::"builtin/read_file""#),
         context,
         Some(engine.schema()),
@@ -73,10 +81,21 @@ fn decide(c: &mut Criterion) {
         writes_inside_root: false,
         ..clean.clone()
     };
+    let typed = |tool: &ToolId, facts: &ToolFacts| {
+        let arguments = serde_json::json!({"path": "a.txt", "content": "x"});
+        let mut facts = facts.clone();
+        facts.input = engine.tool_input(tool, &arguments).unwrap().ok();
+        facts
+    };
+    let (read_facts, write_facts, escaping) = (
+        typed(&read, &clean),
+        typed(&write, &clean),
+        typed(&write, &escaping),
+    );
     let query =
         |tool, facts| Query::tool("alice", ToolAction::Call, tool, facts, "client_elicitation");
-    let allow = query(&read, &clean);
-    let ask = query(&write, &clean);
+    let allow = query(&read, &read_facts);
+    let ask = query(&write, &write_facts);
     let deny = query(&write, &escaping);
     assert_eq!(engine.decide(&allow).outcome, Outcome::Allow);
     assert_eq!(engine.decide(&ask).outcome, Outcome::Ask);
@@ -103,5 +122,127 @@ fn decide(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide);
+/// A pinned downstream tool with five typed arguments, and a policy on two.
+fn typed_engine() -> Engine {
+    let mut bundle = PolicyBundle::builtin();
+    let file = |logical: &str, text: String| SourceFile {
+        logical: logical.into(),
+        display: logical.into(),
+        text,
+    };
+    bundle.policies.push(file(
+        "policies/20_bench_tickets.cedar",
+        r#"
+@id("allow.tickets")
+@reason("paired clients may file tickets")
+permit (
+  principal in Portcullis::Tier::"paired",
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"tickets"
+);
+
+@id("args.only_acme_web")
+@reason("tickets only in acme/web, and never urgent")
+forbid (principal, action == Portcullis::Action::"tickets/create_ticket", resource)
+unless { context.input.repo == "acme/web" && context.input.priority != "urgent" };
+"#
+        .into(),
+    ));
+    bundle.servers = Some(file(
+        "policies/servers.toml",
+        "[servers.tickets]\ncommand = \"tickets\"\n[servers.tickets.tools.\"*\"]\neffects = [\"read\"]\n".into(),
+    ));
+    let mut lock = portcullis::servers::ServersLock::new();
+    lock.servers.entry("tickets".into()).or_default().insert(
+        "create_ticket".into(),
+        portcullis::servers::Pin::of(serde_json::json!({
+            "name": "create_ticket",
+            "inputSchema": {"type": "object", "required": ["repo", "title", "priority"], "properties": {
+                "repo": {"type": "string"}, "title": {"type": "string"},
+                "priority": {"enum": ["low", "high", "urgent"]},
+                "estimate": {"type": "integer"},
+                "labels": {"type": "array", "items": {"type": "string"}}}}
+        })),
+    );
+    bundle.servers_lock = Some(file(
+        "policies/servers.lock",
+        serde_json::to_string(&lock).unwrap(),
+    ));
+    let clients = [ClientRecord {
+        name: "alice".into(),
+        tier: "paired".into(),
+    }];
+    let registry = portcullis::servers::registry_for(&bundle).unwrap();
+    Engine::load(&bundle, &registry, &clients).unwrap()
+}
+
+fn decide_typed_input(c: &mut Criterion) {
+    let engine = typed_engine();
+    let tool = ToolId::new("tickets", "create_ticket");
+    let arguments = serde_json::json!({"repo": "acme/web", "title": "Fix the login page",
+        "priority": "low", "estimate": 3, "labels": ["bug", "web"]});
+    let mut facts = ToolFacts::without_paths(Transport::Stdio);
+    facts.input = engine.tool_input(&tool, &arguments).unwrap().ok();
+    let query = Query::tool(
+        "alice",
+        ToolAction::Call,
+        &tool,
+        &facts,
+        "client_elicitation",
+    );
+    assert_eq!(engine.decide(&query).outcome, Outcome::Allow);
+
+    let input = R::new_record([
+        ("repo".to_owned(), R::new_string("acme/web".into())),
+        (
+            "title".to_owned(),
+            R::new_string("Fix the login page".into()),
+        ),
+        ("priority".to_owned(), R::new_string("low".into())),
+        ("estimate".to_owned(), R::new_long(3)),
+        (
+            "labels".to_owned(),
+            R::new_set([R::new_string("bug".into()), R::new_string("web".into())]),
+        ),
+    ])
+    .unwrap();
+    let context = Context::from_pairs([
+        ("approved".to_owned(), R::new_bool(false)),
+        ("approval_channel".to_owned(), R::new_string("none".into())),
+        ("transport".to_owned(), R::new_string("stdio".into())),
+        ("reads_inside_root".to_owned(), R::new_bool(true)),
+        ("writes_inside_root".to_owned(), R::new_bool(true)),
+        ("touches_vcs_metadata".to_owned(), R::new_bool(false)),
+        ("writes_vcs_metadata".to_owned(), R::new_bool(false)),
+        ("path_classes".to_owned(), R::new_set([])),
+        ("input".to_owned(), input),
+    ])
+    .unwrap();
+    let uid = |s: &str| s.parse::<EntityUid>().unwrap();
+    let request = Request::new(
+        uid(r#"Portcullis::Client::"alice""#),
+        uid(r#"Portcullis::Action::"tickets/create_ticket""#),
+        uid(r#"Portcullis::Tool::"tickets/create_ticket""#),
+        context,
+        Some(engine.schema()),
+    )
+    .unwrap();
+    let authorizer = Authorizer::new();
+    assert_eq!(
+        authorizer
+            .is_authorized(&request, engine.policies(), engine.entities())
+            .decision(),
+        cedar_policy::Decision::Allow
+    );
+    let mut group = c.benchmark_group("decide_typed_input");
+    group.bench_function("bare_cedar_allow", |b| {
+        b.iter(|| {
+            authorizer.is_authorized(black_box(&request), engine.policies(), engine.entities())
+        })
+    });
+    group.bench_function("allow", |b| b.iter(|| engine.decide(black_box(&query))));
+    group.finish();
+}
+
+criterion_group!(benches, decide, decide_typed_input);
 criterion_main!(benches);

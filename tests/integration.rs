@@ -7,6 +7,7 @@
 )]
 
 mod approvals;
+mod arguments;
 mod audit;
 mod audit_integrity;
 mod cli_check;

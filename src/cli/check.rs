@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::policy::load_for_client;
 use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
-use crate::facts::{Root, ToolFacts, Transport, tool_call_facts};
+use crate::facts::{Root, ToolFacts, Transport};
 use crate::pdp::{ClientRecord, Decision, Outcome, Query, ToolAction};
 use crate::servers::Servers;
 use crate::tools::ToolId;
@@ -94,14 +94,9 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
                 .unwrap_or_else(|| args.root.clone());
             let root = Root::new(&folder)
                 .map_err(|err| anyhow::anyhow!("--root {}: {err}", folder.display()))?;
-            let call = tool_call_facts(
-                &tool.spec.path_arguments,
-                &arguments,
-                &root,
-                engine.path_classes(),
-                Transport::Cli,
-            )
-            .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
+            let call = engine
+                .call_facts(&tool.spec, &arguments, &root, Transport::Cli)
+                .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
             let paths = call
                 .paths
                 .into_iter()
@@ -199,6 +194,12 @@ fn print_human(
         facts.writes_vcs_metadata,
         classes.join(", ")
     );
+    if let Some(input) = &facts.input {
+        println!("  input: {}", Value::Object(input.values.clone()));
+        for (field, digest) in &input.redacted {
+            println!("  redacted: {field} (sha256 {digest})");
+        }
+    }
     let set = &decision.policy_set;
     println!(
         "  policy set {} (portcullis {}, cedar {}, language {})",

@@ -12,6 +12,7 @@ mod hook;
 mod init;
 mod logging;
 mod policy;
+mod schema;
 mod serve;
 mod servers;
 mod signals;
@@ -79,6 +80,10 @@ pub enum Command {
     /// (Claude Code, Codex hooks), and install the hook.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// Show the Cedar schema policies are validated against, with each
+    /// tool's generated action and `context.input` type.
+    #[command(subcommand)]
+    Schema(schema::SchemaCommand),
     /// List, pin and diff the tools of the downstream MCP servers in
     /// servers.toml.
     #[command(subcommand)]
@@ -140,6 +145,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Audit(command) => audit::run(command, cli.format),
         Command::Hook(command) => hook::run(command, cli.format),
         Command::Servers(command) => servers::run(command, cli.format),
+        Command::Schema(command) => schema::run(command, cli.format),
         Command::Guard(args) => Ok(servers::guard(&args)),
     }
 }

@@ -6,6 +6,7 @@ mod path_argument;
 mod path_classes;
 mod paths;
 mod tool_call;
+mod tool_input;
 
 pub use command::{
     CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, KNOWN_NODE_KINDS,
@@ -19,3 +20,4 @@ pub use paths::{
 pub use tool_call::{
     CallFactsError, HARDLINKED, ToolCallFacts, ToolFacts, Transport, UNRESOLVABLE, tool_call_facts,
 };
+pub use tool_input::ToolInput;

@@ -12,6 +12,7 @@ use thiserror::Error;
 use super::path_argument::PathArgument;
 use super::path_classes::PathClasses;
 use super::paths::{PathError, ResolvedPath, Root, resolve};
+use super::tool_input::ToolInput;
 
 /// The path class of a regular file with more than one name. Such a file
 /// is judged as if it were outside the root; a team that trusts its
@@ -63,6 +64,11 @@ pub struct ToolFacts {
     pub touches_vcs_metadata: bool,
     pub writes_vcs_metadata: bool,
     pub path_classes: BTreeSet<String>,
+    /// The typed arguments policies see as `context.input`, for a call of
+    /// a tool the set types; absent for discovery (no arguments yet) and
+    /// in records from before per-tool actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<ToolInput>,
 }
 
 impl ToolFacts {
@@ -76,6 +82,7 @@ impl ToolFacts {
             touches_vcs_metadata: false,
             writes_vcs_metadata: false,
             path_classes: BTreeSet::new(),
+            input: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::records::Trail;
 use super::{Approval, Authorized, CallOutcome, Keeper};
-use crate::facts::{ResolvedPath, ToolCallFacts, ToolFacts, is_vcs_metadata, tool_call_facts};
+use crate::facts::{ResolvedPath, ToolCallFacts, ToolFacts, ToolInput, is_vcs_metadata};
 use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
 use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
@@ -186,7 +186,6 @@ impl Keeper {
         arguments: &Value,
         trail: &mut Trail<'_>,
     ) -> Step<ToolCallFacts> {
-        let classes = self.engine.path_classes();
         // A downstream server that works on a root of its own has its
         // paths judged against that root.
         let root = match (&tool.runner, &self.fleet) {
@@ -195,13 +194,10 @@ impl Keeper {
             }
             _ => &self.root,
         };
-        match tool_call_facts(
-            &tool.spec.path_arguments,
-            arguments,
-            root,
-            classes,
-            self.transport,
-        ) {
+        match self
+            .engine
+            .call_facts(&tool.spec, arguments, root, self.transport)
+        {
             Ok(call) => Ok(call),
             Err(err) => {
                 let message = format!("invalid arguments: {err}");
@@ -435,7 +431,14 @@ impl Keeper {
                 let _ = progress.send(p);
             }
         };
-        let may_read = |path: &Path, hardlinked: bool| self.may_read(tool, path, hardlinked);
+        // Each file's read is the same call, so it carries the call's input
+        // (which already fit its type when the call was decided).
+        let input = self
+            .engine
+            .tool_input(tool_id, arguments)
+            .and_then(Result::ok);
+        let may_read =
+            |path: &Path, hardlinked: bool| self.may_read(tool, input.as_ref(), path, hardlinked);
         let mut invocation = Invocation {
             root: &self.root,
             arguments,
@@ -459,8 +462,15 @@ impl Keeper {
     /// root, so it is judged as outside, as `resolve` judges it. These
     /// per-file decisions gate what the already recorded call reads; they
     /// are not recorded one by one.
-    fn may_read(&self, tool: &RegisteredTool, path: &Path, hardlinked: bool) -> bool {
+    fn may_read(
+        &self,
+        tool: &RegisteredTool,
+        input: Option<&ToolInput>,
+        path: &Path,
+        hardlinked: bool,
+    ) -> bool {
         let mut facts = ToolFacts::without_paths(self.transport);
+        facts.input = input.cloned();
         facts.reads_inside_root = path.starts_with(self.root.path()) && !hardlinked;
         if hardlinked {
             facts

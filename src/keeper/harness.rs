@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::records::Trail;
 use super::{AuditUnavailable, Keeper};
-use crate::facts::tool_call_facts;
 use crate::pdp::{Cause, Decision, ToolAction};
 use crate::tools::{Runner, ToolId};
 
@@ -70,21 +69,19 @@ impl Keeper {
                 .await;
             return Ok(HarnessVerdict::Invalid(message));
         }
-        let facts = match tool_call_facts(
-            &tool.spec.path_arguments,
-            call.judged,
-            &self.root,
-            self.engine.path_classes(),
-            self.transport,
-        ) {
-            Ok(call) => call.facts,
-            Err(err) => {
-                let message = err.to_string();
-                self.record_refusal(&mut trail, Cause::InvalidArguments, &message)
-                    .await;
-                return Ok(HarnessVerdict::Invalid(message));
-            }
-        };
+        let facts =
+            match self
+                .engine
+                .call_facts(&tool.spec, call.judged, &self.root, self.transport)
+            {
+                Ok(call) => call.facts,
+                Err(err) => {
+                    let message = err.to_string();
+                    self.record_refusal(&mut trail, Cause::InvalidArguments, &message)
+                        .await;
+                    return Ok(HarnessVerdict::Invalid(message));
+                }
+            };
         let decision = self.decide(ToolAction::Call, tool, &facts);
         self.record(&mut trail, &facts, &decision).await?;
         Ok(HarnessVerdict::Decided(decision))

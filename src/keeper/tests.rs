@@ -344,6 +344,7 @@ fn downstream_fixture() -> Fixture {
         path_arguments: Vec::new(),
         input_schema: json!({"type": "object"}),
         output_schema: Value::Null,
+        redact: Vec::new(),
     };
     let registry = Registry::from_specs(vec![(
         spec,

@@ -122,6 +122,15 @@ pub fn builtin_logical() -> String {
     )
 }
 
+/// The logical name of the built-in tools' definitions (`Registry::
+/// builtin_definitions`), versioned like the hard constraints.
+pub fn builtin_tools_logical() -> String {
+    format!(
+        "builtin/portcullis-{}/tools.json",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// One file of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
@@ -141,6 +150,10 @@ pub struct PolicyBundle {
     /// set from before they were built in has none: its hard constraints
     /// are among its `policies`.
     pub builtin: Vec<SourceFile>,
+    /// The built-in tools' definitions, which each tool's Cedar action and
+    /// `context.input` type are generated from. A recorded set from before
+    /// per-tool actions has none, and is decided with `call_tool` alone.
+    pub tools: Option<SourceFile>,
     /// The team's policies.
     pub policies: Vec<SourceFile>,
     pub schemas: Vec<SourceFile>,
@@ -180,6 +193,14 @@ impl PolicyBundle {
                 ),
                 text: defaults::HARD_CONSTRAINTS.to_owned(),
             }],
+            tools: Some(SourceFile {
+                logical: builtin_tools_logical(),
+                display: format!(
+                    "<builtin>/tools.json (portcullis {})",
+                    env!("CARGO_PKG_VERSION")
+                ),
+                text: crate::tools::Registry::builtin_definitions(),
+            }),
             policies: many(defaults::POLICIES),
             schemas: many(defaults::SCHEMAS),
             tiers: file(defaults::TIERS.0, defaults::TIERS.1),
@@ -239,6 +260,7 @@ impl PolicyBundle {
     /// hashed with the framing they were recorded with.
     pub fn from_files(files: Vec<SourceFile>, framing: Framing) -> Result<Self, BundleError> {
         let mut builtin = Vec::new();
+        let mut tools = None;
         let mut policies = Vec::new();
         let mut schemas = Vec::new();
         let mut tiers = None;
@@ -264,6 +286,8 @@ impl PolicyBundle {
                 servers = Some(file);
             } else if logical == format!("policies/{SERVERS_LOCK_FILE}") {
                 servers_lock = Some(file);
+            } else if logical.starts_with("builtin/") && logical.ends_with("/tools.json") {
+                tools = Some(file);
             } else if logical.starts_with("builtin/") && logical.ends_with(".cedar") {
                 builtin.push(file);
             } else if logical.starts_with("policies/") && logical.ends_with(".cedar") {
@@ -280,6 +304,7 @@ impl PolicyBundle {
         schemas.sort_by(|a, b| a.logical.cmp(&b.logical));
         Ok(Self {
             builtin,
+            tools,
             policies,
             schemas,
             tiers: tiers.ok_or_else(|| missing(TIERS_FILE))?,
@@ -297,7 +322,10 @@ impl PolicyBundle {
     /// path classes, command table, downstream servers and their pins (not
     /// the fixture tests), in a fixed order.
     pub fn deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.builtin.iter().chain(self.team_deciding_files())
+        self.builtin
+            .iter()
+            .chain(self.tools.iter())
+            .chain(self.team_deciding_files())
     }
 
     /// Every policy, built-in ones first.

@@ -43,11 +43,13 @@ fn strings(items: &BTreeSet<String>) -> RestrictedExpression {
     )
 }
 
-/// The context record of a tool request (schema type `Portcullis::ToolFacts`).
+/// The context record of a tool request: schema type `Portcullis::ToolFacts`,
+/// plus `input` for a call decided as its tool's own action.
 pub(super) fn tool_context(
     facts: &ToolFacts,
     approved: bool,
     approval_channel: &str,
+    input: Option<&RestrictedExpression>,
 ) -> Result<Context, Box<ContextCreationError>> {
     let paths = [
         (
@@ -71,7 +73,8 @@ pub(super) fn tool_context(
     context(
         common(approved, approval_channel, facts.transport)
             .into_iter()
-            .chain(paths),
+            .chain(paths)
+            .chain(input.map(|input| ("input", input.clone()))),
     )
 }
 

@@ -2,11 +2,13 @@
 
 use cedar_policy::{
     AuthorizationError, Decision as CedarDecision, Entities, EntityUid, Request, Response,
+    RestrictedExpression,
 };
 
 use super::context::{command_context, policy_context, request_context, tool_context};
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
 use super::engine::Engine;
+use super::input::record_expression;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::tools::ToolId;
 
@@ -174,6 +176,7 @@ impl Engine {
                 principal,
             } => (entities, principal),
         };
+        let input;
         let (action, resource, facts) = match query.asked {
             Asked::Tool {
                 action,
@@ -187,7 +190,21 @@ impl Engine {
                         None => return self.denied(Cause::UnknownTool),
                     },
                 };
-                (self.tool_action(action), resource, Facts::Tool(facts))
+                match self.call_action(action, tool, facts) {
+                    Ok(Some((action, expression))) => {
+                        input = expression;
+                        (action, resource, Facts::Tool(facts, Some(&input)))
+                    }
+                    Ok(None) => (self.tool_action(action), resource, Facts::Tool(facts, None)),
+                    Err(error) => {
+                        return self.decision(
+                            Outcome::Deny,
+                            Cause::PolicyError,
+                            Vec::new(),
+                            vec![error],
+                        );
+                    }
+                }
             }
             Asked::Command { facts, transport } => (
                 &self.actions.run_command,
@@ -223,6 +240,40 @@ impl Engine {
 
     fn denied(&self, cause: Cause) -> Decision {
         self.decision(Outcome::Deny, cause, Vec::new(), Vec::new())
+    }
+
+    /// For a call of a tool the set types, its own action and its input
+    /// as a Cedar record. A call without a recorded input (a record from
+    /// before per-tool actions, replayed under a set that types the tool)
+    /// has an empty one: a policy that reads an argument then errors, and
+    /// the call is denied.
+    fn call_action(
+        &self,
+        action: ToolAction,
+        tool: ToolRef<'_>,
+        facts: &ToolFacts,
+    ) -> Result<Option<(&EntityUid, RestrictedExpression)>, DecisionError> {
+        if action != ToolAction::Call {
+            return Ok(None);
+        }
+        let typed = match tool {
+            ToolRef::Id(id) => self.calls.get(id),
+            ToolRef::Entity(uid) => uid
+                .id()
+                .unescaped()
+                .split_once('/')
+                .and_then(|(server, name)| self.calls.get(&ToolId::new(server, name))),
+        };
+        let Some((action, ty)) = typed else {
+            return Ok(None);
+        };
+        let empty = serde_json::Map::new();
+        let values = facts.input.as_ref().map_or(&empty, |input| &input.values);
+        let expression = record_expression(&ty.fields, values).map_err(|err| DecisionError {
+            policy: None,
+            message: format!("the input does not fit the tool's type: {err}"),
+        })?;
+        Ok(Some((action, expression)))
     }
 
     fn tool_action(&self, action: ToolAction) -> &EntityUid {
@@ -315,7 +366,7 @@ impl Engine {
             facts,
         } = *request;
         let context = match facts {
-            Facts::Tool(facts) => tool_context(facts, approved, approval_channel),
+            Facts::Tool(facts, input) => tool_context(facts, approved, approval_channel, input),
             Facts::Command(facts, transport) => command_context(
                 facts,
                 transport,
@@ -407,7 +458,7 @@ struct Pass<'a> {
 /// The facts a request is decided on.
 #[derive(Clone, Copy)]
 pub(super) enum Facts<'a> {
-    Tool(&'a ToolFacts),
+    Tool(&'a ToolFacts, Option<&'a RestrictedExpression>),
     Command(&'a CommandFacts, Transport),
     Policies(Transport),
     Request(&'a str, Transport),

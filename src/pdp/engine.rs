@@ -16,14 +16,25 @@ use super::context::{
 };
 use super::decision::PolicySetIdentity;
 use super::entities::{self, ClientRecord};
+use super::input::{InputError, ToolType, ToolTypes};
 use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{Problem, ProblemKind};
 use super::proof::{self, Proof};
 use super::set_cache::SetCache;
 use crate::facts::{
-    CommandClassError, CommandClasses, CommandFacts, PathClasses, ToolFacts, Transport,
+    CallFactsError, CommandClassError, CommandClasses, CommandFacts, PathClasses, Root,
+    ToolCallFacts, ToolFacts, Transport, tool_call_facts,
 };
-use crate::tools::{Registry, ToolId};
+use crate::tools::{Registry, ToolId, ToolSpec};
+
+/// A call's arguments that facts cannot be computed from.
+#[derive(Debug, Error)]
+pub enum CallFactsProblem {
+    #[error(transparent)]
+    Path(#[from] CallFactsError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+}
 
 /// The policy set did not load; nothing can be decided with it.
 #[derive(Debug, Error)]
@@ -61,6 +72,9 @@ pub struct Engine {
     pub(super) clients: HashMap<String, EntityUid>,
     pub(super) tools: HashMap<ToolId, EntityUid>,
     pub(super) actions: Actions,
+    /// Each tool's own call action (a child of `call_tool`) and input
+    /// type, for every tool the set types: built-in, harness and pinned.
+    pub(super) calls: HashMap<ToolId, (EntityUid, ToolType)>,
     pub(super) identity: Arc<PolicySetIdentity>,
     path_classes: PathClasses,
     command_classes: CommandTable,
@@ -175,7 +189,8 @@ impl Engine {
         validated: Option<&[serde_json::Value]>,
     ) -> Result<Self, LoadError> {
         let mut problems = Vec::new();
-        let compiled = load::compile(bundle, provenance, validated);
+        let types = ToolTypes::of(bundle).map_err(|problems| LoadError { problems })?;
+        let compiled = load::compile(bundle, &types, provenance, validated);
         let path_classes =
             PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
                 .map_err(|err| {
@@ -314,6 +329,13 @@ impl Engine {
             read_policy,
             relay_request,
         };
+        let mut calls = HashMap::new();
+        for ty in types.iter() {
+            calls.insert(
+                ty.id.clone(),
+                (uid("Portcullis::Action", &ty.id.to_string())?, ty.clone()),
+            );
+        }
         let shell = uid(entities::SHELL_TYPE, entities::SHELL_ID)?;
         let policies_resource = uid(entities::POLICIES_TYPE, entities::POLICIES_ID)?;
 
@@ -338,6 +360,7 @@ impl Engine {
             clients: client_uids,
             tools: tool_uids,
             actions,
+            calls,
             identity,
             path_classes,
             command_classes,
@@ -349,6 +372,43 @@ impl Engine {
             entity_index: index_entities(&entities_json),
             entities_json,
         })
+    }
+
+    /// The typed input of a call of `tool`, whose arguments passed its
+    /// input schema: `None` when the set has no type for the tool (a tool
+    /// nobody pinned), an error when a value does not fit its type.
+    pub fn tool_input(
+        &self,
+        tool: &ToolId,
+        arguments: &Value,
+    ) -> Option<Result<crate::facts::ToolInput, InputError>> {
+        self.calls.get(tool).map(|(_, ty)| ty.input(arguments))
+    }
+
+    /// Everything a call is decided on besides who asks: its path facts
+    /// (judged against `root`) and its typed input. The arguments must
+    /// have passed the tool's input schema.
+    pub fn call_facts(
+        &self,
+        spec: &ToolSpec,
+        arguments: &Value,
+        root: &Root,
+        transport: Transport,
+    ) -> Result<ToolCallFacts, CallFactsProblem> {
+        let mut call = tool_call_facts(
+            &spec.path_arguments,
+            arguments,
+            root,
+            &self.path_classes,
+            transport,
+        )?;
+        call.facts.input = self.tool_input(&spec.id, arguments).transpose()?;
+        Ok(call)
+    }
+
+    /// The generated input type of each tool, by id.
+    pub fn tool_types(&self) -> impl Iterator<Item = &ToolType> {
+        self.calls.values().map(|(_, ty)| ty)
     }
 
     pub fn identity(&self) -> &Arc<PolicySetIdentity> {
@@ -605,7 +665,8 @@ fn check_request_shape(
     let mut facts = ToolFacts::without_paths(Transport::Stdio);
     facts.path_classes.insert("probe".to_owned());
     for action in [&actions.discover_tool, &actions.call_tool] {
-        let context = tool_context(&facts, true, "probe").map_err(|err| refuse(err.to_string()))?;
+        let context =
+            tool_context(&facts, true, "probe", None).map_err(|err| refuse(err.to_string()))?;
         Request::new(
             principal.clone(),
             action.clone(),

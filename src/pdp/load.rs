@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cedar_policy::{PolicyId, PolicySet, Schema, SchemaFragment, ValidationMode, Validator};
 
 use super::bundle::{PolicyBundle, SourceFile};
+use super::input::{self, ToolTypes};
 use super::problem::{Problem, ProblemKind};
 
 /// The `forbid` policies that must be present in every policy set. Deleting
@@ -56,16 +57,19 @@ pub struct CompiledSet {
 /// run again. A cached schema that does not read falls back to the files.
 pub fn compile(
     bundle: &PolicyBundle,
+    types: &ToolTypes,
     provenance: Provenance,
     validated: Option<&[serde_json::Value]>,
 ) -> Result<CompiledSet, Vec<Problem>> {
     let mut problems = Vec::new();
-    let known = validated.and_then(schema_from_json);
+    let known = validated.and_then(fragments_from_json);
     let already_validated = known.is_some();
-    let schema = match known {
-        Some(schema) => Some(schema),
+    let base = match known {
+        Some(fragments) => Some(fragments),
         None => compile_schema(&bundle.schemas, &mut problems),
     };
+    let schema =
+        base.and_then(|base| with_tool_actions(base, types, &bundle.schemas, &mut problems));
     let files: Vec<SourceFile> = bundle.all_policies().cloned().collect();
     let (policies, origins) = compile_policies(&files, provenance, &mut problems);
     let Some(schema) = schema else {
@@ -75,7 +79,10 @@ pub fn compile(
         return Err(problems);
     }
     if !already_validated {
-        validate(&schema, &policies, &origins, &files, &mut problems);
+        validate(&schema, &policies, &origins, &files, types, &mut problems);
+        if provenance == Provenance::Current && !types.is_empty() {
+            refuse_call_tool_equality(&policies, &origins, &files, &mut problems);
+        }
     }
     if problems.is_empty() {
         Ok(CompiledSet {
@@ -101,15 +108,66 @@ pub fn schema_json(bundle: &PolicyBundle) -> Option<Vec<serde_json::Value>> {
         .collect()
 }
 
-fn schema_from_json(fragments: &[serde_json::Value]) -> Option<Schema> {
-    let fragments: Option<Vec<SchemaFragment>> = fragments
+fn fragments_from_json(fragments: &[serde_json::Value]) -> Option<Vec<SchemaFragment>> {
+    fragments
         .iter()
         .map(|json| SchemaFragment::from_json_value(json.clone()).ok())
-        .collect();
-    Schema::from_schema_fragments(fragments?).ok()
+        .collect()
 }
 
-fn compile_schema(files: &[SourceFile], problems: &mut Vec<Problem>) -> Option<Schema> {
+/// The schema: the base fragments, plus one action per tool that has a
+/// generated input type (`input::fragment`).
+fn with_tool_actions(
+    mut fragments: Vec<SchemaFragment>,
+    types: &ToolTypes,
+    files: &[SourceFile],
+    problems: &mut Vec<Problem>,
+) -> Option<Schema> {
+    let names: Vec<&str> = files.iter().map(|f| f.display.as_str()).collect();
+    let names = names.join(", ");
+    if !types.is_empty() {
+        let base: Vec<serde_json::Value> = fragments
+            .iter()
+            .filter_map(|fragment| fragment.clone().to_json_value().ok())
+            .collect();
+        let generated = input::fragment(types.iter(), &base)
+            .map_err(|err| err.0)
+            .and_then(|json| SchemaFragment::from_json_value(json).map_err(|err| err.to_string()));
+        match generated {
+            Ok(fragment) => fragments.push(fragment),
+            Err(message) => {
+                problems.push(
+                    Problem::new(
+                        ProblemKind::Schema,
+                        &names,
+                        format!("the per-tool actions cannot be generated: {message}"),
+                    )
+                    .with_help(Some(
+                        "each call is decided as its tool's action, whose context is ToolFacts \
+                         plus `input`; compare the schema with `portcullis init`"
+                            .to_owned(),
+                    )),
+                );
+                return None;
+            }
+        }
+    }
+    match Schema::from_schema_fragments(fragments) {
+        Ok(schema) => Some(schema),
+        Err(err) => {
+            problems.push(
+                Problem::new(ProblemKind::Schema, &names, err.to_string())
+                    .with_help(miette::Diagnostic::help(&err).map(|h| h.to_string())),
+            );
+            None
+        }
+    }
+}
+
+fn compile_schema(
+    files: &[SourceFile],
+    problems: &mut Vec<Problem>,
+) -> Option<Vec<SchemaFragment>> {
     let mut fragments = Vec::new();
     for file in files {
         match SchemaFragment::from_cedarschema_str(&file.text) {
@@ -134,20 +192,7 @@ fn compile_schema(files: &[SourceFile], problems: &mut Vec<Problem>) -> Option<S
             )),
         }
     }
-    if fragments.len() != files.len() {
-        return None;
-    }
-    match Schema::from_schema_fragments(fragments) {
-        Ok(schema) => Some(schema),
-        Err(err) => {
-            let names: Vec<&str> = files.iter().map(|f| f.display.as_str()).collect();
-            problems.push(
-                Problem::new(ProblemKind::Schema, &names.join(", "), err.to_string())
-                    .with_help(miette::Diagnostic::help(&err).map(|h| h.to_string())),
-            );
-            None
-        }
-    }
+    (fragments.len() == files.len()).then_some(fragments)
 }
 
 fn compile_policies(
@@ -350,6 +395,7 @@ fn validate(
     policies: &PolicySet,
     origins: &HashMap<PolicyId, PolicyOrigin>,
     files: &[SourceFile],
+    types: &ToolTypes,
     problems: &mut Vec<Problem>,
 ) {
     let validator = Validator::new(schema.clone());
@@ -362,12 +408,15 @@ fn validate(
     };
     for error in result.validation_errors() {
         let (file, text) = file_of(error.policy_id());
-        problems.push(Problem::from_diagnostic(
-            ProblemKind::Validation,
-            file,
-            text,
-            error,
-        ));
+        let problem = Problem::from_diagnostic(ProblemKind::Validation, file, text, error);
+        // A missing attribute under `context.input` may be one no policy
+        // may read: say so, rather than leave "attribute not found".
+        let unreadable = policy_json(policies, error.policy_id())
+            .and_then(|json| input::check_reads(&json, types));
+        problems.push(match unreadable {
+            Some(reason) => problem.with_help(Some(reason)),
+            None => problem,
+        });
     }
     for warning in result.validation_warnings() {
         let (file, text) = file_of(warning.policy_id());
@@ -377,5 +426,63 @@ fn validate(
             text,
             warning,
         ));
+    }
+}
+
+/// A policy or template in Cedar's JSON form.
+fn policy_json(policies: &PolicySet, id: &PolicyId) -> Option<serde_json::Value> {
+    match policies.policy(id) {
+        Some(policy) => policy.to_json().ok(),
+        None => policies.template(id).and_then(|t| t.to_json().ok()),
+    }
+}
+
+/// Refuses `action == Action::"call_tool"`, in the scope or a condition:
+/// each call is decided as its tool's own action, so such a policy would
+/// quietly never apply (a forbid written so would forbid nothing).
+fn refuse_call_tool_equality(
+    policies: &PolicySet,
+    origins: &HashMap<PolicyId, PolicyOrigin>,
+    files: &[SourceFile],
+    problems: &mut Vec<Problem>,
+) {
+    let ids = policies
+        .policies()
+        .map(|p| p.id().clone())
+        .chain(policies.templates().map(|t| t.id().clone()));
+    let mut found: Vec<(String, PolicyId)> = ids
+        .filter(|id| policy_json(policies, id).is_some_and(|json| input::compares_call_tool(&json)))
+        .map(|id| (id.to_string(), id))
+        .collect();
+    found.sort();
+    for (name, id) in found {
+        let origin = origins.get(&id);
+        let file = origin.map_or("policies", |o| &*o.file);
+        let text = files
+            .iter()
+            .find(|f| f.display == file)
+            .map(|f| f.text.as_str());
+        let problem = Problem::new(
+            ProblemKind::Validation,
+            file,
+            format!(
+                "policy `{name}` compares `action == Action::\"call_tool\"`, which no call is: \
+                 each call is decided as its tool's action (`Action::\"builtin/write_file\"`), \
+                 a child of call_tool"
+            ),
+        )
+        .with_help(Some(
+            "write `action in Portcullis::Action::\"call_tool\"` (every call) or \
+             `action == Portcullis::Action::\"server/tool\"` (one tool's calls)"
+                .to_owned(),
+        ));
+        let at = text.and_then(|text| {
+            let needle = format!("@id(\"{name}\")");
+            text.find(&needle).map(|offset| (text, offset))
+        });
+        problems.push(match at {
+            Some((text, offset)) => problem.at_offset(text, offset),
+            None => problem,
+        });
     }
 }

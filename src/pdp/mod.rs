@@ -11,6 +11,7 @@ mod defaults;
 mod engine;
 mod entities;
 mod fixtures;
+mod input;
 mod load;
 mod problem;
 mod proof;
@@ -22,12 +23,13 @@ pub use bundle::{
 };
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
-pub use engine::{Engine, LoadError};
+pub use engine::{CallFactsProblem, Engine, LoadError};
 pub use entities::{
     BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
 };
 pub use fixtures::{CaseResult, run as run_fixtures};
-pub use load::HARD_CONSTRAINTS;
+pub use input::{Field, Hidden, InputType, ToolType, schema_text};
+pub use load::{HARD_CONSTRAINTS, schema_json};
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
 pub use set_cache::SetCache;

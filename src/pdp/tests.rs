@@ -62,11 +62,20 @@ fn decide(
     facts: &ToolFacts,
 ) -> Decision {
     let (server, name) = tool.split_once('/').unwrap();
+    let id = ToolId::new(server, name);
+    // A call of a typed tool carries its input: one argument set that fits
+    // every built-in tool.
+    let mut facts = facts.clone();
+    if action == ToolAction::Call && facts.input.is_none() {
+        let arguments = serde_json::json!({"path": "a.txt", "content": "x",
+            "old_string": "a", "new_string": "b", "pattern": "x"});
+        facts.input = engine.tool_input(&id, &arguments).transpose().unwrap();
+    }
     engine.decide(&Query::tool(
         client,
         action,
-        &ToolId::new(server, name),
-        facts,
+        &id,
+        &facts,
         "client_elicitation",
     ))
 }

@@ -72,15 +72,17 @@ fn spec_for(
         sha256: definition_hash(definition),
         definition: definition.clone(),
     };
-    let (effects, required_capabilities, path_arguments) = match server.rule_for(name) {
+    let (effects, required_capabilities, path_arguments, redact) = match server.rule_for(name) {
         Some(rule) => (
             rule.effects.clone(),
             rule.required_capabilities.clone(),
             rule.paths.clone(),
+            rule.redact.clone(),
         ),
         None => (
             UNDECLARED_EFFECTS.to_vec(),
             capabilities.iter().cloned().collect(),
+            Vec::new(),
             Vec::new(),
         ),
     };
@@ -95,6 +97,7 @@ fn spec_for(
             .get("outputSchema")
             .cloned()
             .unwrap_or(Value::Null),
+        redact,
     }
 }
 

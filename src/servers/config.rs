@@ -84,6 +84,9 @@ pub struct ToolRule {
     pub effects: Vec<Effect>,
     pub required_capabilities: Vec<String>,
     pub paths: Vec<PathArgument>,
+    /// Arguments (dotted paths) recorded only as their SHA-256, and never
+    /// shown to policies.
+    pub redact: Vec<String>,
 }
 
 impl ToolRule {
@@ -192,6 +195,8 @@ struct RawRule {
     required_capabilities: Option<Vec<String>>,
     #[serde(default)]
     paths: BTreeMap<String, PathRole>,
+    #[serde(default)]
+    redact: Vec<String>,
 }
 
 /// The `tools` table in file order: the first matching entry wins, so the
@@ -394,11 +399,21 @@ fn check_rule(pattern: &str, raw: RawRule) -> Result<ToolRule, String> {
             "tools.\"{pattern}\": capability `{empty}` is empty"
         ));
     }
+    if let Some(bad) = raw
+        .redact
+        .iter()
+        .find(|path| path.split('.').any(str::is_empty))
+    {
+        return Err(format!(
+            "tools.\"{pattern}\": `{bad}` in `redact` is not an argument name (dotted for a nested one)"
+        ));
+    }
     Ok(ToolRule {
         pattern: pattern.to_owned(),
         matcher,
         effects,
         required_capabilities,
+        redact: raw.redact,
         paths: raw
             .paths
             .into_iter()

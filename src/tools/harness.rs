@@ -262,6 +262,7 @@ fn spec(declared: &Declared) -> ToolSpec {
             "required": required,
         }),
         output_schema: json!({"type": "object"}),
+        redact: Vec::new(),
     }
 }
 

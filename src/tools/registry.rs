@@ -73,6 +73,26 @@ impl Registry {
             .collect()
     }
 
+    /// Every tool built into this binary (workspace and harness tools) as
+    /// the definitions their Cedar input types are generated from: id,
+    /// input schema, redacted arguments. A policy set carries this text,
+    /// so its hash and its audit snapshot name the tool types it was
+    /// decided with, and replay regenerates exactly them.
+    pub fn builtin_definitions() -> String {
+        let tools: Vec<serde_json::Value> = Self::builtin_specs()
+            .into_iter()
+            .map(|(spec, _)| spec)
+            .chain(harness_specs())
+            .map(|spec| {
+                json!({"id": spec.id.to_string(), "input_schema": spec.input_schema, "redact": spec.redact})
+            })
+            .collect();
+        let mut text = serde_json::to_string_pretty(&json!({ "tools": tools }))
+            .unwrap_or_else(|_| String::from("{\"tools\": []}"));
+        text.push('\n');
+        text
+    }
+
     /// The tools of a coding agent's harness, decided by the hook.
     pub fn harness() -> Result<Self, RegistryError> {
         Self::harness_tools(|_| true)
@@ -185,6 +205,7 @@ mod tests {
                 path_arguments: paths,
                 input_schema: schema,
                 output_schema: json!({"type": "object"}),
+                redact: Vec::new(),
             },
             Runner::Builtin(Builtin::ReadFile),
         )

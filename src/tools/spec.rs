@@ -98,6 +98,9 @@ pub struct ToolSpec {
     pub input_schema: serde_json::Value,
     /// The shape of the tool's `structuredContent`.
     pub output_schema: serde_json::Value,
+    /// Arguments (dotted paths) recorded only as their SHA-256 and never
+    /// shown to policies: file contents, secrets.
+    pub redact: Vec<String>,
 }
 
 impl ToolSpec {

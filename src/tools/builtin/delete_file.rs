@@ -27,6 +27,7 @@ pub fn spec() -> ToolSpec {
             "properties": {"path": {"type": "string"}, "deleted": {"type": "boolean"}},
             "required": ["path", "deleted"]
         }),
+        redact: &[],
     })
 }
 

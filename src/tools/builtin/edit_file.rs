@@ -34,6 +34,7 @@ pub fn spec() -> ToolSpec {
             "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}},
             "required": ["path", "bytes"]
         }),
+        redact: &["old_string", "new_string"],
     })
 }
 

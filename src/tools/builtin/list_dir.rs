@@ -48,6 +48,7 @@ pub fn spec() -> ToolSpec {
             },
             "required": ["path", "entries", "truncated"]
         }),
+        redact: &[],
     })
 }
 

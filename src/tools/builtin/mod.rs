@@ -102,6 +102,7 @@ struct SpecParts<'a> {
     path_arguments: Vec<PathArgument>,
     input_schema: serde_json::Value,
     output_schema: serde_json::Value,
+    redact: &'a [&'a str],
 }
 
 fn spec(parts: SpecParts<'_>) -> ToolSpec {
@@ -117,6 +118,7 @@ fn spec(parts: SpecParts<'_>) -> ToolSpec {
         path_arguments: parts.path_arguments,
         input_schema: parts.input_schema,
         output_schema: parts.output_schema,
+        redact: parts.redact.iter().map(|r| (*r).to_owned()).collect(),
     }
 }
 

@@ -46,6 +46,7 @@ pub fn spec() -> ToolSpec {
             },
             "required": ["path", "content", "offset", "lines", "total_lines", "truncated"]
         }),
+        redact: &[],
     })
 }
 

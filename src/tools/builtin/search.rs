@@ -56,6 +56,7 @@ pub fn spec() -> ToolSpec {
             },
             "required": ["matches", "files_searched", "truncated"]
         }),
+        redact: &[],
     })
 }
 

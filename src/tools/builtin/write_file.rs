@@ -31,6 +31,7 @@ pub fn spec() -> ToolSpec {
             "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}},
             "required": ["path", "bytes"]
         }),
+        redact: &["content"],
     })
 }
 
