@@ -45,7 +45,9 @@ fn engine() -> Engine {
     Engine::load(&bundle, &Registry::builtin().unwrap(), &clients).unwrap()
 }
 
-fn bare_request(engine: &Engine) -> Request {
+/// A prebuilt request of `action` on `tool` with the facts of a clean call
+/// and `input`, checked against the schema once, outside the timing.
+fn bare_request(engine: &Engine, tool: &str, input: R) -> Request {
     let context = Context::from_pairs([
         ("approved".to_owned(), R::new_bool(false)),
         ("approval_channel".to_owned(), R::new_string("none".into())),
@@ -55,21 +57,46 @@ fn bare_request(engine: &Engine) -> Request {
         ("touches_vcs_metadata".to_owned(), R::new_bool(false)),
         ("writes_vcs_metadata".to_owned(), R::new_bool(false)),
         ("path_classes".to_owned(), R::new_set([])),
-        (
-            "input".to_owned(),
-            R::new_record([("path".to_owned(), R::new_string("a.txt".into()))]).unwrap(),
-        ),
+        ("input".to_owned(), input),
     ])
     .unwrap();
     let uid = |s: &str| s.parse::<EntityUid>().unwrap();
     Request::new(
         uid(r#"Portcullis::Client::"alice""#),
-        uid(r#"Portcullis::Action::"builtin/read_file""#),
-        uid(r#"Portcullis::Tool::"builtin/read_file""#),
+        uid(&format!(r#"Portcullis::Action::"{tool}""#)),
+        uid(&format!(r#"Portcullis::Tool::"{tool}""#)),
         context,
         Some(engine.schema()),
     )
     .unwrap()
+}
+
+/// Bare Cedar on `request` (which it must allow), then each query through
+/// `decide`, in one group.
+fn compare(
+    c: &mut Criterion,
+    group: &str,
+    engine: &Engine,
+    request: &Request,
+    cases: &[(&str, &Query<'_>)],
+) {
+    let authorizer = Authorizer::new();
+    assert_eq!(
+        authorizer
+            .is_authorized(request, engine.policies(), engine.entities())
+            .decision(),
+        cedar_policy::Decision::Allow
+    );
+    let mut group = c.benchmark_group(group);
+    group.bench_function("bare_cedar_allow", |b| {
+        b.iter(|| {
+            authorizer.is_authorized(black_box(request), engine.policies(), engine.entities())
+        })
+    });
+    for (name, query) in cases {
+        group.bench_function(*name, |b| b.iter(|| engine.decide(black_box(query))));
+    }
+    group.finish();
 }
 
 fn decide(c: &mut Criterion) {
@@ -101,25 +128,15 @@ fn decide(c: &mut Criterion) {
     assert_eq!(engine.decide(&ask).outcome, Outcome::Ask);
     assert_eq!(engine.decide(&deny).outcome, Outcome::Deny);
 
-    let request = bare_request(&engine);
-    let authorizer = Authorizer::new();
-    assert_eq!(
-        authorizer
-            .is_authorized(&request, engine.policies(), engine.entities())
-            .decision(),
-        cedar_policy::Decision::Allow
+    let path = R::new_record([("path".to_owned(), R::new_string("a.txt".into()))]).unwrap();
+    let request = bare_request(&engine, "builtin/read_file", path);
+    compare(
+        c,
+        "decide",
+        &engine,
+        &request,
+        &[("allow", &allow), ("ask", &ask), ("deny", &deny)],
     );
-
-    let mut group = c.benchmark_group("decide");
-    group.bench_function("bare_cedar_allow", |b| {
-        b.iter(|| {
-            authorizer.is_authorized(black_box(&request), engine.policies(), engine.entities())
-        })
-    });
-    group.bench_function("allow", |b| b.iter(|| engine.decide(black_box(&allow))));
-    group.bench_function("ask", |b| b.iter(|| engine.decide(black_box(&ask))));
-    group.bench_function("deny", |b| b.iter(|| engine.decide(black_box(&deny))));
-    group.finish();
 }
 
 /// A pinned downstream tool with five typed arguments, and a policy on two.
@@ -206,42 +223,14 @@ fn decide_typed_input(c: &mut Criterion) {
         ),
     ])
     .unwrap();
-    let context = Context::from_pairs([
-        ("approved".to_owned(), R::new_bool(false)),
-        ("approval_channel".to_owned(), R::new_string("none".into())),
-        ("transport".to_owned(), R::new_string("stdio".into())),
-        ("reads_inside_root".to_owned(), R::new_bool(true)),
-        ("writes_inside_root".to_owned(), R::new_bool(true)),
-        ("touches_vcs_metadata".to_owned(), R::new_bool(false)),
-        ("writes_vcs_metadata".to_owned(), R::new_bool(false)),
-        ("path_classes".to_owned(), R::new_set([])),
-        ("input".to_owned(), input),
-    ])
-    .unwrap();
-    let uid = |s: &str| s.parse::<EntityUid>().unwrap();
-    let request = Request::new(
-        uid(r#"Portcullis::Client::"alice""#),
-        uid(r#"Portcullis::Action::"tickets/create_ticket""#),
-        uid(r#"Portcullis::Tool::"tickets/create_ticket""#),
-        context,
-        Some(engine.schema()),
-    )
-    .unwrap();
-    let authorizer = Authorizer::new();
-    assert_eq!(
-        authorizer
-            .is_authorized(&request, engine.policies(), engine.entities())
-            .decision(),
-        cedar_policy::Decision::Allow
+    let request = bare_request(&engine, "tickets/create_ticket", input);
+    compare(
+        c,
+        "decide_typed_input",
+        &engine,
+        &request,
+        &[("allow", &query)],
     );
-    let mut group = c.benchmark_group("decide_typed_input");
-    group.bench_function("bare_cedar_allow", |b| {
-        b.iter(|| {
-            authorizer.is_authorized(black_box(&request), engine.policies(), engine.entities())
-        })
-    });
-    group.bench_function("allow", |b| b.iter(|| engine.decide(black_box(&query))));
-    group.finish();
 }
 
 criterion_group!(benches, decide, decide_typed_input);

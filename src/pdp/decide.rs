@@ -244,9 +244,9 @@ impl Engine {
 
     /// For a call of a tool the set types, its own action and its input
     /// as a Cedar record. A call without a recorded input (a record from
-    /// before per-tool actions, replayed under a set that types the tool)
-    /// has an empty one: a policy that reads an argument then errors, and
-    /// the call is denied.
+    /// before per-tool actions, replayed under a candidate that types the
+    /// tool) has an empty one: policies that do not read arguments decide
+    /// as they did, and one that reads an argument errors, which denies.
     fn call_action(
         &self,
         action: ToolAction,
@@ -267,12 +267,18 @@ impl Engine {
         let Some((action, ty)) = typed else {
             return Ok(None);
         };
-        let empty = serde_json::Map::new();
-        let values = facts.input.as_ref().map_or(&empty, |input| &input.values);
-        let expression = record_expression(&ty.fields, values).map_err(|err| DecisionError {
-            policy: None,
-            message: format!("the input does not fit the tool's type: {err}"),
-        })?;
+        let Some(input) = &facts.input else {
+            let empty = RestrictedExpression::new_record([]).map_err(|err| DecisionError {
+                policy: None,
+                message: err.to_string(),
+            })?;
+            return Ok(Some((action, empty)));
+        };
+        let expression =
+            record_expression(&ty.fields, &input.values).map_err(|err| DecisionError {
+                policy: None,
+                message: format!("the input does not fit the tool's type: {err}"),
+            })?;
         Ok(Some((action, expression)))
     }
 

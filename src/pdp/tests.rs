@@ -882,3 +882,203 @@ fn a_set_recorded_without_relay_request_denies_it() {
         (Outcome::Deny, Cause::NotPermitted)
     );
 }
+
+// ---- typed input ----
+
+const DOCS_ONLY: &str = r#"
+@id("args.docs_only")
+@reason("files may be written only under docs/")
+forbid (principal, action == Portcullis::Action::"builtin/write_file", resource)
+unless { context.input.path like "docs/*" };
+"#;
+
+/// Arguments that fill every required property of `schema` with a value
+/// of its type.
+fn required_arguments(schema: &serde_json::Value) -> serde_json::Value {
+    let mut arguments = serde_json::Map::new();
+    for name in schema["required"].as_array().into_iter().flatten() {
+        let name = name.as_str().unwrap();
+        let value = match schema["properties"][name]["type"].as_str() {
+            Some("integer") => serde_json::json!(1),
+            Some("boolean") => serde_json::json!(true),
+            _ => serde_json::json!("a.txt"),
+        };
+        arguments.insert(name.to_owned(), value);
+    }
+    serde_json::Value::Object(arguments)
+}
+
+#[test]
+fn every_tool_action_and_its_built_context_fit_the_schema() {
+    let engine = engine(&PolicyBundle::builtin());
+    let specs: Vec<crate::tools::ToolSpec> = Registry::builtin_specs()
+        .into_iter()
+        .map(|(spec, _)| spec)
+        .chain(Registry::harness().unwrap().iter().map(|t| t.spec.clone()))
+        .collect();
+    assert_eq!(engine.tool_types().count(), specs.len());
+    for spec in specs {
+        let arguments = required_arguments(&spec.input_schema);
+        let input = engine.tool_input(&spec.id, &arguments).unwrap().unwrap();
+        let (action, ty) = &engine.calls[&spec.id];
+        let expression = input::record_expression(&ty.fields, &input.values).unwrap();
+        let facts = ToolFacts::without_paths(Transport::Stdio);
+        let context = context::tool_context(&facts, false, "none", Some(&expression)).unwrap();
+        cedar_policy::Request::new(
+            client_uid("alice"),
+            action.clone(),
+            tool_uid(&spec.id.to_string()),
+            context,
+            Some(engine.schema()),
+        )
+        .unwrap_or_else(|err| panic!("{}: {err}", spec.id));
+    }
+}
+
+#[test]
+fn an_argument_policy_decides_on_the_typed_input() {
+    let mut bundle = with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED);
+    bundle.policies.push(SourceFile {
+        logical: "policies/25_args.cedar".into(),
+        display: "policies/25_args.cedar".into(),
+        text: DOCS_ONLY.into(),
+    });
+    let engine = engine(&bundle);
+    let write = ToolId::new("builtin", "write_file");
+    let decide_path = |path: &str| {
+        let mut facts = clean();
+        facts.input = engine
+            .tool_input(&write, &serde_json::json!({"path": path, "content": "x"}))
+            .unwrap()
+            .ok();
+        engine.decide(&Query::tool(
+            "alice",
+            ToolAction::Call,
+            &write,
+            &facts,
+            "client_elicitation",
+        ))
+    };
+    let docs = decide_path("docs/a.md");
+    assert_eq!(
+        (docs.outcome, ids(&docs)),
+        (Outcome::Ask, vec!["approval.writes"])
+    );
+    let elsewhere = decide_path("src/a.rs");
+    assert_eq!(
+        (elsewhere.outcome, ids(&elsewhere)),
+        (Outcome::Deny, vec!["args.docs_only"])
+    );
+}
+
+#[test]
+fn a_call_without_input_decides_as_before_unless_a_policy_reads_an_argument() {
+    let mut bundle = with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED);
+    bundle.policies.push(SourceFile {
+        logical: "policies/25_args.cedar".into(),
+        display: "policies/25_args.cedar".into(),
+        text: DOCS_ONLY.into(),
+    });
+    let engine = engine(&bundle);
+    let bare = clean();
+    let read = engine.decide(&Query::tool(
+        "alice",
+        ToolAction::Call,
+        &ToolId::new("builtin", "read_file"),
+        &bare,
+        "client_elicitation",
+    ));
+    assert_eq!(read.outcome, Outcome::Allow, "{read:?}");
+    let write = engine.decide(&Query::tool(
+        "alice",
+        ToolAction::Call,
+        &ToolId::new("builtin", "write_file"),
+        &bare,
+        "client_elicitation",
+    ));
+    assert_eq!(
+        (write.outcome, write.cause),
+        (Outcome::Deny, Cause::PolicyError)
+    );
+}
+
+#[test]
+fn an_input_that_does_not_fit_its_type_denies() {
+    let engine = engine(&with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED));
+    for values in [
+        serde_json::json!({"path": 3}),
+        serde_json::json!({}),
+        serde_json::json!({"path": "a", "unknown": true}),
+    ] {
+        let mut facts = clean();
+        facts.input = Some(crate::facts::ToolInput {
+            values: values.as_object().unwrap().clone(),
+            redacted: Default::default(),
+        });
+        let decision = engine.decide(&Query::tool(
+            "alice",
+            ToolAction::Call,
+            &ToolId::new("builtin", "read_file"),
+            &facts,
+            "client_elicitation",
+        ));
+        assert_eq!(
+            (decision.outcome, decision.cause),
+            (Outcome::Deny, Cause::PolicyError),
+            "{values}"
+        );
+        assert!(decision.errors[0].message.contains("type"), "{decision:?}");
+    }
+}
+
+#[test]
+fn a_schema_the_tool_actions_cannot_extend_refuses_to_load_and_says_why() {
+    let mut bundle = PolicyBundle::builtin();
+    bundle.schemas[0].text = bundle.schemas[0].text.replace(
+        "    path_classes: Set<String>,\n  };\n\n  // Facts about one shell command",
+        "    path_classes: Set<String>,\n    input: String,\n  };\n\n  // Facts about one shell command",
+    );
+    assert!(bundle.schemas[0].text.contains("input: String"));
+    let found = problems(&bundle);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.kind == ProblemKind::Schema && p.message.contains("`input`")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn built_in_tool_definitions_that_do_not_read_refuse_the_set() {
+    for (text, expected) in [
+        ("not json", "do not read"),
+        (
+            r#"{"tools": [{"id": "no-slash", "input_schema": {}}]}"#,
+            "not a tool id",
+        ),
+    ] {
+        let mut bundle = PolicyBundle::builtin();
+        bundle.tools.as_mut().unwrap().text = text.to_owned();
+        let found = problems(&bundle);
+        assert!(
+            found.iter().any(|p| p.message.contains(expected)),
+            "{text}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn a_set_without_built_in_tool_definitions_decides_calls_as_call_tool() {
+    let mut bundle = with_policy("20_allow.cedar", ALLOW_BUILTIN_TO_PAIRED);
+    bundle.tools = None;
+    let engine = engine(&bundle);
+    assert_eq!(engine.tool_types().count(), 0);
+    let d = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!(d.outcome, Outcome::Allow, "{d:?}");
+}

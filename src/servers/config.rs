@@ -578,6 +578,11 @@ effects = ["read"]
                 "3:18",
                 "is empty",
             ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\nredact = [\"auth..token\"]\n",
+                "3:18",
+                "not an argument name",
+            ),
             ("[[servers]]\n", "1:", "servers"),
         ];
         for (text, place, message) in cases {
