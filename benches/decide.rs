@@ -233,5 +233,78 @@ fn decide_typed_input(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, decide, decide_typed_input);
+/// The built-in set with one permit per client, for `clients` clients:
+/// what a team that grants tools per client reaches.
+fn per_client_engine(clients: usize) -> Engine {
+    let mut bundle = PolicyBundle::builtin();
+    let mut text = String::new();
+    for c in 0..clients {
+        text.push_str(&format!(
+            "@id(\"allow.c{c}\")\n@reason(\"c{c} may use the built-in tools\")\n\
+             permit (principal == Portcullis::Client::\"c{c}\", action in Portcullis::Action::\"use_tool\", \
+             resource in Portcullis::Server::\"builtin\");\n"
+        ));
+    }
+    bundle.policies.push(SourceFile {
+        logical: "policies/20_per_client.cedar".into(),
+        display: "policies/20_per_client.cedar".into(),
+        text,
+    });
+    let records: Vec<ClientRecord> = (0..clients)
+        .map(|c| ClientRecord {
+            name: format!("c{c}"),
+            tier: "paired".into(),
+        })
+        .collect();
+    Engine::load(&bundle, &Registry::builtin().unwrap(), &records).unwrap()
+}
+
+/// `decide` of an allowed read with the built-in set plus 1, 1,000 and
+/// 10,000 per-client permits, bare Cedar on the whole set beside it.
+fn decide_policies(c: &mut Criterion) {
+    let read = ToolId::new("builtin", "read_file");
+    let mut group = c.benchmark_group("decide_policies");
+    for clients in [1usize, 1_000, 10_000] {
+        let engine = per_client_engine(clients);
+        let policies = engine.policy_count();
+        let mut facts = ToolFacts::without_paths(Transport::Stdio);
+        facts.input = engine
+            .tool_input(&read, &serde_json::json!({"path": "a.txt"}))
+            .unwrap()
+            .ok();
+        let client = format!("c{}", clients / 2);
+        let query = Query::tool(
+            &client,
+            ToolAction::Call,
+            &read,
+            &facts,
+            "client_elicitation",
+        );
+        assert_eq!(engine.decide(&query).outcome, Outcome::Allow);
+        let path = R::new_record([("path".to_owned(), R::new_string("a.txt".into()))]).unwrap();
+        let mut request = bare_request(&engine, "builtin/read_file", path);
+        request = Request::new(
+            format!(r#"Portcullis::Client::"{client}""#)
+                .parse()
+                .unwrap(),
+            request.action().unwrap().clone(),
+            request.resource().unwrap().clone(),
+            request.context().unwrap().clone(),
+            None,
+        )
+        .unwrap();
+        let authorizer = Authorizer::new();
+        group.bench_function(format!("bare_cedar/{policies}"), |b| {
+            b.iter(|| {
+                authorizer.is_authorized(black_box(&request), engine.policies(), engine.entities())
+            })
+        });
+        group.bench_function(format!("decide/{policies}"), |b| {
+            b.iter(|| engine.decide(black_box(&query)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, decide_typed_input, decide_policies);
 criterion_main!(benches);

@@ -1139,3 +1139,55 @@ fn servers_toml_mistakes_fail_validation_with_their_line() {
     assert_eq!(run.code, 3, "{run:?}");
     assert!(run.stderr.contains("does not match"), "{run:?}");
 }
+
+#[test]
+fn a_downstream_tool_is_restricted_by_argument_value() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    proxy.served.tree.write_policy(
+        "25_arguments.cedar",
+        r#"
+@id("args.echo_greetings_only")
+@reason("echo only greetings")
+forbid (principal, action == Portcullis::Action::"everything/echo", resource)
+unless { context.input.message like "hello*" };
+"#,
+    );
+    let mut session = proxy.session();
+    let refused = call(
+        &mut session,
+        1,
+        "everything__echo",
+        json!({"message": "hi"}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("args.echo_greetings_only"),
+        "{refused}"
+    );
+    let echoed = call(
+        &mut session,
+        2,
+        "everything__echo",
+        json!({"message": "hello there"}),
+    );
+    assert!(
+        echoed["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello there"),
+        "{echoed}"
+    );
+    session.finish();
+    let inputs: Vec<Value> = records(&proxy.served.audit_log())
+        .into_iter()
+        .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "call_tool")
+        .map(|r| r["body"]["facts"]["input"]["values"].clone())
+        .collect();
+    assert_eq!(
+        inputs,
+        [json!({"message": "hi"}), json!({"message": "hello there"})]
+    );
+}

@@ -408,14 +408,19 @@ impl Engine {
     }
 
     /// The one place Cedar evaluates a request: with the policies whose
-    /// action scope can match it (the same answer as the whole set, for
-    /// less). `decide` and the policy fixtures both come here.
+    /// scope can match it (the same answer as the whole set, for less).
+    /// `decide` and the policy fixtures both come here.
     pub(super) fn authorize(&self, request: &Request, entities: &Entities) -> Response {
-        let policies = request
-            .action()
-            .and_then(|action| self.by_action.get(action))
-            .unwrap_or(&self.policies);
-        self.authorizer.is_authorized(request, policies, entities)
+        match self
+            .scope
+            .as_ref()
+            .and_then(|index| index.slice(request, entities))
+        {
+            Some(slice) => self.authorizer.is_authorized(request, &slice, entities),
+            None => self
+                .authorizer
+                .is_authorized(request, &self.policies, entities),
+        }
     }
 
     fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {

@@ -4,9 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use cedar_policy::{
-    ActionConstraint, Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema,
-};
+use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -20,6 +18,7 @@ use super::input::{InputError, ToolType, ToolTypes};
 use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{Problem, ProblemKind};
 use super::proof::{self, Proof};
+use super::scope_index::ScopeIndex;
 use super::set_cache::SetCache;
 use crate::facts::{
     CallFactsError, CommandClassError, CommandClasses, CommandFacts, PathClasses, Root,
@@ -61,11 +60,10 @@ pub(super) struct Actions {
 pub struct Engine {
     pub(super) schema: Schema,
     pub(super) policies: PolicySet,
-    /// For each action of the schema, the policies whose action scope can
-    /// match it. Cedar walks every policy of the set it is given; a policy
-    /// whose scope cannot match the action never applies and never errors,
-    /// so deciding with the subset gives the same answer for less.
-    pub(super) by_action: HashMap<EntityUid, PolicySet>,
+    /// The policies each request can meet by scope (`scope_index.rs`):
+    /// the same answer as the whole set, for less. `None` only when the
+    /// schema's action hierarchy cannot be read.
+    pub(super) scope: Option<ScopeIndex>,
     pub(super) entities: Entities,
     pub(super) authorizer: Authorizer,
     pub(super) origins: HashMap<PolicyId, PolicyOrigin>,
@@ -189,7 +187,14 @@ impl Engine {
         validated: Option<&[serde_json::Value]>,
     ) -> Result<Self, LoadError> {
         let mut problems = Vec::new();
-        let types = ToolTypes::of(bundle).map_err(|problems| LoadError { problems })?;
+        let mut types = ToolTypes::of(bundle).map_err(|problems| LoadError { problems })?;
+        if validated.is_some() {
+            // This very set validated whole before, every tool's action in
+            // it: only the actions of the tools this engine can be asked
+            // about are built (a hook decides one tool; each action costs
+            // its share of the schema at every start).
+            types.retain(|id| registry.get(id).is_some());
+        }
         let compiled = load::compile(bundle, &types, provenance, validated);
         let path_classes =
             PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
@@ -342,7 +347,7 @@ impl Engine {
         let command_shape =
             check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
         check_fixed_shapes(&compiled.schema, &actions, &policies_resource)?;
-        let by_action = policies_by_action(&compiled.schema, &compiled.policies);
+        let scope = ScopeIndex::new(&compiled.schema, &compiled.policies);
 
         let identity = Arc::new(PolicySetIdentity {
             hash: bundle.hash(),
@@ -353,7 +358,7 @@ impl Engine {
         Ok(Self {
             schema: compiled.schema,
             policies: compiled.policies,
-            by_action,
+            scope,
             entities,
             authorizer: Authorizer::new(),
             origins: compiled.origins,
@@ -533,39 +538,6 @@ fn index_entities(entities: &[Value]) -> HashMap<(String, String), usize> {
             Some(((kind.to_owned(), id.to_owned()), at))
         })
         .collect()
-}
-
-/// The policies that can apply to each action (see `Engine::by_action`).
-/// Empty when the set holds templates, which are decided whole.
-fn policies_by_action(schema: &Schema, policies: &PolicySet) -> HashMap<EntityUid, PolicySet> {
-    let Ok(actions) = schema.action_entities() else {
-        return HashMap::new();
-    };
-    if policies.templates().next().is_some() {
-        return HashMap::new();
-    }
-    let mut by_action = HashMap::new();
-    for action in schema.actions() {
-        let mut groups: Vec<&EntityUid> = vec![action];
-        if let Some(ancestors) = actions.ancestors(action) {
-            groups.extend(ancestors);
-        }
-        let mut subset = PolicySet::new();
-        for policy in policies.policies() {
-            let applies = match policy.action_constraint() {
-                ActionConstraint::Any => true,
-                ActionConstraint::Eq(uid) => uid == *action,
-                ActionConstraint::In(uids) => uids.iter().any(|uid| groups.contains(&uid)),
-            };
-            if applies && subset.add(policy.clone()).is_err() {
-                // Cannot happen (ids are unique in the whole set); deciding
-                // with the whole set is always right.
-                return HashMap::new();
-            }
-        }
-        by_action.insert(action.clone(), subset);
-    }
-    by_action
 }
 
 /// An action whose request shape is fixed by portcullis (a client, a

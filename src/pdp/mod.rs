@@ -15,6 +15,7 @@ mod input;
 mod load;
 mod problem;
 mod proof;
+mod scope_index;
 mod set_cache;
 
 pub use bundle::{

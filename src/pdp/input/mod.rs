@@ -114,6 +114,11 @@ impl ToolTypes {
         Ok(Self { tools })
     }
 
+    /// Keeps only the tools `keep` names.
+    pub fn retain(&mut self, mut keep: impl FnMut(&ToolId) -> bool) {
+        self.tools.retain(|id, _| keep(id));
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &ToolType> {
         self.tools.values()
     }

@@ -1,0 +1,207 @@
+//! The policies a request can meet, found by their scopes. Cedar evaluates
+//! every policy of the set it is given; a set with a permit per client per
+//! server reaches thousands, and most of them cannot match a given request
+//! by scope alone. A policy whose scope does not match is never satisfied
+//! and never evaluates its conditions (so never errors): deciding with the
+//! policies whose scope can match gives the same decision, the same
+//! determining policies and the same errors as the whole set.
+//!
+//! At load every policy (static and template-linked) is indexed by the
+//! actions its action scope can match (through the action hierarchy), and
+//! its principal and resource scopes are kept. Per request, the slice is
+//! the policies of the action whose principal and resource scopes can
+//! match the request's principal and resource (an `in` scope matches the
+//! entity or any of its ancestors in the request's entities). Slices are
+//! cached by everything they depend on: the action, the principal and
+//! resource with their ancestors.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use cedar_policy::{
+    ActionConstraint, Entities, EntityTypeName, EntityUid, Policy, PolicySet, PrincipalConstraint,
+    Request, ResourceConstraint, Schema,
+};
+
+/// At most this many slices are kept; past it the cache starts over (a
+/// replay of a long log meets many principals).
+const MAX_SLICES: usize = 4096;
+
+/// What a principal or resource scope can match.
+#[derive(Debug, Clone)]
+enum Scope {
+    Any,
+    Eq(EntityUid),
+    In(EntityUid),
+    Is(EntityTypeName),
+    IsIn(EntityTypeName, EntityUid),
+}
+
+impl Scope {
+    fn of_principal(constraint: PrincipalConstraint) -> Self {
+        match constraint {
+            PrincipalConstraint::Any => Self::Any,
+            PrincipalConstraint::Eq(uid) => Self::Eq(uid),
+            PrincipalConstraint::In(uid) => Self::In(uid),
+            PrincipalConstraint::Is(kind) => Self::Is(kind),
+            PrincipalConstraint::IsIn(kind, uid) => Self::IsIn(kind, uid),
+        }
+    }
+
+    fn of_resource(constraint: ResourceConstraint) -> Self {
+        match constraint {
+            ResourceConstraint::Any => Self::Any,
+            ResourceConstraint::Eq(uid) => Self::Eq(uid),
+            ResourceConstraint::In(uid) => Self::In(uid),
+            ResourceConstraint::Is(kind) => Self::Is(kind),
+            ResourceConstraint::IsIn(kind, uid) => Self::IsIn(kind, uid),
+        }
+    }
+
+    /// Whether the scope can match `entity`, whose ancestors are `above`.
+    fn matches(&self, entity: &EntityUid, above: &[EntityUid]) -> bool {
+        let within = |uid: &EntityUid| uid == entity || above.contains(uid);
+        match self {
+            Self::Any => true,
+            Self::Eq(uid) => uid == entity,
+            Self::In(uid) => within(uid),
+            Self::Is(kind) => kind == entity.type_name(),
+            Self::IsIn(kind, uid) => kind == entity.type_name() && within(uid),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    policy: Policy,
+    principal: Scope,
+    resource: Scope,
+}
+
+/// Everything a slice depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SliceKey {
+    action: EntityUid,
+    principal: EntityUid,
+    principal_above: Vec<EntityUid>,
+    resource: EntityUid,
+    resource_above: Vec<EntityUid>,
+}
+
+#[derive(Debug)]
+pub(super) struct ScopeIndex {
+    entries: Vec<Entry>,
+    /// Every template, so a slice can link the policies it keeps.
+    templates: PolicySet,
+    /// For each action of the schema, the entries whose action scope can
+    /// match it.
+    by_action: HashMap<EntityUid, Vec<usize>>,
+    slices: RwLock<HashMap<SliceKey, Arc<PolicySet>>>,
+}
+
+impl ScopeIndex {
+    /// Indexes `policies` for the actions of `schema`. `None` when the
+    /// schema's action hierarchy cannot be read: then every request is
+    /// decided with the whole set, which is always right.
+    pub(super) fn new(schema: &Schema, policies: &PolicySet) -> Option<Self> {
+        let actions = schema.action_entities().ok()?;
+        let mut templates = PolicySet::new();
+        for template in policies.templates() {
+            templates.add_template(template.clone()).ok()?;
+        }
+        let entries: Vec<Entry> = policies
+            .policies()
+            .map(|policy| Entry {
+                principal: Scope::of_principal(policy.principal_constraint()),
+                resource: Scope::of_resource(policy.resource_constraint()),
+                policy: policy.clone(),
+            })
+            .collect();
+        let mut by_action = HashMap::new();
+        for action in schema.actions() {
+            let mut groups: Vec<&EntityUid> = vec![action];
+            if let Some(ancestors) = actions.ancestors(action) {
+                groups.extend(ancestors);
+            }
+            let matching = entries
+                .iter()
+                .enumerate()
+                .filter(|(_, entry)| match entry.policy.action_constraint() {
+                    ActionConstraint::Any => true,
+                    ActionConstraint::Eq(uid) => uid == *action,
+                    ActionConstraint::In(uids) => uids.iter().any(|uid| groups.contains(&uid)),
+                })
+                .map(|(at, _)| at)
+                .collect();
+            by_action.insert(action.clone(), matching);
+        }
+        Some(Self {
+            entries,
+            templates,
+            by_action,
+            slices: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The policies of the set that `request` can meet, with `entities`;
+    /// `None` for a request the index cannot place (an action the schema
+    /// does not declare, a request without an entity): decide it with the
+    /// whole set.
+    pub(super) fn slice(&self, request: &Request, entities: &Entities) -> Option<Arc<PolicySet>> {
+        let action = request.action()?;
+        let candidates = self.by_action.get(action)?;
+        let principal = request.principal()?;
+        let resource = request.resource()?;
+        let above = |uid: &EntityUid| -> Vec<EntityUid> {
+            let mut above: Vec<EntityUid> = entities
+                .ancestors(uid)
+                .map(|ancestors| ancestors.cloned().collect())
+                .unwrap_or_default();
+            above.sort_unstable();
+            above
+        };
+        let key = SliceKey {
+            action: action.clone(),
+            principal: principal.clone(),
+            principal_above: above(principal),
+            resource: resource.clone(),
+            resource_above: above(resource),
+        };
+        if let Some(slice) = self.slices.read().ok()?.get(&key) {
+            return Some(Arc::clone(slice));
+        }
+        let slice = Arc::new(self.build(candidates, &key)?);
+        if let Ok(mut slices) = self.slices.write() {
+            if slices.len() >= MAX_SLICES {
+                slices.clear();
+            }
+            slices.insert(key, Arc::clone(&slice));
+        }
+        Some(slice)
+    }
+
+    fn build(&self, candidates: &[usize], key: &SliceKey) -> Option<PolicySet> {
+        let mut slice = self.templates.clone();
+        for &at in candidates {
+            let entry = self.entries.get(at)?;
+            if !entry
+                .principal
+                .matches(&key.principal, &key.principal_above)
+                || !entry.resource.matches(&key.resource, &key.resource_above)
+            {
+                continue;
+            }
+            let policy = &entry.policy;
+            match (policy.template_id(), policy.template_links()) {
+                (Some(template), Some(links)) => slice
+                    .link(template.clone(), policy.id().clone(), links)
+                    .ok()?,
+                _ => slice.add(policy.clone()).ok()?,
+            }
+        }
+        Some(slice)
+    }
+}
+
+#[cfg(test)]
+mod tests;
