@@ -16,7 +16,7 @@
 use std::hint::black_box;
 
 use cedar_policy::{Authorizer, Context, EntityUid, Request, RestrictedExpression as R};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use portcullis::facts::{ToolFacts, Transport};
 use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle, Query, SourceFile, ToolAction};
 use portcullis::tools::{Registry, ToolId};
@@ -307,4 +307,44 @@ fn decide_policies(c: &mut Criterion) {
 }
 
 criterion_group!(benches, decide, decide_typed_input, decide_policies);
-criterion_main!(benches);
+
+/// Decides `query` `times` times: the one function callgrind counts
+/// (`--toggle-collect`), so its instructions divided by `times` are one
+/// decision's, whatever the machine's load.
+#[inline(never)]
+fn counted_decides(engine: &Engine, query: &Query<'_>, times: u32) {
+    for _ in 0..times {
+        black_box(engine.decide(black_box(query)));
+    }
+}
+
+/// With `PORTCULLIS_BENCH_COUNT=CLIENTS` (1, 1000 or 10000), no timing:
+/// 1,000 decisions of the `decide_policies` query for that set, to be
+/// counted under `valgrind --tool=callgrind --collect-atstart=no
+/// --toggle-collect='*counted_decides*'`.
+fn count(clients: usize) {
+    let engine = per_client_engine(clients);
+    let read = ToolId::new("builtin", "read_file");
+    let mut facts = ToolFacts::without_paths(Transport::Stdio);
+    facts.input = engine
+        .tool_input(&read, &serde_json::json!({"path": "a.txt"}))
+        .unwrap()
+        .ok();
+    let client = format!("c{}", clients / 2);
+    let query = Query::tool(&client, ToolAction::Call, &read, &facts, "client_elicitation");
+    assert_eq!(engine.decide(&query).outcome, Outcome::Allow);
+    counted_decides(&engine, &query, 1_000);
+    println!("{} policies: 1000 decisions counted", engine.policy_count());
+}
+
+fn main() {
+    if let Some(clients) = std::env::var("PORTCULLIS_BENCH_COUNT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        count(clients);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
