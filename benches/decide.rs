@@ -331,7 +331,13 @@ fn count(clients: usize) {
         .unwrap()
         .ok();
     let client = format!("c{}", clients / 2);
-    let query = Query::tool(&client, ToolAction::Call, &read, &facts, "client_elicitation");
+    let query = Query::tool(
+        &client,
+        ToolAction::Call,
+        &read,
+        &facts,
+        "client_elicitation",
+    );
     assert_eq!(engine.decide(&query).outcome, Outcome::Allow);
     counted_decides(&engine, &query, 1_000);
     println!("{} policies: 1000 decisions counted", engine.policy_count());

@@ -3,8 +3,9 @@
 //! chain) is detected.
 //!
 //! Each batch is written in three steps: the head gains a `pending` mark
-//! (the batch's last seq and hash), the batch is appended and synced, then
-//! the head's `committed` mark moves to it. After a crash the log ends at
+//! (the batch's last seq and hash) and is synced, the batch is appended and
+//! synced, then the head's `committed` mark moves to it (synced with the
+//! next batch's first step, or at once for the log's last batch). After a crash the log ends at
 //! `committed` (the batch never landed, or landed in part, and was never
 //! acknowledged) or at `pending` (it landed but was not acknowledged). Any
 //! other end means the log was cut or extended after the fact.
@@ -69,6 +70,14 @@ impl HeadFile {
     }
 
     pub fn write(&self, head: &Head) -> io::Result<()> {
+        self.write_unsynced(head)?;
+        self.file.sync_data()
+    }
+
+    /// Rewrites the head in the page cache only: every reader sees it at
+    /// once, and a crash may lose it (the log writer's next synced write
+    /// carries it, see `AuditLog`'s commit).
+    pub fn write_unsynced(&self, head: &Head) -> io::Result<()> {
         let mut text = serde_json::to_string(head).map_err(io::Error::other)?;
         if text.len() >= HEAD_BYTES {
             return Err(io::Error::other("head too long"));
@@ -77,7 +86,6 @@ impl HeadFile {
             text.push(' ');
         }
         text.push('\n');
-        self.file.write_all_at(text.as_bytes(), 0)?;
-        self.file.sync_data()
+        self.file.write_all_at(text.as_bytes(), 0)
     }
 }

@@ -23,6 +23,7 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use super::canonical::encode;
 use super::checkpoint::Signer;
 use super::head::{self, Head, HeadFile, Mark, head_path};
 use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
@@ -69,7 +70,9 @@ enum TailProblem {
 
 struct Job {
     kind: Kind,
-    body: Value,
+    /// The body's canonical encoding, made by the caller: the one writer
+    /// thread only chains and hashes.
+    body: Vec<u8>,
     /// The last record this process writes: nothing after it is accepted.
     closes: bool,
     done: oneshot::Sender<Result<u64, AuditError>>,
@@ -214,7 +217,7 @@ impl AuditLog {
         self.jobs
             .send(Job {
                 kind,
-                body,
+                body: encode(&body),
                 closes,
                 done,
             })
@@ -548,13 +551,15 @@ impl Writer {
             Some(mark) => (mark.seq, mark.hash.clone()),
             None => (0, GENESIS.to_owned()),
         };
-        let mut bytes = Vec::with_capacity(batch.len() * 1024 + 512);
+        let size: usize = batch.iter().map(|job| job.body.len() + 200).sum();
+        let mut bytes = Vec::with_capacity(size + 512);
         let mut seqs = Vec::with_capacity(batch.len());
         for job in batch {
-            let record = Record::chained(seq, &prev, time.clone(), job.kind, job.body.clone());
-            bytes.extend_from_slice(&record.to_line());
-            seq = record.seq;
-            prev = record.hash;
+            let (next, hash, line) =
+                Record::line_from_encoded(seq, &prev, &time, job.kind, &job.body);
+            bytes.extend_from_slice(&line);
+            seq = next;
+            prev = hash;
             seqs.push(seq);
         }
         if let Some(signer) = &self.signer {
@@ -564,13 +569,15 @@ impl Writer {
             };
             let checkpoint = signer.checkpoint(&signed, &time);
             let body = serde_json::to_value(&checkpoint).map_err(TailProblem::Encode)?;
-            let record = Record::chained(seq, &prev, time.clone(), Kind::Checkpoint, body);
-            bytes.extend_from_slice(&record.to_line());
-            seq = record.seq;
-            prev = record.hash;
+            let (next, hash, line) =
+                Record::line_from_encoded(seq, &prev, &time, Kind::Checkpoint, &encode(&body));
+            bytes.extend_from_slice(&line);
+            seq = next;
+            prev = hash;
         }
         let end = Mark { seq, hash: prev };
-        match self.commit(&bytes, &end) {
+        let last = batch.iter().any(|job| job.closes);
+        match self.commit(&bytes, &end, last) {
             Ok(()) => {
                 self.tail = Tail {
                     last: Some(end),
@@ -585,17 +592,29 @@ impl Writer {
         }
     }
 
-    fn commit(&mut self, bytes: &[u8], end: &Mark) -> io::Result<()> {
+    /// The head protocol (`head.rs`): `pending` durable before the batch,
+    /// the batch durable before anyone is answered. The move of
+    /// `committed` is written but not synced (except for the log's last
+    /// batch): it becomes durable with the next batch's `pending`, and a
+    /// crash before that leaves the log ending at `pending`, which is a
+    /// clean end. One fsync fewer per batch, and nothing acknowledged is
+    /// ever only in memory.
+    fn commit(&mut self, bytes: &[u8], end: &Mark, last: bool) -> io::Result<()> {
         self.head.write(&Head {
             committed: self.tail.last.clone(),
             pending: Some(end.clone()),
         })?;
         self.file.write_all(bytes)?;
         self.file.sync_data()?;
-        self.head.write(&Head {
+        let committed = Head {
             committed: Some(end.clone()),
             pending: None,
-        })
+        };
+        if last {
+            self.head.write(&committed)
+        } else {
+            self.head.write_unsynced(&committed)
+        }
     }
 
     /// Cuts a failed batch off the end of the file, so the next batch

@@ -67,6 +67,47 @@ impl Record {
     /// The record as a log line: its canonical encoding, newline-terminated.
     /// Written this way, the line less its `"hash"` member is exactly what
     /// the hash was computed over.
+    /// The line `Record::chained(prev_seq, prev_hash, time, kind, body)
+    /// .to_line()` would write, from the body's canonical encoding: the
+    /// writer chains records without walking their bodies again (a caller
+    /// encodes its own body, on its own thread). Returns the seq, the hash
+    /// and the line, newline included.
+    pub fn line_from_encoded(
+        prev_seq: u64,
+        prev_hash: &str,
+        time: &str,
+        kind: Kind,
+        body: &[u8],
+    ) -> (u64, String, Vec<u8>) {
+        let seq = prev_seq + 1;
+        // Canonical order: body, hash, kind, prev, seq, time; the hash is
+        // over the same object without its `hash` member.
+        let mut rest = Vec::with_capacity(160);
+        rest.extend_from_slice(b",\"kind\":");
+        rest.extend_from_slice(&encode(&json!(kind)));
+        rest.extend_from_slice(b",\"prev\":");
+        rest.extend_from_slice(&encode(&Value::from(prev_hash)));
+        rest.extend_from_slice(b",\"seq\":");
+        rest.extend_from_slice(seq.to_string().as_bytes());
+        rest.extend_from_slice(b",\"time\":");
+        rest.extend_from_slice(&encode(&Value::from(time)));
+        rest.push(b'}');
+        let mut hasher = Sha256::new();
+        hasher.update(b"{\"body\":");
+        hasher.update(body);
+        hasher.update(&rest);
+        let hash = hex::encode(hasher.finalize());
+        let mut line = Vec::with_capacity(body.len() + rest.len() + 90);
+        line.extend_from_slice(b"{\"body\":");
+        line.extend_from_slice(body);
+        line.extend_from_slice(b",\"hash\":\"");
+        line.extend_from_slice(hash.as_bytes());
+        line.push(b'"');
+        line.extend_from_slice(&rest);
+        line.push(b'\n');
+        (seq, hash, line)
+    }
+
     pub fn to_line(&self) -> Vec<u8> {
         let mut line = encode(&json!({
             "seq": self.seq, "prev": self.prev, "time": self.time, "kind": self.kind,
@@ -152,6 +193,35 @@ mod tests {
         let mut moved = second;
         moved.seq = 5;
         assert!(!moved.hash_is_valid());
+    }
+
+    #[test]
+    fn a_line_from_an_encoded_body_is_the_line_of_the_record() {
+        for (kind, body) in [
+            (
+                Kind::Decision,
+                json!({"z": [1, "\"hash\":\"", {"b": null, "a": "é\n"}], "a": true}),
+            ),
+            (Kind::System, json!({})),
+            (Kind::Checkpoint, json!({"key": "\u{1F600}", "n": -3})),
+        ] {
+            let record = Record::chained(
+                41,
+                "ab",
+                "2026-12-02T12:00:00.000Z".into(),
+                kind,
+                body.clone(),
+            );
+            let (seq, hash, line) = Record::line_from_encoded(
+                41,
+                "ab",
+                "2026-12-02T12:00:00.000Z",
+                kind,
+                &encode(&body),
+            );
+            assert_eq!((seq, hash), (record.seq, record.hash.clone()));
+            assert_eq!(line, record.to_line());
+        }
     }
 
     #[test]
