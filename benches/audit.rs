@@ -356,6 +356,30 @@ fn audit(c: &mut Criterion) {
         peak_rss_kib()
     );
 
+    let start = Instant::now();
+    let parallel = Replay::new(&log, None)
+        .unwrap()
+        .run_with_jobs(&log, 2, |_| {})
+        .unwrap();
+    let parallel_time = start.elapsed();
+    assert_eq!(parallel.redecided, count);
+    // The ceiling on this machine: bare Cedar on two threads at once.
+    let shared = engine();
+    let two: Vec<Duration> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| bare_cedar_per_record(&shared)))
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let bare_two_rate: f64 = two.iter().map(|d| 1.0 / d.as_secs_f64()).sum();
+    println!(
+        "replay with --jobs 2: {:.0} records/s, {:.2}x one job; peak RSS {} KiB; bare Cedar on 2 threads at once: {:.2}x one",
+        count as f64 / parallel_time.as_secs_f64(),
+        replay_time.as_secs_f64() / parallel_time.as_secs_f64(),
+        peak_rss_kib(),
+        bare_two_rate / bare_rate
+    );
+
     let small = dir.path().join("small.jsonl");
     generate_log(&small, 2_000);
     c.bench_function("audit/replay_2000_records", |b| {

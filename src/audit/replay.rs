@@ -5,7 +5,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cedar_policy::Entities;
 use serde::{Deserialize, Serialize};
@@ -124,6 +124,8 @@ pub enum ReplayError {
     Record { seq: u64, problem: RecordProblem },
     #[error("the policy set {hash} cannot be rebuilt: {message}")]
     PolicySet { hash: String, message: String },
+    #[error("replay stopped: {0}")]
+    Worker(String),
 }
 
 /// Why one decision record cannot be decided again.
@@ -178,10 +180,23 @@ pub struct ReplaySummary {
 /// Bound on the entity cache: replay of a long log stays in bounded memory.
 const ENTITY_CACHE_LIMIT: usize = 4096;
 
+/// Decision records handed to a worker at once.
+const CHUNK: usize = 64;
+
+/// Chunks waiting for a worker, per worker: how far reading may run ahead
+/// of re-deciding (and so what a parallel replay holds in memory).
+const QUEUED_CHUNKS_PER_JOB: usize = 16;
+
 pub struct Replay {
+    redecider: Redecider,
+}
+
+/// What re-decides records: the policy sets, shared by every worker, and
+/// the entities, each worker its own.
+struct Redecider {
     snapshots: PathBuf,
     candidate: Option<Arc<Engine>>,
-    engines: HashMap<String, Arc<Engine>>,
+    engines: Arc<Mutex<HashMap<String, Arc<Engine>>>>,
     entities: HashMap<String, Entities>,
     registry: Registry,
 }
@@ -199,14 +214,32 @@ fn does_not_load(hash: &str, err: &LoadError) -> ReplayError {
     }
 }
 
+fn empty_registry() -> Result<Registry, ReplayError> {
+    Registry::from_specs(Vec::new()).map_err(|err| ReplayError::PolicySet {
+        hash: String::new(),
+        message: err.to_string(),
+    })
+}
+
+/// One decision record as read from the log, for a worker.
+struct Pending {
+    seq: u64,
+    time: String,
+    body: Box<serde_json::value::RawValue>,
+}
+
+/// A decision record re-decided (or not), for the summary.
+type Done = (
+    u64,
+    String,
+    Result<(DecisionRecord, Option<Redecided>), RecordProblem>,
+);
+
 impl Replay {
     /// A replay of `log`, under its recorded policy sets, or under
     /// `candidate` when given.
     pub fn new(log: &Path, candidate: Option<&PolicyBundle>) -> Result<Self, ReplayError> {
-        let registry = Registry::from_specs(Vec::new()).map_err(|err| ReplayError::PolicySet {
-            hash: String::new(),
-            message: err.to_string(),
-        })?;
+        let registry = empty_registry()?;
         let candidate = match candidate {
             Some(bundle) => Some(Arc::new(
                 Engine::load(bundle, &registry, &[])
@@ -215,11 +248,13 @@ impl Replay {
             None => None,
         };
         Ok(Self {
-            snapshots: snapshot::snapshots_dir(log),
-            candidate,
-            engines: HashMap::new(),
-            entities: HashMap::new(),
-            registry,
+            redecider: Redecider {
+                snapshots: snapshot::snapshots_dir(log),
+                candidate,
+                engines: Arc::new(Mutex::new(HashMap::new())),
+                entities: HashMap::new(),
+                registry,
+            },
         })
     }
 
@@ -228,103 +263,252 @@ impl Replay {
     pub fn run(
         &mut self,
         log: &Path,
+        progress: impl FnMut(u64),
+    ) -> Result<ReplaySummary, ReplayError> {
+        self.run_with_jobs(log, 1, progress)
+    }
+
+    /// As `run`, re-deciding on `jobs` threads: the chain is verified in
+    /// one pass on this thread, decision records are re-decided by the
+    /// pool, and the summary is made in log order, as with one.
+    pub fn run_with_jobs(
+        &mut self,
+        log: &Path,
+        jobs: usize,
         mut progress: impl FnMut(u64),
     ) -> Result<ReplaySummary, ReplayError> {
-        let read_error = |err: std::io::Error| ReplayError::Read {
-            path: log.to_owned(),
-            message: err.to_string(),
+        if jobs <= 1 {
+            let redecider = &mut self.redecider;
+            let mut summary = Summary::default();
+            let read = read_log(log, &mut progress, |pending| {
+                if summary.failure.is_none() {
+                    let done = redecider.redecide_body(pending.body.get());
+                    summary.fold((pending.seq, pending.time, done));
+                }
+            })?;
+            return summary.finish(read);
+        }
+        let (work, queue) =
+            std::sync::mpsc::sync_channel::<(u64, Vec<Pending>)>(jobs * QUEUED_CHUNKS_PER_JOB);
+        let queue = Arc::new(Mutex::new(queue));
+        let (results, collected) = std::sync::mpsc::channel::<(u64, Vec<Done>)>();
+        let workers: Vec<Redecider> = (0..jobs)
+            .map(|_| self.redecider.worker())
+            .collect::<Result<_, _>>()?;
+        std::thread::scope(|scope| {
+            for mut redecider in workers {
+                let queue = Arc::clone(&queue);
+                let results = results.clone();
+                scope.spawn(move || {
+                    loop {
+                        // The lock is held only to take the next chunk.
+                        let next = match queue.lock() {
+                            Ok(queue) => queue.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((place, chunk)) = next else { return };
+                        let done = chunk
+                            .into_iter()
+                            .map(|pending| {
+                                let result = redecider.redecide_body(pending.body.get());
+                                (pending.seq, pending.time, result)
+                            })
+                            .collect();
+                        if results.send((place, done)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(results);
+            // Chunks come back in any order; each is folded once every
+            // earlier one has been, so the summary is in log order.
+            let collector = scope.spawn(move || {
+                let mut summary = Summary::default();
+                let mut waiting: BTreeMap<u64, Vec<Done>> = BTreeMap::new();
+                let mut next = 0u64;
+                for (place, chunk) in collected {
+                    waiting.insert(place, chunk);
+                    while let Some(ready) = waiting.remove(&next) {
+                        for done in ready {
+                            summary.fold(done);
+                        }
+                        next += 1;
+                    }
+                }
+                summary
+            });
+            let mut chunk = Vec::with_capacity(CHUNK);
+            let mut place = 0u64;
+            let mut handed = true;
+            let read = read_log(log, &mut progress, |pending| {
+                chunk.push(pending);
+                if chunk.len() == CHUNK {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                    handed &= work.send((place, full)).is_ok();
+                    place += 1;
+                }
+            });
+            if !chunk.is_empty() {
+                handed &= work.send((place, chunk)).is_ok();
+            }
+            drop(work);
+            let summary = collector
+                .join()
+                .map_err(|_| ReplayError::Worker("the summary thread panicked".to_owned()))?;
+            if !handed {
+                return Err(ReplayError::Worker(
+                    "a re-deciding thread stopped".to_owned(),
+                ));
+            }
+            summary.finish(read?)
+        })
+    }
+}
+
+/// What reading the log found besides its decision records.
+struct Read {
+    records: u64,
+}
+
+/// Reads the log, checking the chain as it goes and its end against the
+/// head at the end, and hands every decision record to `decision`. A break
+/// anywhere voids the replay.
+fn read_log(
+    log: &Path,
+    progress: &mut impl FnMut(u64),
+    mut decision: impl FnMut(Pending),
+) -> Result<Read, ReplayError> {
+    let read_error = |err: std::io::Error| ReplayError::Read {
+        path: log.to_owned(),
+        message: err.to_string(),
+    };
+    let mut chain = Chain::default();
+    let mut records = 0u64;
+    for (index, line) in Records::open(log).map_err(read_error)?.enumerate() {
+        let (record, bytes) = match line.map_err(read_error)? {
+            Line::Record { record, bytes } => (record, bytes),
+            Line::Partial => {
+                chain.partial_tail();
+                break;
+            }
+            Line::Unreadable { line, message } => {
+                return Err(ReplayError::Broken(Break::Unreadable { line, message }));
+            }
         };
-        // One pass: the chain is checked as records are re-decided, and the
-        // end against the head at the end; a break anywhere voids the result.
-        let mut chain = Chain::default();
-        let mut summary = ReplaySummary::default();
-        let mut failure = None;
-        for (index, line) in Records::open(log).map_err(read_error)?.enumerate() {
-            let (record, bytes) = match line.map_err(read_error)? {
-                Line::Record { record, bytes } => (record, bytes),
-                Line::Partial => {
-                    chain.partial_tail();
-                    break;
-                }
-                Line::Unreadable { line, message } => {
-                    return Err(ReplayError::Broken(Break::Unreadable { line, message }));
-                }
-            };
-            chain
-                .check(index as u64 + 1, &record, bytes)
-                .map_err(ReplayError::Broken)?;
-            summary.records += 1;
-            if summary.records.is_multiple_of(4096) {
-                progress(summary.records);
-            }
-            if record.kind != Kind::Decision {
-                continue;
-            }
-            if failure.is_some() {
-                continue;
-            }
-            summary.decisions += 1;
-            let redecided = serde_json::from_str::<DecisionRecord>(record.body.get())
-                .map_err(RecordProblem::NotADecision)
-                .and_then(|recorded| self.redecide(&recorded).map(|after| (recorded, after)));
-            let (recorded, after) = match redecided {
-                Ok(pair) => pair,
-                Err(problem) => {
-                    // Keep following the chain: a break later in the log
-                    // is the more important news.
-                    failure = Some(ReplayError::Record {
-                        seq: record.seq,
-                        problem,
-                    });
-                    continue;
-                }
-            };
-            let Some(after) = after else {
-                summary.not_redecided += 1;
-                continue;
-            };
-            summary.redecided += 1;
-            let before_policies: Vec<String> =
-                recorded.policies.iter().map(|p| p.id.clone()).collect();
-            if after.0 == recorded.decision
-                && after.1 == recorded.cause
-                && after.2 == before_policies
-            {
-                summary.same += 1;
-                continue;
-            }
-            let outcome_changed = after.0 != recorded.decision;
-            if outcome_changed {
-                *summary
-                    .transitions
-                    .entry(format!("{}->{}", recorded.decision, after.0))
-                    .or_insert(0) += 1;
-            }
-            let change = Change {
+        chain
+            .check(index as u64 + 1, &record, bytes)
+            .map_err(ReplayError::Broken)?;
+        records += 1;
+        if records.is_multiple_of(4096) {
+            progress(records);
+        }
+        if record.kind == Kind::Decision {
+            decision(Pending {
                 seq: record.seq,
                 time: record.time,
-                client: recorded.client.name,
-                tool: recorded.resource.unwrap_or(recorded.tool),
-                action: recorded.action,
-                before: recorded.decision,
-                after: after.0,
-                before_cause: recorded.cause,
-                after_cause: after.1,
-                before_policies,
-                after_policies: after.2,
-            };
-            if outcome_changed {
-                summary.changes.push(change);
-            } else {
-                summary.reasons_changed.push(change);
+                body: record.body,
+            });
+        }
+    }
+    progress(records);
+    check_end(log, chain.into_scan()).map_err(ReplayError::Broken)?;
+    Ok(Read { records })
+}
+
+/// The summary as it is made, in log order.
+#[derive(Default)]
+struct Summary {
+    summary: ReplaySummary,
+    /// The first record that could not be re-decided: the replay fails,
+    /// but the chain is still followed to its end (a break later in the
+    /// log is the more important news).
+    failure: Option<ReplayError>,
+}
+
+impl Summary {
+    fn fold(&mut self, (seq, time, done): Done) {
+        if self.failure.is_some() {
+            return;
+        }
+        let summary = &mut self.summary;
+        summary.decisions += 1;
+        let (recorded, after) = match done {
+            Ok(pair) => pair,
+            Err(problem) => {
+                self.failure = Some(ReplayError::Record { seq, problem });
+                return;
             }
+        };
+        let Some(after) = after else {
+            summary.not_redecided += 1;
+            return;
+        };
+        summary.redecided += 1;
+        let before_policies: Vec<String> = recorded.policies.iter().map(|p| p.id.clone()).collect();
+        if after.0 == recorded.decision && after.1 == recorded.cause && after.2 == before_policies {
+            summary.same += 1;
+            return;
         }
-        progress(summary.records);
-        check_end(log, chain.into_scan()).map_err(ReplayError::Broken)?;
-        match failure {
+        let outcome_changed = after.0 != recorded.decision;
+        if outcome_changed {
+            *summary
+                .transitions
+                .entry(format!("{}->{}", recorded.decision, after.0))
+                .or_insert(0) += 1;
+        }
+        let change = Change {
+            seq,
+            time,
+            client: recorded.client.name,
+            tool: recorded.resource.unwrap_or(recorded.tool),
+            action: recorded.action,
+            before: recorded.decision,
+            after: after.0,
+            before_cause: recorded.cause,
+            after_cause: after.1,
+            before_policies,
+            after_policies: after.2,
+        };
+        if outcome_changed {
+            summary.changes.push(change);
+        } else {
+            summary.reasons_changed.push(change);
+        }
+    }
+
+    fn finish(self, read: Read) -> Result<ReplaySummary, ReplayError> {
+        match self.failure {
             Some(failure) => Err(failure),
-            None => Ok(summary),
+            None => Ok(ReplaySummary {
+                records: read.records,
+                ..self.summary
+            }),
         }
+    }
+}
+
+impl Redecider {
+    /// A redecider for another thread: the same policy sets, its own
+    /// entities.
+    fn worker(&self) -> Result<Self, ReplayError> {
+        Ok(Self {
+            snapshots: self.snapshots.clone(),
+            candidate: self.candidate.clone(),
+            engines: Arc::clone(&self.engines),
+            entities: HashMap::new(),
+            registry: empty_registry()?,
+        })
+    }
+
+    fn redecide_body(
+        &mut self,
+        body: &str,
+    ) -> Result<(DecisionRecord, Option<Redecided>), RecordProblem> {
+        let recorded =
+            serde_json::from_str::<DecisionRecord>(body).map_err(RecordProblem::NotADecision)?;
+        let after = self.redecide(&recorded)?;
+        Ok((recorded, after))
     }
 
     /// The decision a record would get now: outcome, cause, determining ids.
@@ -425,7 +609,12 @@ impl Replay {
         if let Some(candidate) = &self.candidate {
             return Ok(Arc::clone(candidate));
         }
-        if let Some(engine) = self.engines.get(hash) {
+        // Held while a set loads: the other workers wait for it rather
+        // than load it again.
+        let mut engines = self.engines.lock().map_err(|_| {
+            ReplayError::Worker("a thread panicked loading a policy set".to_owned())
+        })?;
+        if let Some(engine) = engines.get(hash) {
             return Ok(Arc::clone(engine));
         }
         let bundle =
@@ -437,7 +626,7 @@ impl Replay {
             Engine::load_recorded(&bundle, &self.registry, &[])
                 .map_err(|err| does_not_load(hash, &err))?,
         );
-        self.engines.insert(hash.to_owned(), Arc::clone(&engine));
+        engines.insert(hash.to_owned(), Arc::clone(&engine));
         Ok(engine)
     }
 }
@@ -575,5 +764,68 @@ mod tests {
         })];
         let (_dir, path) = log_of(vec![serde_json::to_value(&record).unwrap()]);
         assert!(matches!(problem(replay(&path)), RecordProblem::Entities(_)));
+    }
+
+    #[test]
+    fn a_parallel_replay_summarises_in_log_order_as_one_thread_does() {
+        let record = serde_json::to_value(read_policy_record()).unwrap();
+        let mut bodies = vec![record; 700];
+        // One record that cannot be re-decided, late in the log: both
+        // name it, and nothing after it counts.
+        bodies.insert(650, json!({"event": "not a decision"}));
+        let (_dir, path) = log_of(bodies);
+        // A candidate that no longer lets clients read the policies: every
+        // record changes, so the order of the changes shows.
+        let mut candidate = PolicyBundle::builtin();
+        for file in &mut candidate.policies {
+            file.text = file.text.replace(
+                "permit (\n  principal,\n  action == Portcullis::Action::\"read_policy\"",
+                "forbid (\n  principal,\n  action == Portcullis::Action::\"read_policy\"",
+            );
+        }
+        let run = |jobs: usize, candidate: Option<&PolicyBundle>| {
+            Replay::new(&path, candidate)
+                .unwrap()
+                .run_with_jobs(&path, jobs, |_| {})
+        };
+        for candidate in [None, Some(&candidate)] {
+            let one = run(1, candidate);
+            let three = run(3, candidate);
+            match (&one, &three) {
+                (
+                    Err(ReplayError::Record { seq: a, .. }),
+                    Err(ReplayError::Record { seq: b, .. }),
+                ) => {
+                    assert_eq!(a, b);
+                    assert_eq!(*a, 651);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let (_dir, path) = log_of(vec![
+            serde_json::to_value(read_policy_record()).unwrap();
+            700
+        ]);
+        let run = |jobs: usize, candidate: Option<&PolicyBundle>| {
+            Replay::new(&path, candidate)
+                .unwrap()
+                .run_with_jobs(&path, jobs, |_| {})
+                .unwrap()
+        };
+        for candidate in [None, Some(&candidate)] {
+            let (one, three) = (run(1, candidate), run(3, candidate));
+            assert_eq!(
+                serde_json::to_value(&one).unwrap(),
+                serde_json::to_value(&three).unwrap()
+            );
+        }
+        let changed = run(2, Some(&candidate));
+        assert_eq!(changed.changes.len(), 700);
+        assert!(changed.changes.windows(2).all(|w| w[0].seq < w[1].seq));
+        let three = run(3, None);
+        assert_eq!(
+            (three.records, three.redecided, three.same),
+            (700, 700, 700)
+        );
     }
 }

@@ -60,6 +60,10 @@ pub struct ReplayArgs {
     /// Giving only one of --policies/--schema takes the built-in other.
     #[command(flatten)]
     pub candidate: PolicyArgs,
+    /// Threads re-deciding records (the chain is verified on one, in a
+    /// single pass) [default: one per core].
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -216,17 +220,14 @@ fn replay(args: &ReplayArgs, format: Format) -> anyhow::Result<Exit> {
         None
     };
     let mut replay = Replay::new(&args.log, candidate.as_ref())?;
-    let terminal = std::io::stderr().is_terminal();
-    let started = Instant::now();
-    let summary = replay.run(&args.log, |records| {
-        if terminal {
-            let rate = records as f64 / started.elapsed().as_secs_f64().max(1e-6);
-            eprint!("\rreplayed {records} records ({rate:.0}/s)");
-        }
-    })?;
-    if terminal {
-        eprintln!();
-    }
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        |jobs| usize::try_from(jobs).unwrap_or(1),
+    );
+    let mut shown = Progress::new(std::io::stderr().is_terminal());
+    let summary = replay.run_with_jobs(&args.log, jobs, |records| shown.update(records));
+    shown.finish();
+    let summary = summary?;
     let changed = summary.changes.len();
     match format {
         Format::Json => print_json(&json!({
@@ -382,4 +383,52 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
         );
     }
     Ok(Exit::Ok)
+}
+
+/// How far a replay has got: a progress bar on a terminal; otherwise a
+/// count line at most once a second (for logs of CI jobs).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    started: Instant,
+    last_line: Option<Instant>,
+}
+
+impl Progress {
+    fn new(terminal: bool) -> Self {
+        let bar = terminal.then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{spinner} replayed {human_pos} records ({per_sec}, {elapsed})",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Self {
+            bar,
+            started: Instant::now(),
+            last_line: None,
+        }
+    }
+
+    fn update(&mut self, records: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(records);
+            return;
+        }
+        let due = self
+            .last_line
+            .is_none_or(|last| last.elapsed() >= std::time::Duration::from_secs(1));
+        if due && records > 0 {
+            let rate = records as f64 / self.started.elapsed().as_secs_f64().max(1e-6);
+            eprintln!("replayed {records} records ({rate:.0}/s)");
+            self.last_line = Some(Instant::now());
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish();
+        }
+    }
 }
