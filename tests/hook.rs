@@ -741,3 +741,50 @@ permit (principal, action in Portcullis::Action::"use_tool", resource in Portcul
     }
     assert_eq!(hooked.records().len(), before);
 }
+
+#[test]
+fn a_harness_tool_is_restricted_by_argument_value_on_a_fresh_and_a_cached_load() {
+    let hooked = Hooked::new();
+    hooked.served.tree.write_policy(
+        "75_arguments.cedar",
+        r#"
+@id("args.no_password_greps")
+@reason("agents may not grep for passwords")
+forbid (
+  principal,
+  action == Portcullis::Action::"harness/Grep",
+  resource
+)
+when { context.input.pattern like "*password*" };
+"#,
+    );
+    // The first event loads the set whole (and remembers it validated);
+    // the next ones load it from that memory with only Grep's action.
+    for _ in 0..2 {
+        let (refused, reason) =
+            hooked.decide("Grep", json!({"pattern": "password=", "path": "src"}));
+        assert_eq!(refused, Permission::Deny, "{reason}");
+        assert!(
+            reason.contains("agents may not grep for passwords"),
+            "{reason}"
+        );
+        let (allowed, reason) = hooked.decide("Grep", json!({"pattern": "fn main", "path": "src"}));
+        assert_eq!(allowed, Permission::Allow, "{reason}");
+    }
+    let log = fs::read_to_string(hooked.served.audit_log()).unwrap();
+    let inputs: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "decision" && r["body"]["tool"] == "Grep")
+        .map(|r| r["body"]["facts"]["input"]["values"]["pattern"].clone())
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            json!("password="),
+            json!("fn main"),
+            json!("password="),
+            json!("fn main")
+        ]
+    );
+}
