@@ -1,8 +1,8 @@
 //! The one decision point: allow, ask or deny for a tool request.
 
 use cedar_policy::{
-    AuthorizationError, Decision as CedarDecision, Entities, EntityUid, Request, Response,
-    RestrictedExpression,
+    AuthorizationError, Decision as CedarDecision, Entities, EntityUid, PolicySet, Request,
+    Response, RestrictedExpression,
 };
 
 use super::context::{command_context, policy_context, request_context, tool_context};
@@ -224,12 +224,19 @@ impl Engine {
                 None => return self.denied(Cause::NotPermitted),
             },
         };
+        // Both passes ask about the same principal, action and resource:
+        // one slice serves them.
+        let slice = self
+            .scope
+            .as_ref()
+            .and_then(|index| index.slice_for(action, principal, resource, entities));
         let request = Pass {
             entities,
             principal,
             action,
             resource,
             facts,
+            policies: slice.as_deref().unwrap_or(&self.policies),
         };
         if query.approved {
             self.approved_pass(&request, query.approval_channel)
@@ -370,6 +377,7 @@ impl Engine {
             action,
             resource,
             facts,
+            policies,
         } = *request;
         let context = match facts {
             Facts::Tool(facts, input) => tool_context(facts, approved, approval_channel, input),
@@ -404,12 +412,12 @@ impl Engine {
             policy: None,
             message: format!("the request does not build: {err}"),
         })?;
-        Ok(self.authorize(&request, entities))
+        Ok(self.authorizer.is_authorized(&request, policies, entities))
     }
 
-    /// The one place Cedar evaluates a request: with the policies whose
-    /// scope can match it (the same answer as the whole set, for less).
-    /// `decide` and the policy fixtures both come here.
+    /// Cedar on one request, with the policies whose scope can match it
+    /// (the same answer as the whole set, for less): what `decide` does in
+    /// each pass, for the policy fixtures.
     pub(super) fn authorize(&self, request: &Request, entities: &Entities) -> Response {
         match self
             .scope
@@ -464,6 +472,8 @@ struct Pass<'a> {
     action: &'a EntityUid,
     resource: &'a EntityUid,
     facts: Facts<'a>,
+    /// The policies the request can meet (`ScopeIndex`), or the whole set.
+    policies: &'a PolicySet,
 }
 
 /// The facts a request is decided on.

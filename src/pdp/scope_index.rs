@@ -148,10 +148,23 @@ impl ScopeIndex {
     /// does not declare, a request without an entity): decide it with the
     /// whole set.
     pub(super) fn slice(&self, request: &Request, entities: &Entities) -> Option<Arc<PolicySet>> {
-        let action = request.action()?;
+        self.slice_for(
+            request.action()?,
+            request.principal()?,
+            request.resource()?,
+            entities,
+        )
+    }
+
+    /// As `slice`, by the request's parts.
+    pub(super) fn slice_for(
+        &self,
+        action: &EntityUid,
+        principal: &EntityUid,
+        resource: &EntityUid,
+        entities: &Entities,
+    ) -> Option<Arc<PolicySet>> {
         let candidates = self.by_action.get(action)?;
-        let principal = request.principal()?;
-        let resource = request.resource()?;
         let above = |uid: &EntityUid| -> Vec<EntityUid> {
             let mut above: Vec<EntityUid> = entities
                 .ancestors(uid)
