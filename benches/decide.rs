@@ -259,6 +259,17 @@ fn per_client_engine(clients: usize) -> Engine {
     Engine::load(&bundle, &Registry::builtin().unwrap(), &records).unwrap()
 }
 
+/// The client in the middle of `clients`, and the facts of its read of
+/// `a.txt`: what the per-client measurements decide.
+fn middle_client_read(engine: &Engine, read: &ToolId, clients: usize) -> (String, ToolFacts) {
+    let mut facts = ToolFacts::without_paths(Transport::Stdio);
+    facts.input = engine
+        .tool_input(read, &serde_json::json!({"path": "a.txt"}))
+        .unwrap()
+        .ok();
+    (format!("c{}", clients / 2), facts)
+}
+
 /// `decide` of an allowed read with the built-in set plus 1, 1,000 and
 /// 10,000 per-client permits, bare Cedar on the whole set beside it.
 fn decide_policies(c: &mut Criterion) {
@@ -267,12 +278,7 @@ fn decide_policies(c: &mut Criterion) {
     for clients in [1usize, 1_000, 10_000] {
         let engine = per_client_engine(clients);
         let policies = engine.policy_count();
-        let mut facts = ToolFacts::without_paths(Transport::Stdio);
-        facts.input = engine
-            .tool_input(&read, &serde_json::json!({"path": "a.txt"}))
-            .unwrap()
-            .ok();
-        let client = format!("c{}", clients / 2);
+        let (client, facts) = middle_client_read(&engine, &read, clients);
         let query = Query::tool(
             &client,
             ToolAction::Call,
@@ -325,12 +331,7 @@ fn counted_decides(engine: &Engine, query: &Query<'_>, times: u32) {
 fn count(clients: usize) {
     let engine = per_client_engine(clients);
     let read = ToolId::new("builtin", "read_file");
-    let mut facts = ToolFacts::without_paths(Transport::Stdio);
-    facts.input = engine
-        .tool_input(&read, &serde_json::json!({"path": "a.txt"}))
-        .unwrap()
-        .ok();
-    let client = format!("c{}", clients / 2);
+    let (client, facts) = middle_client_read(&engine, &read, clients);
     let query = Query::tool(
         &client,
         ToolAction::Call,
