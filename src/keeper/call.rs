@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::records::Trail;
 use super::{Approval, Authorized, CallOutcome, Keeper};
-use crate::facts::{ResolvedPath, ToolCallFacts, ToolFacts, ToolInput, is_vcs_metadata};
+use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, is_vcs_metadata};
 use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
 use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
@@ -93,7 +93,7 @@ impl Keeper {
             Err(outcome) => return outcome,
         };
         let outcome = self
-            .run(&tool, arguments, call.paths, authorized, progress, &stop)
+            .run(&tool, arguments, call, authorized, progress, &stop)
             .await;
         drop(slot);
         self.record_end(request_id, seq, waited_ms, &outcome, stop.why());
@@ -306,7 +306,7 @@ impl Keeper {
         self: &Arc<Self>,
         tool: &ToolId,
         arguments: Value,
-        paths: Vec<(String, ResolvedPath)>,
+        call: ToolCallFacts,
         authorized: Authorized,
         progress: Option<mpsc::UnboundedSender<Progress>>,
         stop: &Stop<'_>,
@@ -325,7 +325,7 @@ impl Keeper {
         let tool = tool.clone();
         let mut task = tokio::task::spawn_blocking({
             let cancel = cancel.clone();
-            move || keeper.run_blocking(&tool, &arguments, &paths, &cancel, progress, &authorized)
+            move || keeper.run_blocking(&tool, &arguments, &call, &cancel, progress, &authorized)
         });
         tokio::select! {
             joined = &mut task => match joined {
@@ -419,7 +419,7 @@ impl Keeper {
         &self,
         tool_id: &ToolId,
         arguments: &Value,
-        paths: &[(String, ResolvedPath)],
+        call: &ToolCallFacts,
         cancel: &CancelFlag,
         progress: Option<mpsc::UnboundedSender<Progress>>,
         authorized: &Authorized,
@@ -431,18 +431,14 @@ impl Keeper {
                 let _ = progress.send(p);
             }
         };
-        // Each file's read is the same call, so it carries the call's input
-        // (which already fit its type when the call was decided).
-        let input = self
-            .engine
-            .tool_input(tool_id, arguments)
-            .and_then(Result::ok);
-        let may_read =
-            |path: &Path, hardlinked: bool| self.may_read(tool, input.as_ref(), path, hardlinked);
+        // Each file's read is the same call, so it carries the input the
+        // call was decided on.
+        let input = call.facts.input.as_ref();
+        let may_read = |path: &Path, hardlinked: bool| self.may_read(tool, input, path, hardlinked);
         let mut invocation = Invocation {
             root: &self.root,
             arguments,
-            paths,
+            paths: &call.paths,
             cancel,
             progress: &mut report,
             may_read: &may_read,

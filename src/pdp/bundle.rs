@@ -131,6 +131,13 @@ pub fn builtin_tools_logical() -> String {
     )
 }
 
+/// The built-in tools' definitions, made once per process: they are the
+/// binary's own, and every bundle holds them.
+fn builtin_definitions() -> &'static str {
+    static DEFINITIONS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DEFINITIONS.get_or_init(crate::tools::Registry::builtin_definitions)
+}
+
 /// One file of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
@@ -199,7 +206,7 @@ impl PolicyBundle {
                     "<builtin>/tools.json (portcullis {})",
                     env!("CARGO_PKG_VERSION")
                 ),
-                text: crate::tools::Registry::builtin_definitions(),
+                text: builtin_definitions().to_owned(),
             }),
             policies: many(defaults::POLICIES),
             schemas: many(defaults::SCHEMAS),
