@@ -341,6 +341,14 @@ fn reading_a_redacted_argument_is_refused_with_the_reason() {
             "context.input.content like \"*password*\"",
         ),
         ("tickets/create_ticket", "context.input.assignee has token"),
+        ("builtin/write_file", "context.input[\"content\"] == \"x\""),
+        ("builtin/write_file", "context has input.content"),
+        // Cedar accepts this one (the test is just always false): refused
+        // all the same, for what it reads.
+        (
+            "builtin/write_file",
+            "context.input has content || context.approved",
+        ),
     ] {
         let problems = problems_with(&forbid_when(action, condition));
         let help = problems[0]["help"].as_str().unwrap_or_default();

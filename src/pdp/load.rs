@@ -406,26 +406,53 @@ fn validate(
             .and_then(|origin| files.iter().find(|f| *f.display == *origin.file))
             .map_or(("policies", ""), |f| (f.display.as_str(), f.text.as_str()))
     };
+    // A missing attribute under `context.input`, or a `has` test that can
+    // never hold, may be a read of an argument no policy may see: say so.
+    let unreadable = |id: &PolicyId| {
+        policy_json(policies, id).and_then(|json| input::check_reads(&json, types, false))
+    };
+    let mut reported = std::collections::HashSet::new();
     for error in result.validation_errors() {
         let (file, text) = file_of(error.policy_id());
         let problem = Problem::from_diagnostic(ProblemKind::Validation, file, text, error);
-        // A missing attribute under `context.input` may be one no policy
-        // may read: say so, rather than leave "attribute not found".
-        let unreadable = policy_json(policies, error.policy_id())
-            .and_then(|json| input::check_reads(&json, types));
-        problems.push(match unreadable {
+        reported.insert(error.policy_id().clone());
+        problems.push(match unreadable(error.policy_id()) {
             Some(reason) => problem.with_help(Some(reason)),
             None => problem,
         });
     }
     for warning in result.validation_warnings() {
         let (file, text) = file_of(warning.policy_id());
-        problems.push(Problem::from_diagnostic(
-            ProblemKind::ValidationWarning,
-            file,
-            text,
-            warning,
-        ));
+        let problem = Problem::from_diagnostic(ProblemKind::ValidationWarning, file, text, warning);
+        reported.insert(warning.policy_id().clone());
+        problems.push(match unreadable(warning.policy_id()) {
+            Some(reason) => problem.with_help(Some(reason)),
+            None => problem,
+        });
+    }
+    // Cedar accepts a `has` test of a redacted argument inside a condition
+    // that can still hold (`context.input has content || ...`): it is
+    // always false, live and in replay, but it reads what the team marked
+    // unreadable. A policy scoped to the tools it reads is refused for it.
+    let ids = policies
+        .policies()
+        .map(|p| p.id().clone())
+        .chain(policies.templates().map(|t| t.id().clone()));
+    for id in ids.filter(|id| !reported.contains(id)) {
+        let Some(reason) =
+            policy_json(policies, &id).and_then(|json| input::check_reads(&json, types, true))
+        else {
+            continue;
+        };
+        let (file, _) = file_of(&id);
+        problems.push(
+            Problem::new(
+                ProblemKind::Validation,
+                file,
+                format!("policy `{id}` reads an argument no policy may read"),
+            )
+            .with_help(Some(reason)),
+        );
     }
 }
 

@@ -12,9 +12,15 @@ use super::ToolTypes;
 use crate::tools::ToolId;
 
 /// Why the policy (in Cedar's JSON form) reads an input attribute that a
-/// tool in its scope does not show policies, if it does.
-pub fn check_reads(policy: &Value, types: &ToolTypes) -> Option<String> {
-    let in_scope = scoped_tools(policy.get("action"), types);
+/// tool in its scope does not show policies, if it does. With
+/// `named_only`, only tools its action scope names one by one count (a
+/// policy for every call may read an argument guarded by its tool).
+pub fn check_reads(policy: &Value, types: &ToolTypes, named_only: bool) -> Option<String> {
+    let in_scope = match scoped_tools(policy.get("action")) {
+        Scoped::Named(tools) => tools,
+        Scoped::All if named_only => return None,
+        Scoped::All => types.iter().map(|t| t.id.clone()).collect(),
+    };
     let mut reads = Vec::new();
     collect_reads(policy.get("conditions")?, &mut reads);
     let mut reasons = Vec::new();
@@ -84,21 +90,25 @@ fn condition_compares(value: &Value, is_call_tool: &dyn Fn(Option<&Value>) -> bo
     }
 }
 
-/// The tools whose per-tool action the scope can match.
-fn scoped_tools(scope: Option<&Value>, types: &ToolTypes) -> Vec<ToolId> {
-    let all = || types.iter().map(|t| t.id.clone()).collect();
+/// The tools whose per-tool action a scope can match.
+enum Scoped {
+    All,
+    Named(Vec<ToolId>),
+}
+
+fn scoped_tools(scope: Option<&Value>) -> Scoped {
     let Some(scope) = scope else {
-        return all();
+        return Scoped::All;
     };
     let entities: Vec<&Value> = match (scope.get("entity"), scope.get("entities")) {
         (Some(entity), _) => vec![entity],
         (None, Some(Value::Array(entities))) => entities.iter().collect(),
-        _ => return all(),
+        _ => return Scoped::All,
     };
     let mut tools = Vec::new();
     for entity in entities {
         match entity.get("id").and_then(Value::as_str) {
-            Some("call_tool" | "use_tool") => return all(),
+            Some("call_tool" | "use_tool") => return Scoped::All,
             Some(id) => {
                 if let Some((server, name)) = id.split_once('/') {
                     tools.push(ToolId::new(server, name));
@@ -107,7 +117,7 @@ fn scoped_tools(scope: Option<&Value>, types: &ToolTypes) -> Vec<ToolId> {
             None => {}
         }
     }
-    tools
+    Scoped::Named(tools)
 }
 
 /// Every attribute path read under `context.input` (by `.` or `has`).
@@ -116,10 +126,17 @@ fn collect_reads(value: &Value, reads: &mut Vec<String>) {
         Value::Object(object) => {
             for key in [".", "has"] {
                 if let Some(access) = object.get(key) {
-                    let attr = access.get("attr").and_then(Value::as_str);
+                    // `has` may test a path at once: `context has input.content`.
+                    let attrs: Vec<&str> = match access.get("attr") {
+                        Some(Value::String(attr)) => vec![attr.as_str()],
+                        Some(Value::Array(attrs)) => {
+                            attrs.iter().filter_map(Value::as_str).collect()
+                        }
+                        _ => Vec::new(),
+                    };
                     let left = access.get("left").and_then(context_path);
-                    if let (Some(attr), Some(mut path)) = (attr, left) {
-                        path.push(attr.to_owned());
+                    if let (false, Some(mut path)) = (attrs.is_empty(), left) {
+                        path.extend(attrs.iter().map(|a| (*a).to_owned()));
                         if path.len() > 1 && path[0] == "input" {
                             reads.push(path[1..].join("."));
                         }
