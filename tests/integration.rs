@@ -19,6 +19,7 @@ mod filesystem_races;
 mod gate_corpus;
 mod gate_properties;
 mod hook;
+mod http;
 mod interop_clients;
 mod interop_python;
 mod interop_ts;

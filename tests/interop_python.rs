@@ -44,7 +44,8 @@ fn make_venv() -> PathBuf {
 }
 
 #[test]
-fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras() {
+fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras_over_stdio_and_http()
+ {
     let venv = venv();
     let report = tempfile::NamedTempFile::new().unwrap();
     let output = Command::new(venv.join("bin/pytest"))
@@ -77,5 +78,5 @@ fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras
         (0, 0, 0),
         "{stdout}"
     );
-    assert!(count("tests") >= 28, "tests went missing: {stdout}");
+    assert!(count("tests") >= 56, "tests went missing: {stdout}");
 }

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::http::HttpServer;
 use crate::util::{ALLOW_BUILTIN, Served, have, npm_install};
 
 /// The folder holding the session script and the SDK it imports.
@@ -23,6 +24,20 @@ fn installed() -> PathBuf {
 
 #[test]
 fn the_typescript_sdk_reads_every_decision_and_refusal_through_its_own_validation() {
+    session_over(Over::Stdio);
+}
+
+#[test]
+fn the_typescript_sdk_does_the_same_over_streamable_http() {
+    session_over(Over::Http);
+}
+
+enum Over {
+    Stdio,
+    Http,
+}
+
+fn session_over(over: Over) {
     if !have("node") || !have("npm") {
         eprintln!("SKIPPED: node and npm are needed for the TypeScript SDK interop test");
         return;
@@ -44,13 +59,23 @@ fn the_typescript_sdk_reads_every_decision_and_refusal_through_its_own_validatio
     }
     let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
     serve.extend(served.serve_args());
-    let output = Command::new("node")
-        .arg(dir.join("session.mjs"))
+    let mut node = Command::new("node");
+    node.arg(dir.join("session.mjs"))
         .current_dir(&dir)
         .env("PORTCULLIS_SERVE", serde_json::to_string(&serve).unwrap())
-        .env("PORTCULLIS_TOKEN", &served.token)
-        .output()
-        .unwrap();
+        .env("PORTCULLIS_TOKEN", &served.token);
+    let server = match over {
+        Over::Stdio => None,
+        Over::Http => {
+            let server = HttpServer::start(&served, &[]);
+            node.env("PORTCULLIS_URL", server.url());
+            Some(server)
+        }
+    };
+    let output = node.output().unwrap();
+    if let Some(server) = server {
+        server.stop();
+    }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "node failed:\n{stdout}\n{stderr}");

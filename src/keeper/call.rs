@@ -189,12 +189,13 @@ impl Keeper {
         // A downstream server that works on a root of its own has its
         // paths judged against that root.
         let root = match (&tool.runner, &self.fleet) {
-            (Runner::Downstream { .. }, Some(fleet)) => {
-                fleet.root_of(tool.spec.id.server()).unwrap_or(&self.root)
-            }
-            _ => &self.root,
+            (Runner::Downstream { .. }, Some(fleet)) => fleet
+                .root_of(tool.spec.id.server())
+                .unwrap_or(&self.setting.root),
+            _ => &self.setting.root,
         };
         match self
+            .setting
             .engine
             .call_facts(&tool.spec, arguments, root, self.transport)
         {
@@ -235,7 +236,7 @@ impl Keeper {
             facts,
             self.approval_channel(),
         );
-        self.engine.decide(&query.approved())
+        self.setting.engine.decide(&query.approved())
     }
 
     /// Records the decision and turns it into a proof to run, or the
@@ -312,6 +313,7 @@ impl Keeper {
         stop: &Stop<'_>,
     ) -> CallOutcome {
         let downstream = self
+            .setting
             .registry
             .get(tool)
             .is_some_and(|t| matches!(t.runner, Runner::Downstream { .. }));
@@ -424,7 +426,11 @@ impl Keeper {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         authorized: &Authorized,
     ) -> Result<Value, ToolFailure> {
-        let tool = self.registry.get(tool_id).ok_or(ToolFailure::Internal)?;
+        let tool = self
+            .setting
+            .registry
+            .get(tool_id)
+            .ok_or(ToolFailure::Internal)?;
         let mut report = |p: Progress| {
             // The receiver is gone only when the call is over; nothing to tell.
             if let Some(progress) = &progress {
@@ -436,7 +442,7 @@ impl Keeper {
         let input = call.facts.input.as_ref();
         let may_read = |path: &Path, hardlinked: bool| self.may_read(tool, input, path, hardlinked);
         let mut invocation = Invocation {
-            root: &self.root,
+            root: &self.setting.root,
             arguments,
             paths: &call.paths,
             cancel,
@@ -467,16 +473,16 @@ impl Keeper {
     ) -> bool {
         let mut facts = ToolFacts::without_paths(self.transport);
         facts.input = input.cloned();
-        facts.reads_inside_root = path.starts_with(self.root.path()) && !hardlinked;
+        facts.reads_inside_root = path.starts_with(self.setting.root.path()) && !hardlinked;
         if hardlinked {
             facts
                 .path_classes
                 .insert(crate::facts::HARDLINKED.to_owned());
         }
         facts.touches_vcs_metadata = is_vcs_metadata(path);
-        let classes = self.engine.path_classes();
+        let classes = self.setting.engine.path_classes();
         classes.classify_into(path, &mut facts.path_classes);
-        if let Ok(relative) = path.strip_prefix(self.root.path()) {
+        if let Ok(relative) = path.strip_prefix(self.setting.root.path()) {
             classes.classify_into(relative, &mut facts.path_classes);
         }
         self.decide(ToolAction::Call, tool, &facts).outcome == Outcome::Allow
@@ -490,6 +496,7 @@ impl Keeper {
             return Vec::new();
         }
         let has: BTreeSet<&str> = self
+            .setting
             .engine
             .tier_capabilities(&self.client.tier)
             .iter()

@@ -17,14 +17,15 @@ impl Keeper {
         cwd: Option<&str>,
     ) -> Result<GateAnswer, GateFailure> {
         let answer = judge(
-            &self.engine,
+            &self.setting.engine,
             &self.client.name,
-            &self.root,
+            &self.setting.root,
             cwd,
             command,
             self.transport,
         )?;
         let entities = self
+            .setting
             .engine
             .command_entities(&self.client.name, &self.client.tier);
         let record = DecisionRecord {

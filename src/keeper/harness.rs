@@ -50,7 +50,7 @@ impl Keeper {
         let mut trail = Trail::new(call.request_id, call.tool, Some(call.input));
         trail.action = ToolAction::Call;
         let id = call.id.clone();
-        let Some(tool) = self.registry.get(&id).filter(|tool| {
+        let Some(tool) = self.setting.registry.get(&id).filter(|tool| {
             matches!(
                 tool.runner,
                 Runner::Harness | Runner::Downstream { pinned: Some(_) }
@@ -69,19 +69,20 @@ impl Keeper {
                 .await;
             return Ok(HarnessVerdict::Invalid(message));
         }
-        let facts =
-            match self
-                .engine
-                .call_facts(&tool.spec, call.judged, &self.root, self.transport)
-            {
-                Ok(call) => call.facts,
-                Err(err) => {
-                    let message = err.to_string();
-                    self.record_refusal(&mut trail, Cause::InvalidArguments, &message)
-                        .await;
-                    return Ok(HarnessVerdict::Invalid(message));
-                }
-            };
+        let facts = match self.setting.engine.call_facts(
+            &tool.spec,
+            call.judged,
+            &self.setting.root,
+            self.transport,
+        ) {
+            Ok(call) => call.facts,
+            Err(err) => {
+                let message = err.to_string();
+                self.record_refusal(&mut trail, Cause::InvalidArguments, &message)
+                    .await;
+                return Ok(HarnessVerdict::Invalid(message));
+            }
+        };
         let decision = self.decide(ToolAction::Call, tool, &facts);
         self.record(&mut trail, &facts, &decision).await?;
         Ok(HarnessVerdict::Decided(decision))

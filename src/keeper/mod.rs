@@ -155,9 +155,8 @@ impl Default for Limits {
 }
 
 pub struct Keeper {
-    engine: Engine,
-    registry: Registry,
-    root: Root,
+    /// Shared by every client's keeper of one `serve --http`.
+    setting: Arc<Setting>,
     client: ClientIdentity,
     transport: Transport,
     audit: Arc<dyn AuditSink>,
@@ -189,10 +188,20 @@ impl Keeper {
         audit: Arc<dyn AuditSink>,
         session: String,
     ) -> Self {
+        Self::sharing(Arc::new(setting), client, transport, audit, session)
+    }
+
+    /// A keeper for one of several clients served at once: the policies,
+    /// tools and root are the others' too, the limits and calls its own.
+    pub fn sharing(
+        setting: Arc<Setting>,
+        client: ClientIdentity,
+        transport: Transport,
+        audit: Arc<dyn AuditSink>,
+        session: String,
+    ) -> Self {
         Self {
-            engine: setting.engine,
-            registry: setting.registry,
-            root: setting.root,
+            setting,
             client,
             transport,
             audit,
@@ -231,7 +240,7 @@ impl Keeper {
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.setting.engine
     }
 
     /// The downstream servers, when the set declares any.
@@ -240,7 +249,7 @@ impl Keeper {
     }
 
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        &self.setting.registry
     }
 
     pub fn client(&self) -> &ClientIdentity {
@@ -271,7 +280,8 @@ impl Keeper {
             Some((server, tool)) => ToolId::new(server, tool),
             None => ToolId::new(BUILTIN_SERVER, name),
         };
-        self.registry
+        self.setting
+            .registry
             .get(&id)
             .filter(|tool| Self::is_served(tool) && Self::mcp_name(&tool.spec) == name)
     }
@@ -281,7 +291,10 @@ impl Keeper {
     }
 
     fn served(&self) -> impl Iterator<Item = &RegisteredTool> {
-        self.registry.iter().filter(|tool| Self::is_served(tool))
+        self.setting
+            .registry
+            .iter()
+            .filter(|tool| Self::is_served(tool))
     }
 
     /// Whether a downstream tool can be called now: its server runs and its
@@ -305,7 +318,7 @@ impl Keeper {
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
-        self.engine.decide(&Query::tool(
+        self.setting.engine.decide(&Query::tool(
             &self.client.name,
             action,
             &tool.spec.id,
@@ -353,7 +366,11 @@ impl Keeper {
     }
 
     fn digest(&self, tool: &ToolId, arguments: &Value) -> String {
-        action_digest(&tool.to_string(), arguments, &self.engine.identity().hash)
+        action_digest(
+            &tool.to_string(),
+            arguments,
+            &self.setting.engine.identity().hash,
+        )
     }
 
     /// The action digest of a call by tool name, for checking that an

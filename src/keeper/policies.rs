@@ -9,9 +9,11 @@ impl Keeper {
     /// decision is recorded first; an unrecorded one is a refusal.
     pub async fn policies_readable(&self, request_id: &str) -> Result<bool, AuditUnavailable> {
         let decision = self
+            .setting
             .engine
             .decide(&Query::policies(&self.client.name, self.transport));
         let entities = self
+            .setting
             .engine
             .policy_entities(&self.client.name, &self.client.tier);
         self.record_decision(self.base_record(

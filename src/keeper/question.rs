@@ -30,7 +30,7 @@ impl Keeper {
             Self::mcp_name(&tool.spec)
         )];
         for (name, resolved) in paths {
-            let shown = match resolved.relative(&self.root) {
+            let shown = match resolved.relative(&self.setting.root) {
                 Some(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
                 Some(relative) => relative.display().to_string(),
                 None => format!("{} (outside the root)", resolved.canonical.display()),

@@ -104,7 +104,8 @@ impl Keeper {
             .resource
             .as_ref()
             .map(|id| {
-                self.engine
+                self.setting
+                    .engine
                     .entities_for(&self.client.name, &self.client.tier, id)
             })
             .unwrap_or_default();
@@ -126,7 +127,7 @@ impl Keeper {
             command: None,
             approval_channel: self.approval_channel().to_owned(),
             entities,
-            policy_set: (**self.engine.identity()).clone(),
+            policy_set: (**self.setting.engine.identity()).clone(),
             decision: outcome,
             cause,
             policies,
@@ -166,7 +167,7 @@ impl Keeper {
             command: None,
             approval_channel: approval_channel.to_owned(),
             entities,
-            policy_set: (**self.engine.identity()).clone(),
+            policy_set: (**self.setting.engine.identity()).clone(),
             decision: decision.outcome,
             cause: decision.cause,
             policies: recorded_policies(decision),

@@ -17,15 +17,16 @@ impl Keeper {
         method: &str,
     ) -> Result<bool, AuditUnavailable> {
         let uid = server_uid(server);
-        let decision = self.engine.decide(&Query::request(
+        let decision = self.setting.engine.decide(&Query::request(
             &self.client.name,
             &uid,
             method,
             self.transport,
         ));
-        let entities = self
-            .engine
-            .server_entities(&self.client.name, &self.client.tier, server);
+        let entities =
+            self.setting
+                .engine
+                .server_entities(&self.client.name, &self.client.tier, server);
         let record = DecisionRecord {
             resource: Some(server.to_owned()),
             ..self.base_record(

@@ -7,6 +7,7 @@
 
 mod approvals;
 mod errors;
+pub mod http;
 mod pre_init;
 mod relay;
 mod resources;
@@ -19,11 +20,9 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use thiserror::Error;
 
-pub use server::PortcullisServer;
+pub use server::{Caller, Callers, PortcullisServer};
 
-use crate::approval::Approvals;
 use crate::keeper::Keeper;
-use crate::pdp::PolicyBundle;
 
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -53,12 +52,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// record is the last word.
 pub async fn serve_stdio(
     keeper: Arc<Keeper>,
-    bundle: &PolicyBundle,
-    approvals: Approvals,
+    server: PortcullisServer,
     stop: impl Future<Output = &'static str>,
 ) -> Result<Ended, ServeError> {
-    let server = PortcullisServer::new(Arc::clone(&keeper), bundle, approvals)
-        .map_err(ServeError::Wrappers)?;
     let transport = pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(
         tokio::io::stdin(),
         tokio::io::stdout(),

@@ -29,14 +29,32 @@ const TOOLS_LIST: &str = "tools_list";
 const TOOL_CALL: &str = "tool_call";
 const GATE: &str = "gate";
 
-/// The rmcp handler. One per process: a stdio process serves one client.
+/// Whose keeper answers a request.
+#[derive(Clone)]
+pub enum Callers {
+    /// stdio: the one client the process was started for.
+    One(Arc<Keeper>),
+    /// Streamable HTTP: the client whose bearer token the request carried,
+    /// put in the request's extensions as a [`Caller`] by the HTTP guard
+    /// before the body was read.
+    PerRequest,
+}
+
+/// The keeper of the client an HTTP request authenticated as.
+#[derive(Clone)]
+pub struct Caller(pub Arc<Keeper>);
+
+/// The rmcp handler: one per stdio process, or one per HTTP session (or
+/// stateless request), all clones sharing the keepers and the approval
+/// seal, so that a clone costs a few reference counts.
+#[derive(Clone)]
 pub struct PortcullisServer {
-    keeper: Arc<Keeper>,
-    approvals: Approvals,
-    resources: Vec<PolicyResource>,
-    tool_call_arguments: ArgumentValidator,
-    no_arguments: ArgumentValidator,
-    gate_arguments: ArgumentValidator,
+    callers: Callers,
+    approvals: Arc<Approvals>,
+    resources: Arc<[PolicyResource]>,
+    tool_call_arguments: Arc<ArgumentValidator>,
+    no_arguments: Arc<ArgumentValidator>,
+    gate_arguments: Arc<ArgumentValidator>,
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -78,20 +96,20 @@ fn no_arguments_schema() -> Value {
 }
 
 impl PortcullisServer {
-    /// A server for one client. Fails only if a wrapper's own schema does
-    /// not compile, which the tests rule out.
+    /// A handler answering for `callers`. Fails only if a wrapper's own
+    /// schema does not compile, which the tests rule out.
     pub fn new(
-        keeper: Arc<Keeper>,
+        callers: Callers,
         bundle: &PolicyBundle,
-        approvals: Approvals,
+        approvals: Arc<Approvals>,
     ) -> Result<Self, SchemaError> {
         Ok(Self {
-            keeper,
+            callers,
             approvals,
-            resources: policy_resources(bundle),
-            tool_call_arguments: ArgumentValidator::compile(&tool_call_schema())?,
-            no_arguments: ArgumentValidator::compile(&no_arguments_schema())?,
-            gate_arguments: ArgumentValidator::compile(&gate_schema())?,
+            resources: policy_resources(bundle).into(),
+            tool_call_arguments: Arc::new(ArgumentValidator::compile(&tool_call_schema())?),
+            no_arguments: Arc::new(ArgumentValidator::compile(&no_arguments_schema())?),
+            gate_arguments: Arc::new(ArgumentValidator::compile(&gate_schema())?),
         })
     }
 
@@ -155,9 +173,24 @@ impl PortcullisServer {
         ]
     }
 
-    async fn tools_list(&self, request_id: &str) -> Result<Value, ErrorData> {
-        let tools: Vec<Value> = self
-            .keeper
+    /// The keeper of the client this request came from. Over HTTP a request
+    /// without an authenticated caller never reaches here (the guard
+    /// answers 401); if one did, it is refused rather than served as
+    /// anyone.
+    fn keeper(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Keeper>, ErrorData> {
+        match &self.callers {
+            Callers::One(keeper) => Ok(Arc::clone(keeper)),
+            Callers::PerRequest => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .map(|caller| Arc::clone(&caller.0))
+                .ok_or_else(|| errors::internal("the request has no authenticated client")),
+        }
+    }
+
+    async fn tools_list(&self, keeper: &Keeper, request_id: &str) -> Result<Value, ErrorData> {
+        let tools: Vec<Value> = keeper
             .discoverable(request_id)
             .await
             .map_err(|_| errors::listing_unrecorded())?
@@ -184,7 +217,7 @@ fn request_id(context: &RequestContext<RoleServer>) -> String {
 impl PortcullisServer {
     /// Runs one call through the keeper, forwarding its progress.
     async fn run_call(
-        &self,
+        keeper: &Arc<Keeper>,
         context: &RequestContext<RoleServer>,
         id: &str,
         name: &str,
@@ -212,8 +245,7 @@ impl PortcullisServer {
             }
         };
         let (outcome, ()) = tokio::join!(
-            self.keeper
-                .call(id, name, arguments, approval, sender, context.ct.clone()),
+            keeper.call(id, name, arguments, approval, sender, context.ct.clone()),
             forward
         );
         outcome
@@ -223,22 +255,28 @@ impl PortcullisServer {
 impl PortcullisServer {
     async fn tools_list_call(
         &self,
+        keeper: &Keeper,
         id: &str,
         arguments: &Value,
     ) -> Result<CallToolResponse, ErrorData> {
         self.no_arguments
             .check(arguments)
             .map_err(|err| errors::invalid_arguments(err.to_string()))?;
-        Ok(CallToolResult::structured(self.tools_list(id).await?).into())
+        Ok(CallToolResult::structured(self.tools_list(keeper, id).await?).into())
     }
 
-    async fn gate_call(&self, id: &str, arguments: &Value) -> Result<CallToolResponse, ErrorData> {
+    async fn gate_call(
+        &self,
+        keeper: &Keeper,
+        id: &str,
+        arguments: &Value,
+    ) -> Result<CallToolResponse, ErrorData> {
         self.gate_arguments
             .check(arguments)
             .map_err(|err| errors::invalid_arguments(err.to_string()))?;
         let command = arguments["command"].as_str().unwrap_or_default();
         let cwd = arguments.get("cwd").and_then(Value::as_str);
-        match self.keeper.gate(id, command, cwd).await {
+        match keeper.gate(id, command, cwd).await {
             Ok(answer) => Ok(CallToolResult::structured(answer.to_json()).into()),
             Err(GateFailure::Input(err)) => Err(errors::invalid_arguments(err.to_string())),
             Err(GateFailure::AuditUnavailable) => Ok(errors::audit_unavailable()),
@@ -262,7 +300,7 @@ impl PortcullisServer {
 /// One tool call as the approval flow sees it: run it through the keeper,
 /// or ask this client's user on the same call.
 struct McpCall<'a> {
-    server: &'a PortcullisServer,
+    keeper: &'a Arc<Keeper>,
     context: &'a RequestContext<RoleServer>,
     id: &'a str,
     name: &'a str,
@@ -271,15 +309,15 @@ struct McpCall<'a> {
 
 impl Asking for McpCall<'_> {
     async fn run(&self, approval: Approval) -> CallOutcome {
-        self.server
-            .run_call(
-                self.context,
-                self.id,
-                self.name,
-                self.arguments.clone(),
-                approval,
-            )
-            .await
+        PortcullisServer::run_call(
+            self.keeper,
+            self.context,
+            self.id,
+            self.name,
+            self.arguments.clone(),
+            approval,
+        )
+        .await
     }
 
     async fn ask(&self, question: &str, timeout: Duration) -> Answer {
@@ -317,8 +355,8 @@ impl ServerHandler for PortcullisServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut tools: Vec<Tool> = self
-            .keeper
+        let keeper = self.keeper(&context)?;
+        let mut tools: Vec<Tool> = keeper
             .discoverable(&request_id(&context))
             .await
             .map_err(|_| errors::listing_unrecorded())?
@@ -334,11 +372,12 @@ impl ServerHandler for PortcullisServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let keeper = self.keeper(&context)?;
         let id = request_id(&context);
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let (name, arguments) = match request.name.as_ref() {
-            TOOLS_LIST => return self.tools_list_call(&id, &arguments).await,
-            GATE => return self.gate_call(&id, &arguments).await,
+            TOOLS_LIST => return self.tools_list_call(&keeper, &id, &arguments).await,
+            GATE => return self.gate_call(&keeper, &id, &arguments).await,
             TOOL_CALL => self.unwrapped(&arguments)?,
             other => (other.to_owned(), arguments),
         };
@@ -355,7 +394,7 @@ impl ServerHandler for PortcullisServer {
                 (request.request_state.as_deref(), answer)
             });
         let adapter = McpCall {
-            server: self,
+            keeper: &keeper,
             context: &context,
             id: &id,
             name: &name,
@@ -371,7 +410,7 @@ impl ServerHandler for PortcullisServer {
         };
         let reply = self
             .approvals
-            .call(&self.keeper, &adapter, request)
+            .call(&keeper, &adapter, request)
             .await
             .map_err(|_| errors::internal("the approval state could not be sealed"))?;
         errors::reply(reply)
@@ -383,7 +422,7 @@ impl ServerHandler for PortcullisServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let readable = self
-            .keeper
+            .keeper(&context)?
             .policies_readable(&request_id(&context))
             .await
             .map_err(|_| errors::listing_unrecorded())?;
@@ -399,7 +438,7 @@ impl ServerHandler for PortcullisServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let readable = self
-            .keeper
+            .keeper(&context)?
             .policies_readable(&request_id(&context))
             .await
             .map_err(|_| errors::listing_unrecorded())?;

@@ -2,15 +2,21 @@
 
 Each test gets its own folder: the default policies written by `portcullis
 init`, an allowlist, a workspace root and a token store with one client.
+Every test runs over stdio and over Streamable HTTP (`serve --http`, the
+token as a bearer header).
 """
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from mcp import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 BIN = os.environ["PORTCULLIS_BIN"]
 
@@ -29,9 +35,15 @@ def portcullis(*args: str) -> str:
     return subprocess.run([BIN, *args], check=True, capture_output=True, text=True).stdout
 
 
+ADDRESS_LINE = "portcullis: serving MCP over HTTP at "
+
+
 class Setup:
-    def __init__(self, base: Path, tier: str = "paired"):
+    def __init__(self, base: Path, tier: str = "paired", transport: str = "stdio"):
         self.base = base
+        self.transport = transport
+        self.server: subprocess.Popen | None = None
+        self.url: str | None = None
         self.serve_flags: list[str] = []
         portcullis("init", str(base))
         (base / "policies" / "20_allowlist.cedar").write_text(ALLOW_BUILTIN)
@@ -53,28 +65,68 @@ class Setup:
         )
         self.token = json.loads(created)["token"]
 
-    def params(self, token: str | None = None) -> StdioServerParameters:
-        return StdioServerParameters(
-            command=BIN,
-            args=[
-                "serve", "--root", str(self.root), "--store", str(self.store),
-                "--audit", str(self.base / "audit" / "audit.jsonl"),
-                "--policies", str(self.base / "policies"), "--schema", str(self.base / "schemas"),
-                *self.serve_flags,
-            ],
-            env={"PORTCULLIS_TOKEN": self.token if token is None else token},
+    def serve_args(self) -> list[str]:
+        return [
+            "serve", "--root", str(self.root), "--store", str(self.store),
+            "--audit", str(self.base / "audit" / "audit.jsonl"),
+            "--policies", str(self.base / "policies"), "--schema", str(self.base / "schemas"),
+            *self.serve_flags,
+        ]
+
+    def params(self, token: str | None = None):
+        """What `Client` connects to: the stdio command, or the HTTP server
+        (started on first use) with this token as its bearer."""
+        token = self.token if token is None else token
+        if self.transport == "stdio":
+            return StdioServerParameters(command=BIN, args=self.serve_args(), env={"PORTCULLIS_TOKEN": token})
+        if self.server is None:
+            self.start_http()
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        return streamable_http_client(self.url, http_client=http)
+
+    def start_http(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PORTCULLIS_TOKEN"}
+        env["PORTCULLIS_LOG"] = "warn"
+        log = self.base / "serve-http.log"
+        self.server = subprocess.Popen(
+            [BIN, *self.serve_args(), "--http", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env,
         )
+        # Wait for the event (the address on stderr), not for a guessed time.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for line in log.read_text().splitlines():
+                if line.startswith(ADDRESS_LINE):
+                    self.url = line[len(ADDRESS_LINE):].strip()
+                    return
+            assert self.server.poll() is None, log.read_text()
+            time.sleep(0.02)
+        raise AssertionError(f"serve --http printed no address: {log.read_text()}")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.send_signal(signal.SIGTERM)
+            assert self.server.wait(timeout=60) == 0, (self.base / "serve-http.log").read_text()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def transport(request) -> str:
+    return request.param
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Setup:
-    return Setup(tmp_path)
+def setup(tmp_path: Path, transport: str):
+    made = Setup(tmp_path, transport=transport)
+    yield made
+    made.stop()
 
 
 @pytest.fixture
-def trusted_setup(tmp_path: Path) -> Setup:
+def trusted_setup(tmp_path: Path, transport: str):
     """A client of a tier that has the destructive capability."""
-    return Setup(tmp_path, tier="trusted")
+    made = Setup(tmp_path, tier="trusted", transport=transport)
+    yield made
+    made.stop()
 
 
 @pytest.fixture

@@ -1,18 +1,29 @@
 // One session of the official TypeScript SDK client against `portcullis
 // serve`: every call goes through the SDK's own `callTool`, which checks
 // each result against the tool's output schema. Prints one JSON report on
-// stdout; the Rust test (tests/interop_ts.rs) judges it.
+// stdout; the Rust test (tests/interop_ts.rs) judges it. Over stdio (the
+// SDK spawns PORTCULLIS_SERVE) or, when PORTCULLIS_URL is set, over
+// Streamable HTTP with the token as a bearer header.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const [command, ...args] = JSON.parse(process.env.PORTCULLIS_SERVE);
-const transport = new StdioClientTransport({
-  command,
-  args,
-  env: { PORTCULLIS_TOKEN: process.env.PORTCULLIS_TOKEN, PORTCULLIS_LOG: "warn" },
-  stderr: "ignore",
-});
+function connection() {
+  if (process.env.PORTCULLIS_URL) {
+    return new StreamableHTTPClientTransport(new URL(process.env.PORTCULLIS_URL), {
+      requestInit: { headers: { Authorization: `Bearer ${process.env.PORTCULLIS_TOKEN}` } },
+    });
+  }
+  const [command, ...args] = JSON.parse(process.env.PORTCULLIS_SERVE);
+  return new StdioClientTransport({
+    command,
+    args,
+    env: { PORTCULLIS_TOKEN: process.env.PORTCULLIS_TOKEN, PORTCULLIS_LOG: "warn" },
+    stderr: "ignore",
+  });
+}
+const transport = connection();
 const client = new Client(
   { name: "ts-sdk-interop", version: "1.0.0" },
   { capabilities: { elicitation: {} } },
@@ -86,5 +97,8 @@ report.cancelled = await cancelled;
 await step("after_cancel", "read_file", { path: "README.md" });
 
 report.questions = questions;
+if (transport.terminateSession) {
+  await transport.terminateSession();
+}
 await client.close();
 process.stdout.write(JSON.stringify(report));

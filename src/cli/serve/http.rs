@@ -1,0 +1,164 @@
+//! `serve --http`: every client in the token store, each by its own bearer
+//! token, on one address.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+
+use super::super::Exit;
+use super::super::signals::Signals;
+use super::{ServeArgs, StoreArgs, World};
+use crate::auth::{OWNER_TIER, StoredClient, TokenStore};
+use crate::facts::Transport;
+use crate::mcp::http::{Clients, HttpOptions, MCP_PATH, serve_http};
+use crate::mcp::{Callers, PortcullisServer};
+
+/// The largest request body accepted unless `--max-body` says otherwise.
+const DEFAULT_MAX_BODY: &str = "4MiB";
+
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Serve MCP over Streamable HTTP at ADDR:PORT (path /mcp) instead of
+    /// stdio, to every client in the token store, each by its bearer token.
+    /// Port 0 picks a free port and prints the address on stderr.
+    #[arg(long = "http", value_name = "ADDR:PORT")]
+    pub address: Option<SocketAddr>,
+    /// Allow an address that is not loopback. Tokens then cross the
+    /// network: put a TLS terminator in front.
+    #[arg(long, requires = "address")]
+    pub allow_remote: bool,
+    /// A host name clients may reach the server by, besides localhost,
+    /// 127.0.0.1 and ::1; any other Host header is refused (403).
+    #[arg(long = "allowed-host", value_name = "NAME", requires = "address")]
+    pub allowed_hosts: Vec<String>,
+    /// A browser origin (scheme://host[:port]) whose pages may call the
+    /// server; a request with any other Origin header is refused (403).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "address")]
+    pub allowed_origins: Vec<String>,
+    /// The largest request body, in bytes or with a KiB or MiB suffix; a
+    /// larger one is refused (413) before it is read.
+    #[arg(long, default_value = DEFAULT_MAX_BODY, value_name = "SIZE", value_parser = parse_size)]
+    pub max_body: usize,
+}
+
+/// A size in bytes: `4096`, `64KiB`, `4MiB`.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let multiplier: usize = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size: use bytes, or a KiB or MiB suffix"
+            ));
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("`{text}` is not a size: use bytes, or a KiB or MiB suffix"))
+}
+
+/// Every client of the token store, owner excepted.
+pub(super) fn clients(store: &StoreArgs) -> anyhow::Result<Vec<StoredClient>> {
+    let path = store
+        .resolve()
+        .context("no token store: set --store, XDG_STATE_HOME or HOME")?;
+    let store = TokenStore::open(&path)
+        .with_context(|| format!("cannot read the token store {}", path.display()))?;
+    let clients: Vec<StoredClient> = store
+        .clients()
+        .iter()
+        .filter(|client| client.tier != OWNER_TIER)
+        .cloned()
+        .collect();
+    if clients.is_empty() {
+        anyhow::bail!(
+            "the token store {} holds no client: create one with `portcullis token create NAME --tier TIER`",
+            path.display()
+        );
+    }
+    Ok(clients)
+}
+
+/// Refuses, before anything starts, an address other machines can reach
+/// unless the operator said so.
+pub(super) fn refuse_remote(address: SocketAddr, args: &ServeArgs) -> anyhow::Result<()> {
+    if address.ip().is_loopback() {
+        return Ok(());
+    }
+    if !args.http.allow_remote {
+        anyhow::bail!(
+            "--http {address} is not a loopback address: add --allow-remote to serve other machines (and put TLS in front)"
+        );
+    }
+    if args.http.allowed_hosts.is_empty() {
+        tracing::warn!(
+            "serving a non-loopback address without --allowed-host: only requests naming localhost, 127.0.0.1 or ::1 as Host are accepted"
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyhow::Result<Exit> {
+    let store = args.store.resolve().context("no token store")?;
+    let keepers = world.keepers(Transport::Http);
+    let clients = Arc::new(Clients::new(store, keepers));
+    let handler = PortcullisServer::new(
+        Callers::PerRequest,
+        &world.bundle,
+        Arc::clone(&world.approvals),
+    )?;
+    let (listener, signals) = {
+        let _entered = world.runtime.enter();
+        let listener = std::net::TcpListener::bind(address)
+            .and_then(|listener| {
+                listener.set_nonblocking(true)?;
+                tokio::net::TcpListener::from_std(listener)
+            })
+            .with_context(|| format!("cannot listen on {address}"))?;
+        let signals = Signals::install().context("cannot listen for SIGINT and SIGTERM")?;
+        (listener, signals)
+    };
+    let bound = listener.local_addr().context("the listening address")?;
+    eprintln!("portcullis: serving MCP over HTTP at http://{bound}{MCP_PATH}");
+    tracing::info!(
+        address = %bound,
+        clients = world.clients.len(),
+        policy_set = %world.setting.engine.identity().hash,
+        root = %world.setting.root.path().display(),
+        "serving over Streamable HTTP"
+    );
+    let options = HttpOptions {
+        allowed_hosts: args.http.allowed_hosts.clone(),
+        allowed_origins: args.http.allowed_origins.clone(),
+        max_body: args.http.max_body,
+    };
+    let start = json!({"transport": "http", "address": bound.to_string()});
+    let serving = serve_http(listener, clients, handler, options, signals.first());
+    world.run(start.as_object().cloned().unwrap_or_default(), serving)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_bytes_or_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        for bad in ["", "0", "4MB", "MiB", "-1", "4 MiB", "99999999999999999999"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! `portcullis serve`: wires the pieces (policies, tokens, root, audit log,
+//! approvals) and hands a transport to the MCP adapter: stdio for the one
+//! client whose token is in the environment, or Streamable HTTP for every
+//! client in the token store. It translates flags; it does not decide.
+
+mod http;
+mod stdio;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+
+use super::policy::report_problems;
+use super::{Exit, Format, PolicyArgs};
+use crate::approval::ApprovalSeal;
+use crate::approval::Approvals;
+use crate::audit::{
+    AuditError, AuditLog, Kind, PRIVATE_KEY_FILE, Signer, load_or_create_signer, snapshots_dir,
+    store_snapshot,
+};
+use crate::auth::{
+    AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
+};
+use crate::clock::SystemClock;
+use crate::facts::{Root, Transport};
+use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
+use crate::mcp::{Ended, ServeError};
+use crate::pdp::{ClientRecord, Engine, PolicyBundle, SetCache};
+use crate::servers::{Fleet, Servers, ServersLock, drift};
+use http::HttpArgs;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+    /// The workspace root: tools read and write below it, and paths are
+    /// judged against it.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// How long a legacy session waits for the user to answer an approval
+    /// question, in seconds; no answer is a refusal.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub approval_timeout: u64,
+    /// How long an approval question asked of a 2026-07-28 client stays
+    /// answerable, in seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub approval_ttl: u64,
+    /// Calls of this client that run at once; the rest wait, and can be
+    /// cancelled while they wait.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent: u32,
+    /// How long search and list_dir may run, in seconds, before they
+    /// return what they have, marked truncated.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub walk_budget: u64,
+    /// The audit log [default: audit/audit.jsonl in the default token
+    /// store's folder]. Policy snapshots go to FILE.policies/, the head to
+    /// FILE.head. Checkpoints are signed with the key in the token store's
+    /// folder, which may not be the log's folder.
+    #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+/// Where the token store is.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// The token store [default: $XDG_STATE_HOME/portcullis/tokens.json, or
+    /// ~/.local/state/portcullis/tokens.json].
+    #[arg(long = "store", env = "PORTCULLIS_TOKEN_STORE", value_name = "FILE")]
+    pub path: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    pub fn resolve(&self) -> Option<PathBuf> {
+        self.path.clone().or_else(default_store_path)
+    }
+}
+
+/// Checks `PORTCULLIS_TOKEN` against the store. Every failure is the same
+/// failure to the outside: which check failed is nobody's business but the
+/// operator's, who can run `portcullis token list`.
+pub(super) fn authenticate(store: &StoreArgs) -> Option<StoredClient> {
+    let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())?;
+    let store = TokenStore::open(&store.resolve()?).ok()?;
+    // `token create` never makes an owner; a hand-edited store that does
+    // is refused the same way.
+    store
+        .authenticate(&token)
+        .filter(|client| client.tier != OWNER_TIER)
+        .cloned()
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
+    let clients = match &args.http.address {
+        // Before anything reads stdin: an unauthenticated process gets nothing.
+        None => match authenticate(&args.store) {
+            Some(client) => vec![client],
+            None => {
+                eprintln!("{AUTH_FAILED}");
+                return Ok(Exit::Failure);
+            }
+        },
+        Some(address) => {
+            http::refuse_remote(*address, args)?;
+            http::clients(&args.store)?
+        }
+    };
+    let Some(world) = World::prepare(args, clients)? else {
+        return Ok(Exit::ValidationFailure);
+    };
+    match &args.http.address {
+        None => stdio::serve(world, args),
+        Some(address) => http::serve(world, args, *address),
+    }
+}
+
+/// Everything a transport serves with: the policies and tools, the
+/// downstream servers, the audit log, the approval seal. One per process.
+struct World {
+    runtime: tokio::runtime::Runtime,
+    bundle: PolicyBundle,
+    lock: ServersLock,
+    live: BTreeMap<String, Vec<serde_json::Value>>,
+    fleet: Option<Arc<Fleet>>,
+    setting: Arc<Setting>,
+    clients: Vec<StoredClient>,
+    audit: Arc<AuditLog>,
+    /// Resolves if the log fails its check at start.
+    checked: tokio::sync::oneshot::Receiver<Result<(), AuditError>>,
+    session: String,
+    approvals: Arc<Approvals>,
+    limits: Limits,
+}
+
+impl World {
+    /// Loads and proves the policies for `clients`, starts the downstream
+    /// servers and opens the log. `None` when the policies do not load (the
+    /// problems are reported on stderr).
+    fn prepare(args: &ServeArgs, clients: Vec<StoredClient>) -> anyhow::Result<Option<Self>> {
+        let bundle = args.policies.bundle()?;
+        let servers = match Servers::of(&bundle) {
+            Ok(servers) => servers,
+            Err(err) => {
+                report_problems(&err.problems, Format::Human)?;
+                return Ok(None);
+            }
+        };
+        let root =
+            Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        // The downstream servers start first, in parallel: the tools they list
+        // that nobody pinned become entities too, so that a call to one is
+        // decided and refused as not pinned.
+        let fleet = (!servers.config.servers.is_empty())
+            .then(|| runtime.block_on(Fleet::start(&servers.config, root.path())));
+        let live = match &fleet {
+            Some(fleet) => runtime.block_on(fleet.live_tools()),
+            None => BTreeMap::new(),
+        };
+        let records: Vec<ClientRecord> = clients
+            .iter()
+            .map(|client| ClientRecord {
+                name: client.name.clone(),
+                tier: client.tier.clone(),
+            })
+            .collect();
+        let proofs = set_cache(&args.store);
+        let loaded = servers.registry(&bundle, &live).and_then(|registry| {
+            Engine::load_proven(&bundle, &registry, &records, proofs.as_ref())
+                .map(|(engine, _)| (registry, engine))
+        });
+        let (registry, engine) = match loaded {
+            Ok(loaded) => loaded,
+            Err(err) => {
+                if let Some(fleet) = &fleet {
+                    runtime.block_on(fleet.shut_down());
+                }
+                // Human format: stdout is the protocol channel, even for errors.
+                report_problems(&err.problems, Format::Human)?;
+                return Ok(None);
+            }
+        };
+        let audit_path = audit_path(args.audit.as_deref())?;
+        let signer = signer_for(&args.store, &audit_path)?;
+        // The log is checked on its writer's thread while the session starts:
+        // no record is written before it has verified, and none ever if it
+        // does not.
+        let (audit, checked) =
+            AuditLog::open_in_background(&audit_path, Some(signer), Arc::new(SystemClock))?;
+        store_snapshot(&snapshots_dir(&audit_path), &bundle).with_context(|| {
+            format!(
+                "cannot store the policy snapshot beside {}",
+                audit_path.display()
+            )
+        })?;
+        let approvals = Arc::new(Approvals {
+            seal: ApprovalSeal::new(
+                Duration::from_secs(args.approval_ttl),
+                Arc::new(SystemClock),
+            )
+            .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
+            timeout: Duration::from_secs(args.approval_timeout),
+        });
+        Ok(Some(Self {
+            runtime,
+            bundle,
+            lock: servers.lock,
+            live,
+            fleet,
+            setting: Arc::new(Setting {
+                engine,
+                registry,
+                root,
+            }),
+            clients,
+            audit: Arc::new(audit),
+            checked,
+            session: new_session_id()?,
+            approvals,
+            limits: Limits {
+                max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
+                walk_budget: Duration::from_secs(args.walk_budget),
+            },
+        }))
+    }
+
+    /// The keeper of each client, sharing the policies, tools and log.
+    fn keepers(&self, transport: Transport) -> Vec<Arc<Keeper>> {
+        self.clients
+            .iter()
+            .map(|client| {
+                let keeper = Keeper::sharing(
+                    Arc::clone(&self.setting),
+                    ClientIdentity::from(client.clone()),
+                    transport,
+                    Arc::clone(&self.audit) as Arc<dyn AuditSink>,
+                    self.session.clone(),
+                )
+                .with_limits(self.limits);
+                Arc::new(match &self.fleet {
+                    Some(fleet) => keeper.with_fleet(Arc::clone(fleet)),
+                    None => keeper,
+                })
+            })
+            .collect()
+    }
+
+    /// Records the start, runs `serving` until it ends or the log fails its
+    /// check, stops the downstream servers and records the shutdown last.
+    fn run(
+        self,
+        start: serde_json::Map<String, serde_json::Value>,
+        serving: impl Future<Output = Result<Ended, ServeError>>,
+    ) -> anyhow::Result<Exit> {
+        let World {
+            runtime,
+            lock,
+            live,
+            fleet,
+            setting,
+            clients,
+            audit,
+            checked,
+            session,
+            ..
+        } = self;
+        let served = runtime.block_on(async {
+            let mut record = json!({
+                "event": "start",
+                "session": session,
+                "clients": clients.iter().map(|client| json!({
+                    "name": client.name, "fingerprint": client.fingerprint(), "tier": client.tier,
+                })).collect::<Vec<_>>(),
+                "policy_set": setting.engine.identity(),
+                "pid": std::process::id(),
+            });
+            if let Some(fields) = record.as_object_mut() {
+                fields.extend(start);
+            }
+            audit.submit(Kind::System, record)?;
+            for found in drift(&lock, &live) {
+                tracing::warn!(server = %found.server, tool = %found.tool, drift = found.kind.as_str(),
+                    "a downstream tool is not as pinned: it cannot be called until it is pinned again");
+                audit.submit(Kind::System, json!({
+                    "event": "tool_drift", "session": session, "server": found.server,
+                    "tool": found.tool, "drift": found.kind, "pinned": found.pinned,
+                    "live": found.live, "fields": found.fields,
+                }))?;
+            }
+            tokio::pin!(serving);
+            let broken = async {
+                match checked.await {
+                    Ok(Ok(())) => std::future::pending().await,
+                    Ok(Err(err)) => err,
+                    Err(_) => AuditError::Stopped,
+                }
+            };
+            let served = tokio::select! {
+                served = &mut serving => served,
+                // Nothing was written to it, and nothing will be: stop here.
+                err = broken => {
+                    if let Some(fleet) = &fleet {
+                        fleet.shut_down().await;
+                    }
+                    return Err(anyhow::Error::from(err));
+                }
+            };
+            // The calls are over: the downstream servers go before the last record.
+            if let Some(fleet) = &fleet {
+                fleet.shut_down().await;
+            }
+            let signal = match &served {
+                Ok(Ended::Signal(name)) => Some(*name),
+                _ => None,
+            };
+            let shutdown = json!({
+                "event": "shutdown", "session": session, "signal": signal,
+                "error": served.as_ref().err().map(ToString::to_string),
+            });
+            if let Err(err) = audit.close(Kind::System, shutdown).await {
+                tracing::error!(error = %err, "the shutdown record could not be written");
+            }
+            served.map(drop).map_err(anyhow::Error::from)
+        });
+        // Everything is recorded by now. The thread reading stdin may still be
+        // blocked (a signal ended the session while the client kept stdin open):
+        // leave it, rather than wait for input that may never come.
+        runtime.shutdown_background();
+        served?;
+        Ok(Exit::Ok)
+    }
+}
+
+/// The audit log: as given, or `audit/audit.jsonl` beside the default
+/// token store.
+pub(super) fn audit_path(given: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(path) => Ok(path.to_owned()),
+        None => default_store_path()
+            .and_then(|p| p.parent().map(|d| d.join("audit").join("audit.jsonl")))
+            .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME"),
+    }
+}
+
+/// Where proofs are kept: beside the token store (and the checkpoint key).
+pub(super) fn set_cache(store: &StoreArgs) -> Option<SetCache> {
+    store
+        .resolve()
+        .and_then(|store| store.parent().map(|dir| dir.join("proofs")))
+        .map(SetCache::new)
+}
+
+/// The checkpoint key, kept with the token store and never in the log's
+/// folder: whoever can write the log must not be able to read it.
+pub(super) fn signer_for(store: &StoreArgs, audit: &std::path::Path) -> anyhow::Result<Signer> {
+    let store = store.resolve().context("no token store")?;
+    let keys = store
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let log_dir = audit
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize())
+    {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    if same(keys, log_dir) {
+        anyhow::bail!(
+            "the audit log {} is in the folder of the checkpoint signing key ({}); put the log in a folder of its own (the default is audit/audit.jsonl beside the token store)",
+            audit.display(),
+            keys.join(PRIVATE_KEY_FILE).display()
+        );
+    }
+    Ok(load_or_create_signer(keys)?)
+}
+
+/// A random id for this serve process, named in every record it writes.
+fn new_session_id() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|err| anyhow::anyhow!("no randomness: {err}"))?;
+    Ok(hex::encode(bytes))
+}

@@ -1,0 +1,234 @@
+//! The checks every request to `/mcp` passes before rmcp reads a byte of
+//! its body: Host (DNS rebinding), Origin (a browser page of another site),
+//! the bearer token (which client), the declared body size, and that a
+//! session id belongs to that client. A refusal says only what class of
+//! thing was wrong, never which token or session exists.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::clients::{Clients, Refusal};
+use super::owners::SessionOwners;
+use crate::auth::AUTH_FAILED;
+use crate::mcp::Caller;
+
+/// The session header of the legacy era.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Host names every loopback client may use.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+pub struct Guard {
+    pub clients: Arc<Clients>,
+    pub owners: Arc<SessionOwners>,
+    /// Host names accepted besides the loopback ones, lower case.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted (`scheme://host[:port]`), lower case.
+    pub allowed_origins: Vec<String>,
+    pub max_body: usize,
+}
+
+fn refuse(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"))],
+        body,
+    )
+        .into_response()
+}
+
+/// 401 with the same body whatever was wrong with the token.
+fn unauthorized() -> Response {
+    let mut response = refuse(StatusCode::UNAUTHORIZED, AUTH_FAILED);
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"portcullis\""),
+    );
+    response
+}
+
+/// The host part of a `Host` header, lower case, without its port.
+fn host_name(value: &str) -> Option<String> {
+    let value = value.trim();
+    let host = if let Some(rest) = value.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
+            return None;
+        }
+        inside
+    } else {
+        match value.rsplit_once(':') {
+            Some((host, port)) if is_port(port) && !host.contains(':') => host,
+            Some(_) => return None,
+            None if !value.contains(':') => value,
+            None => return None,
+        }
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+fn is_port(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+impl Guard {
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .and_then(host_name)
+        else {
+            return false;
+        };
+        LOOPBACK_HOSTS.contains(&host.as_str()) || self.allowed_hosts.contains(&host)
+    }
+
+    /// A request without `Origin` is not from a browser page and passes;
+    /// one with an Origin must name an allowed one, exactly.
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let mut origins = headers.get_all(header::ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => true,
+            (Some(origin), None) => origin.to_str().is_ok_and(|origin| {
+                let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+                self.allowed_origins.contains(&origin)
+            }),
+            (Some(_), Some(_)) => false,
+        }
+    }
+
+    fn declared_too_long(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|len| len > self.max_body as u64)
+    }
+}
+
+/// The token of an `Authorization: Bearer` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if !guard.host_allowed(headers) {
+        tracing::warn!(host = ?headers.get(header::HOST), "refused a request for a host that is not allowed (403)");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        );
+    }
+    if !guard.origin_allowed(headers) {
+        tracing::warn!(origin = ?headers.get(header::ORIGIN), "refused a request from an origin that is not allowed (403)");
+        return refuse(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed");
+    }
+    let keeper = match bearer(headers).map(|token| guard.clients.authenticate(token)) {
+        Some(Ok(keeper)) => keeper,
+        refused => {
+            let why = refused.and_then(Result::err).unwrap_or(Refusal::Unknown);
+            tracing::warn!(?why, "refused a request without a valid bearer token (401)");
+            return unauthorized();
+        }
+    };
+    if guard.declared_too_long(headers) {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+    }
+    let fingerprint = keeper.client().fingerprint.clone();
+    let session = match headers.get(SESSION_HEADER) {
+        Some(value) => match value.to_str() {
+            Ok(session) if guard.owners.owned_by(session, &fingerprint) => Some(session.to_owned()),
+            _ => {
+                tracing::warn!(client = %keeper.client().name, "refused a session id this client did not open (404)");
+                return refuse(StatusCode::NOT_FOUND, "Not Found: no such session");
+            }
+        },
+        None => None,
+    };
+    let deleting = request.method() == Method::DELETE;
+    request.extensions_mut().insert(Caller(keeper));
+    let response = next.run(request).await;
+    match session {
+        None => {
+            if let Some(opened) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                guard.owners.open(opened, &fingerprint);
+            }
+        }
+        Some(session) if deleting && response.status().is_success() => guard.owners.close(&session),
+        Some(_) => {}
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_lose_their_port_and_case() {
+        assert_eq!(host_name("LocalHost:8765").as_deref(), Some("localhost"));
+        assert_eq!(host_name("127.0.0.1").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host_name("[::1]:80").as_deref(), Some("::1"));
+        assert_eq!(host_name("[::1]").as_deref(), Some("::1"));
+    }
+
+    #[test]
+    fn malformed_hosts_are_no_host() {
+        for bad in [
+            "",
+            "[::1",
+            "[::1]x",
+            "localhost:port",
+            "evil.com:1:2",
+            ":80",
+            "a:123456",
+        ] {
+            assert_eq!(host_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_one_bearer_token_is_read() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), None);
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&headers), None);
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        headers.append(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer def"),
+        );
+        assert_eq!(bearer(&headers), None, "two tokens are none");
+    }
+}

@@ -1,0 +1,149 @@
+//! Streamable HTTP: rmcp's `StreamableHttpService` (both eras: stateless
+//! 2026-07-28 requests and legacy sessions) behind a guard that lets in
+//! only an allowed Host and Origin and a known bearer token, and binds each
+//! session to the client that opened it. `/healthz` needs no token and
+//! says only that the process answers.
+
+mod clients;
+mod guard;
+mod owners;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use clients::Clients;
+use guard::Guard;
+use owners::SessionOwners;
+
+use super::{Ended, PortcullisServer, SHUTDOWN_GRACE, ServeError};
+
+/// The path MCP is served on.
+pub const MCP_PATH: &str = "/mcp";
+/// The path of the liveness check.
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// How long a legacy session may stay silent before rmcp ends it. rmcp's
+/// own default (5 minutes) ends the session of an IDE left open over
+/// lunch, and some clients never recover from the 404.
+const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+/// How often the owners of sessions rmcp has ended are forgotten.
+const OWNER_SWEEP: Duration = Duration::from_secs(60);
+
+/// What the operator allows besides loopback clients.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Host names accepted in `Host` besides localhost, 127.0.0.1 and ::1.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in `Origin`; a request without one passes.
+    pub allowed_origins: Vec<String>,
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+}
+
+/// Serves `clients` on `listener` through `handler` (made for
+/// [`super::Callers::PerRequest`]) until `stop` resolves. Then every call in
+/// progress is cancelled and has recorded how it ended, every session is
+/// closed, and the server stops accepting, before this returns.
+pub async fn serve_http(
+    listener: TcpListener,
+    clients: Arc<Clients>,
+    handler: PortcullisServer,
+    options: HttpOptions,
+    stop: impl Future<Output = &'static str> + Send + 'static,
+) -> Result<Ended, ServeError> {
+    let lower = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .map(|name| name.trim_end_matches('/').to_ascii_lowercase())
+            .collect()
+    };
+    let allowed_hosts = lower(&options.allowed_hosts);
+    let allowed_origins = lower(&options.allowed_origins);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let sessions = Arc::new(sessions);
+    let services = CancellationToken::new();
+    // The guard has checked Host and Origin already; rmcp checks them again
+    // with the same lists, so that neither can drift from the other.
+    let mut rmcp_hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    rmcp_hosts.extend(allowed_hosts.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(rmcp_hosts)
+        .with_allowed_origins(allowed_origins.clone())
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body)
+        .with_cancellation_token(services.child_token());
+    let service =
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::clone(&sessions), config);
+    let owners = Arc::new(SessionOwners::default());
+    let guard = Arc::new(Guard {
+        clients: Arc::clone(&clients),
+        owners: Arc::clone(&owners),
+        allowed_hosts,
+        allowed_origins,
+        max_body: options.max_body,
+    });
+    let app = Router::new()
+        .route_service(MCP_PATH, service)
+        .route_layer(from_fn_with_state(guard, guard::guard))
+        .route(HEALTH_PATH, get(|| async { "ok\n" }));
+    let sweeper = tokio::spawn(sweep_owners(Arc::clone(&owners), Arc::clone(&sessions)));
+    let signal: Arc<Mutex<Option<&'static str>>> = Arc::default();
+    let shutdown = {
+        let signal = Arc::clone(&signal);
+        let clients = Arc::clone(&clients);
+        async move {
+            let name = stop.await;
+            tracing::info!(signal = name, "stopping: cancelling the calls in progress");
+            *signal
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(name);
+            // Calls are stopped (and record how they ended) before the
+            // sessions go: closing a session first would drop its calls
+            // unrecorded.
+            let mut stopping = tokio::task::JoinSet::new();
+            for keeper in clients.keepers() {
+                let keeper = Arc::clone(keeper);
+                stopping.spawn(async move { keeper.shut_down(SHUTDOWN_GRACE).await });
+            }
+            let mut all = true;
+            while let Some(stopped) = stopping.join_next().await {
+                all &= stopped.unwrap_or(false);
+            }
+            if !all {
+                tracing::warn!("calls were still running after the grace period");
+            }
+            services.cancel();
+        }
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    sweeper.abort();
+    served.map_err(|err| ServeError::Run(err.to_string()))?;
+    let name = *signal
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(name.map_or(Ended::Closed, Ended::Signal))
+}
+
+async fn sweep_owners(owners: Arc<SessionOwners>, sessions: Arc<LocalSessionManager>) {
+    let mut every = tokio::time::interval(OWNER_SWEEP);
+    loop {
+        every.tick().await;
+        let alive = sessions.sessions.read().await;
+        owners.retain(|session| alive.contains_key(session));
+        tracing::debug!(sessions = owners.len(), "legacy sessions open");
+    }
+}

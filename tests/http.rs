@@ -1,0 +1,724 @@
+//! `serve --http`: one server, several clients each by its bearer token,
+//! and every request that should not get in refused before anything is
+//! decided or run.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::util::{ALLOW_BUILTIN, Served, portcullis};
+
+pub const MODERN: &str = "2026-07-28";
+const LEGACY: &str = "2025-11-25";
+
+/// A `serve --http 127.0.0.1:0` of a setup, with its address read from
+/// stderr (the rest of stderr keeps being drained, so the server never
+/// blocks on it).
+pub struct HttpServer {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    _stderr: Receiver<String>,
+}
+
+impl HttpServer {
+    pub fn start(served: &Served, extra: &[&str]) -> Self {
+        let mut command = served.command();
+        command
+            .env_remove("PORTCULLIS_TOKEN")
+            .args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    // Nobody listens any more: keep draining.
+                    continue;
+                }
+            }
+        });
+        let base = loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(120))
+                .expect("serve --http printed its address");
+            if let Some(url) = line.strip_prefix("portcullis: serving MCP over HTTP at ") {
+                break url.trim_end_matches("/mcp").to_owned();
+            }
+        };
+        Self {
+            child,
+            base,
+            _stderr: lines,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// SIGTERM, and a clean exit.
+    pub fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-s", "TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "serve --http exited with {status}");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A second client in the setup's store; returns its token.
+pub fn add_client(served: &Served, name: &str, tier: &str) -> String {
+    let store = served.store.display().to_string();
+    let flags = served.tree.flags();
+    let mut args = vec![
+        "token", "create", name, "--tier", tier, "--store", &store, "--format", "json",
+    ];
+    args.extend(flags.iter().map(String::as_str));
+    let run = portcullis(&args);
+    assert_eq!(run.code, 0, "{run:?}");
+    run.json()["token"].as_str().unwrap().to_owned()
+}
+
+pub fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Answer {
+    /// The JSON-RPC messages of the body, whether it came as JSON or SSE.
+    pub fn messages(&self) -> Vec<Value> {
+        if let Ok(value) = serde_json::from_str::<Value>(&self.body) {
+            return vec![value];
+        }
+        self.body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    }
+
+    /// The response to request `id`.
+    pub fn response(&self, id: i64) -> Value {
+        self.messages()
+            .into_iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no response {id} in {} {}", self.status, self.body))
+    }
+}
+
+pub async fn send(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+) -> Answer {
+    let mut request = http
+        .request(method, url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if let Some(body) = body {
+        request = request.body(body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.text().await.unwrap_or_default();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A 2026-07-28 request: no session, the era in every request's `_meta`
+/// and headers.
+pub async fn modern(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    id: i64,
+    method: &str,
+    mut params: Value,
+) -> Answer {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![
+        ("authorization", bearer.as_str()),
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", method),
+    ];
+    if let Some(name) = &name {
+        headers.push(("mcp-name", name.as_str()));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    send(
+        http,
+        reqwest::Method::POST,
+        url,
+        &headers,
+        Some(body.to_string()),
+    )
+    .await
+}
+
+/// A legacy session: initialize, initialized; returns the session id.
+async fn open_session(http: &reqwest::Client, url: &str, token: &str) -> String {
+    let bearer = format!("Bearer {token}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let answer = send(
+        http,
+        reqwest::Method::POST,
+        url,
+        &[("authorization", &bearer)],
+        Some(init.to_string()),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let session = answer.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let answer = in_session(http, url, token, &session, done).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    session
+}
+
+async fn in_session(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    session: &str,
+    body: Value,
+) -> Answer {
+    let bearer = format!("Bearer {token}");
+    send(
+        http,
+        reqwest::Method::POST,
+        url,
+        &[
+            ("authorization", &bearer),
+            ("mcp-session-id", session),
+            ("mcp-protocol-version", LEGACY),
+        ],
+        Some(body.to_string()),
+    )
+    .await
+}
+
+/// Request headers, by name.
+type Headers<'a> = Vec<(&'a str, &'a str)>;
+
+fn records(served: &Served) -> Vec<Value> {
+    fs::read_to_string(served.audit_log())
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn decisions(served: &Served) -> usize {
+    records(served)
+        .iter()
+        .filter(|r| r["kind"] == "decision")
+        .count()
+}
+
+fn tool_names(answer: &Answer, id: i64) -> Vec<String> {
+    answer.response(id)["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {}", answer.body))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_of_different_tiers_share_one_server_and_each_is_itself() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let reader = add_client(&served, "reader", "readonly");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url) = (client(), server.url());
+
+    for token in [&served.token, &reader] {
+        let tools = tool_names(
+            &modern(&http, &url, token, 1, "tools/list", json!({})).await,
+            1,
+        );
+        assert!(tools.contains(&"read_file".to_owned()), "{tools:?}");
+    }
+
+    // Both at once, one in a legacy session, one stateless.
+    let session = open_session(&http, &url, &served.token).await;
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "README.md"}}})
+    };
+    let (legacy, stateless) = tokio::join!(
+        in_session(&http, &url, &served.token, &session, call(2)),
+        modern(
+            &http,
+            &url,
+            &reader,
+            2,
+            "tools/call",
+            json!({"name": "read_file", "arguments": {"path": "README.md"}})
+        ),
+    );
+    for answer in [&legacy, &stateless] {
+        let result = &answer.response(2)["result"];
+        assert_eq!(result["isError"], false, "{}", answer.body);
+        assert_eq!(result["structuredContent"]["content"], "# test workspace\n");
+    }
+    // A write is decided by each caller's own tier: the reader's lacks
+    // the capability, the paired client's needs a human it cannot ask here.
+    let write = json!({"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}});
+    let refused = modern(&http, &url, &reader, 3, "tools/call", write.clone()).await;
+    let refused = &refused.response(3)["result"]["structuredContent"];
+    assert_eq!(refused["reason_code"], "missing_capability", "{refused}");
+    let asked = modern(&http, &url, &served.token, 3, "tools/call", write).await;
+    let asked = &asked.response(3)["result"]["structuredContent"];
+    assert_eq!(asked["reason_code"], "approval_unavailable", "{asked}");
+    assert!(!served.root.path().join("x.txt").exists());
+    server.stop();
+
+    let reads: Vec<Value> = records(&served)
+        .into_iter()
+        .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "call_tool")
+        .collect();
+    let callers: std::collections::BTreeSet<&str> = reads
+        .iter()
+        .filter_map(|r| r["body"]["client"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        callers,
+        ["agent", "reader"].into_iter().collect(),
+        "{reads:?}"
+    );
+    for record in &reads {
+        assert_eq!(record["body"]["facts"]["transport"], "http", "{record}");
+    }
+    let start = records(&served)
+        .into_iter()
+        .find(|r| r["body"]["event"] == "start")
+        .unwrap();
+    assert_eq!(start["body"]["transport"], "http");
+    assert_eq!(
+        start["body"]["clients"].as_array().unwrap().len(),
+        2,
+        "{start}"
+    );
+    let verified = portcullis(&["audit", "verify", served.audit_log().to_str().unwrap()]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_that_should_not_get_in_is_refused_before_anything_is_decided() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let other = add_client(&served, "other", "paired");
+    let revoked = add_client(&served, "leaver", "paired");
+    let server = HttpServer::start(&served, &["--max-body", "64KiB"]);
+    let (http, url) = (client(), server.url());
+    let session = open_session(&http, &url, &served.token).await;
+    let revoke = portcullis(&[
+        "token",
+        "revoke",
+        "leaver",
+        "--store",
+        served.store.to_str().unwrap(),
+    ]);
+    assert_eq!(revoke.code, 0, "{revoke:?}");
+    let before = decisions(&served);
+
+    let write = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "pwned.txt", "content": "x"},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}}})
+        .to_string()
+    };
+    let good = format!("Bearer {}", served.token);
+    let wrong = "Bearer pcl_wrongwrongwrong".to_owned();
+    let gone = format!("Bearer {revoked}");
+    let others = format!("Bearer {other}");
+    fn modern_headers(bearer: &str) -> Headers<'_> {
+        vec![
+            ("authorization", bearer),
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "write_file"),
+        ]
+    }
+    let (good, wrong, gone, others) = (
+        good.as_str(),
+        wrong.as_str(),
+        gone.as_str(),
+        others.as_str(),
+    );
+    let session = session.as_str();
+    let big = "x".repeat(100 * 1024);
+    let cases: Vec<(&str, Headers<'_>, String, u16)> = vec![
+        (
+            "no token",
+            modern_headers(good)
+                .into_iter()
+                .filter(|(n, _)| *n != "authorization")
+                .collect(),
+            write(1),
+            401,
+        ),
+        ("a wrong token", modern_headers(wrong), write(2), 401),
+        ("a revoked token", modern_headers(gone), write(3), 401),
+        (
+            "a basic credential",
+            [
+                vec![("authorization", "Basic YWdlbnQ6eA==")],
+                modern_headers(good)[1..].to_vec(),
+            ]
+            .concat(),
+            write(4),
+            401,
+        ),
+        (
+            "another client's session",
+            vec![
+                ("authorization", others),
+                ("mcp-session-id", session),
+                ("mcp-protocol-version", LEGACY),
+            ],
+            write(5),
+            404,
+        ),
+        (
+            "an unknown session",
+            vec![
+                ("authorization", good),
+                ("mcp-session-id", "not-a-session"),
+                ("mcp-protocol-version", LEGACY),
+            ],
+            write(6),
+            404,
+        ),
+        (
+            "a foreign origin",
+            [
+                modern_headers(good),
+                vec![("origin", "https://evil.example")],
+            ]
+            .concat(),
+            write(7),
+            403,
+        ),
+        (
+            "a null origin",
+            [modern_headers(good), vec![("origin", "null")]].concat(),
+            write(8),
+            403,
+        ),
+        (
+            "a foreign host",
+            [modern_headers(good), vec![("host", "evil.example")]].concat(),
+            write(9),
+            403,
+        ),
+        (
+            "a rebound host with the right port",
+            [
+                modern_headers(good),
+                vec![("host", "attacker.localhost.evil:1")],
+            ]
+            .concat(),
+            write(10),
+            403,
+        ),
+        (
+            "no protocol version header",
+            modern_headers(good)
+                .into_iter()
+                .filter(|(n, _)| *n != "mcp-protocol-version")
+                .collect(),
+            write(11),
+            400,
+        ),
+        (
+            "a method header that is not the body's",
+            [
+                modern_headers(good)[..2].to_vec(),
+                vec![("mcp-method", "tools/list"), ("mcp-name", "write_file")],
+            ]
+            .concat(),
+            write(12),
+            400,
+        ),
+        (
+            "a name header that is not the body's",
+            [
+                modern_headers(good)[..3].to_vec(),
+                vec![("mcp-name", "read_file")],
+            ]
+            .concat(),
+            write(13),
+            400,
+        ),
+        (
+            "no name header",
+            modern_headers(good)[..3].to_vec(),
+            write(14),
+            400,
+        ),
+        (
+            "an oversized body",
+            modern_headers(good),
+            json!({"jsonrpc": "2.0", "id": 15, "method": "tools/call",
+            "params": {"name": "write_file", "arguments": {"path": "pwned.txt", "content": big}}})
+            .to_string(),
+            413,
+        ),
+    ];
+    for (what, headers, body, status) in cases {
+        let answer = send(&http, reqwest::Method::POST, &url, &headers, Some(body)).await;
+        assert_eq!(answer.status, status, "{what}: {}", answer.body);
+        if status == 401 {
+            assert_eq!(answer.body, "portcullis: authentication failed", "{what}");
+        }
+        if status == 400 {
+            assert!(
+                answer.body.contains("-32020") || answer.body.contains("Bad Request"),
+                "{what}: {}",
+                answer.body
+            );
+        }
+    }
+    // The same oversized body, sent in chunks with no length declared, is
+    // cut off at the limit too.
+    let content = "y".repeat(100 * 1024);
+    let body = write(16).replace("\"content\":\"x\"", &format!("\"content\":\"{content}\""));
+    let status = chunked_post(&server.base, &modern_headers(good), &body);
+    assert_eq!(status, 413);
+
+    assert_eq!(decisions(&served), before, "a refused request was decided");
+    assert!(!served.root.path().join("pwned.txt").exists());
+    // The rightful owner still has the session.
+    let list = json!({"jsonrpc": "2.0", "id": 20, "method": "tools/list"});
+    let answer = in_session(&http, &url, &served.token, session, list).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    server.stop();
+}
+
+/// A POST whose body goes in 8 KiB chunks with no length declared; the
+/// status of the answer. The server may answer before the body is all
+/// sent, and close: write errors after that are expected.
+fn chunked_post(base: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = stream.write_all(head.as_bytes());
+    for chunk in body.as_bytes().chunks(8 * 1024) {
+        let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+        frame.extend_from_slice(chunk);
+        frame.extend_from_slice(b"\r\n");
+        if stream.write_all(&frame).is_err() {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    let mut answer = [0u8; 64];
+    let read = stream.read(&mut answer).unwrap();
+    let line = String::from_utf8_lossy(&answer[..read]).to_string();
+    line.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {line:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_needs_no_token_and_says_nothing_about_policies() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let server = HttpServer::start(&served, &[]);
+    let answer = send(
+        &client(),
+        reqwest::Method::GET,
+        &format!("{}/healthz", server.base),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!((answer.status, answer.body.as_str()), (200, "ok\n"));
+    let elsewhere = send(
+        &client(),
+        reqwest::Method::GET,
+        &format!("{}/other", server.base),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(elsewhere.status, 404);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_session_is_gone_and_only_its_owner_may_delete_it() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let other = add_client(&served, "other", "paired");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url) = (client(), server.url());
+    let session = open_session(&http, &url, &served.token).await;
+    let delete = |token: String| {
+        let (http, url, session) = (http.clone(), url.clone(), session.clone());
+        async move {
+            let bearer = format!("Bearer {token}");
+            send(
+                &http,
+                reqwest::Method::DELETE,
+                &url,
+                &[
+                    ("authorization", &bearer),
+                    ("mcp-session-id", &session),
+                    ("mcp-protocol-version", LEGACY),
+                ],
+                None,
+            )
+            .await
+        }
+    };
+    assert_eq!(delete(other).await.status, 404);
+    assert!(delete(served.token.clone()).await.status < 300);
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let after = in_session(&http, &url, &served.token, &session, list).await;
+    assert_eq!(after.status, 404, "{}", after.body);
+    server.stop();
+}
+
+#[test]
+fn an_address_off_this_machine_needs_allow_remote() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut args = served.serve_args();
+    args.extend(["--http".to_owned(), "0.0.0.0:0".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = portcullis(&args);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("--allow-remote"), "{run:?}");
+    assert!(
+        !served.audit_log().exists(),
+        "nothing was served, nothing recorded"
+    );
+}
+
+#[test]
+fn an_empty_token_store_serves_nobody() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let revoke = portcullis(&[
+        "token",
+        "revoke",
+        "agent",
+        "--store",
+        served.store.to_str().unwrap(),
+    ]);
+    assert_eq!(revoke.code, 0, "{revoke:?}");
+    let mut args = served.serve_args();
+    args.extend(["--http".to_owned(), "127.0.0.1:0".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = portcullis(&args);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("token create"), "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_cancels_the_calls_in_flight_records_them_and_ends_the_log() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    for d in 0..40 {
+        let folder = served.root.path().join(format!("deep/d{d}"));
+        fs::create_dir_all(&folder).unwrap();
+        for f in 0..500 {
+            fs::write(folder.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
+        }
+    }
+    let server = HttpServer::start(&served, &[]);
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+    let searching = tokio::spawn(async move {
+        modern(
+            &http,
+            &url,
+            &token,
+            1,
+            "tools/call",
+            json!({"name": "search", "arguments": {"pattern": "needle"}}),
+        )
+        .await
+    });
+    // The search is under way once its decision is on record.
+    let log = served.audit_log();
+    tokio::task::spawn_blocking(move || {
+        crate::util::wait_for_record(&log, |r| {
+            r["kind"] == "decision"
+                && r["body"]["resource"] == "builtin/search"
+                && r["body"]["action"] == "call_tool"
+        })
+    })
+    .await
+    .unwrap();
+    server.stop();
+    let _ = searching.await;
+    let all = records(&served);
+    let outcome = all
+        .iter()
+        .find(|r| r["kind"] == "outcome")
+        .expect("the search's outcome is recorded");
+    assert_eq!(outcome["body"]["status"], "cancelled", "{outcome}");
+    let last = all
+        .iter()
+        .rev()
+        .find(|r| r["kind"] != "checkpoint")
+        .unwrap();
+    assert_eq!(last["body"]["event"], "shutdown", "{last}");
+    assert_eq!(last["body"]["signal"], "SIGTERM", "{last}");
+    let verified = portcullis(&["audit", "verify", served.audit_log().to_str().unwrap()]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+}
