@@ -535,9 +535,22 @@ async fn every_request_that_should_not_get_in_is_refused_before_anything_is_deci
 
     assert_eq!(decisions(&served), before, "a refused request was decided");
     assert!(!served.root.path().join("pwned.txt").exists());
-    // The rightful owner still has the session.
+    // The rightful owner still has the session, from a page of this
+    // machine too.
     let list = json!({"jsonrpc": "2.0", "id": 20, "method": "tools/list"});
-    let answer = in_session(&http, &url, &served.token, session, list).await;
+    let answer = send(
+        &http,
+        reqwest::Method::POST,
+        &url,
+        &[
+            ("authorization", good),
+            ("mcp-session-id", session),
+            ("mcp-protocol-version", LEGACY),
+            ("origin", "http://localhost:5173"),
+        ],
+        Some(list.to_string()),
+    )
+    .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     server.stop();
 }

@@ -14,6 +14,7 @@ mod cli_check;
 mod cli_init;
 mod cli_policy;
 mod cli_token;
+mod conformance;
 mod downstream;
 mod filesystem_races;
 mod gate_corpus;

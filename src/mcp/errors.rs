@@ -27,8 +27,10 @@ pub fn invalid_arguments(message: impl Into<String>) -> ErrorData {
 
 /// A resource this client may not read, or that does not exist: the same
 /// answer.
+/// The URI rides in the error's data, as SEP-2164 asks, so a client can
+/// tell which of several reads failed.
 pub fn resource_not_found(uri: &str) -> ErrorData {
-    ErrorData::resource_not_found(format!("no resource {uri}"), None)
+    ErrorData::resource_not_found(format!("no resource {uri}"), Some(json!({"uri": uri})))
 }
 
 /// Something on portcullis's side failed; the text is fixed.
@@ -229,6 +231,15 @@ fn refusal(decision: Option<&Decision>, code: ReasonCode, reason: String) -> Val
 #[cfg(test)]
 mod tests {
     //! One test per row of design.md's error taxonomy.
+
+    #[test]
+    fn a_missing_resource_names_its_uri_in_the_data() {
+        let error = super::resource_not_found("portcullis://nope");
+        assert_eq!(
+            error.data,
+            Some(serde_json::json!({"uri": "portcullis://nope"}))
+        );
+    }
 
     use std::sync::Arc;
 

@@ -35,7 +35,8 @@ pub struct HttpArgs {
     #[arg(long = "allowed-host", value_name = "NAME", requires = "address")]
     pub allowed_hosts: Vec<String>,
     /// A browser origin (scheme://host[:port]) whose pages may call the
-    /// server; a request with any other Origin header is refused (403).
+    /// server besides this machine's own (http(s)://localhost, 127.0.0.1,
+    /// [::1]); a request with any other Origin header is refused (403).
     #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "address")]
     pub allowed_origins: Vec<String>,
     /// The largest request body, in bytes or with a KiB or MiB suffix; a

@@ -71,6 +71,19 @@ fn host_name(value: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
+/// `http(s)://` a loopback name, any port, nothing after.
+fn is_loopback_origin(origin: &str) -> bool {
+    let Ok(uri) = origin.parse::<axum::http::Uri>() else {
+        return false;
+    };
+    let web = matches!(uri.scheme_str(), Some("http" | "https"));
+    let bare = uri.path_and_query().is_none_or(|p| p.as_str() == "/")
+        && !uri.authority().is_some_and(|a| a.as_str().contains('@'));
+    let host = uri.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    web && bare && LOOPBACK_HOSTS.contains(&host)
+}
+
 fn is_port(text: &str) -> bool {
     !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
 }
@@ -88,14 +101,16 @@ impl Guard {
     }
 
     /// A request without `Origin` is not from a browser page and passes;
-    /// one with an Origin must name an allowed one, exactly.
+    /// one with an Origin must be a page of this machine (which DNS
+    /// rebinding cannot fake: the Origin stays the attacker's) or one the
+    /// operator listed, exactly.
     fn origin_allowed(&self, headers: &HeaderMap) -> bool {
         let mut origins = headers.get_all(header::ORIGIN).iter();
         match (origins.next(), origins.next()) {
             (None, _) => true,
             (Some(origin), None) => origin.to_str().is_ok_and(|origin| {
                 let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-                self.allowed_origins.contains(&origin)
+                is_loopback_origin(&origin) || self.allowed_origins.contains(&origin)
             }),
             (Some(_), Some(_)) => false,
         }
@@ -200,6 +215,30 @@ mod tests {
             "a:123456",
         ] {
             assert_eq!(host_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn pages_of_this_machine_are_loopback_origins_and_nothing_else_is() {
+        for good in [
+            "http://localhost:3000",
+            "https://127.0.0.1",
+            "http://[::1]:8080",
+            "http://localhost",
+        ] {
+            assert!(is_loopback_origin(good), "{good}");
+        }
+        for bad in [
+            "null",
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "file://localhost",
+            "http://localhost:3000/path",
+            "http://user@localhost",
+            "localhost",
+            "http://127.0.0.2",
+        ] {
+            assert!(!is_loopback_origin(bad), "{bad}");
         }
     }
 

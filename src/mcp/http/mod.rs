@@ -71,8 +71,9 @@ pub async fn serve_http(
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let sessions = Arc::new(sessions);
     let services = CancellationToken::new();
-    // The guard has checked Host and Origin already; rmcp checks them again
-    // with the same lists, so that neither can drift from the other.
+    // The guard has checked Host and Origin already. rmcp checks Host again
+    // with the same names; Origin is the guard's alone, because rmcp's
+    // patterns cannot say "any loopback page" as the guard does.
     let mut rmcp_hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
         .into_iter()
         .map(str::to_owned)
@@ -80,8 +81,6 @@ pub async fn serve_http(
     rmcp_hosts.extend(allowed_hosts.iter().cloned());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(rmcp_hosts)
-        .with_allowed_origins(allowed_origins.clone())
-        .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body)
         .with_cancellation_token(services.child_token());
     let service =
