@@ -1,10 +1,13 @@
-//! Round trip of an allowed `read_file` of a small file over stdio, with the
-//! rmcp client against the real binary: criterion's figure for one call,
-//! then p50 / p99 over 2000 sequential calls, calls per second with 32 in
-//! flight, and the share of the round trip the decision takes.
+//! Round trip of an allowed `read_file` of a small file over stdio and over
+//! Streamable HTTP, with the rmcp client against the real binary:
+//! criterion's figure for one call, then p50 / p99 over 2000 sequential
+//! calls, calls per second with 32 in flight (stdio) and from 64 clients
+//! at once, each with its own token (HTTP), and the share of the round trip
+//! the decision takes.
 
 #![allow(
     clippy::unwrap_used,
+    clippy::expect_used,
     reason = "a benchmark with a broken setup should stop"
 )]
 
@@ -20,7 +23,8 @@ use portcullis::pdp::{ClientRecord, Engine, PolicyBundle, Query, ToolAction};
 use portcullis::tools::Registry;
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::json;
 
@@ -30,10 +34,14 @@ const ALLOW: &str = r#"
 permit (principal, action in Portcullis::Action::"use_tool", resource in Portcullis::Server::"builtin");
 "#;
 
+/// Clients of the HTTP figure, each with its own token.
+const HTTP_CLIENTS: usize = 64;
+
 struct Setup {
     _dir: tempfile::TempDir,
     base: std::path::PathBuf,
     token: String,
+    others: Vec<String>,
 }
 
 fn setup() -> Setup {
@@ -47,20 +55,26 @@ fn setup() -> Setup {
     fs::write(base.join("policies/20_allowlist.cedar"), ALLOW).unwrap();
     fs::create_dir_all(base.join("ws")).unwrap();
     fs::write(base.join("ws/small.txt"), "a small file\nof two lines\n").unwrap();
-    let token = TokenStore::open_or_new(&base.join("tokens.json"))
-        .unwrap()
-        .create("bench", "paired")
-        .unwrap()
-        .as_str()
-        .to_owned();
+    let mut store = TokenStore::open_or_new(&base.join("tokens.json")).unwrap();
+    let token = store.create("bench", "paired").unwrap().as_str().to_owned();
+    let others = (0..HTTP_CLIENTS)
+        .map(|i| {
+            store
+                .create(&format!("bench{i}"), "paired")
+                .unwrap()
+                .as_str()
+                .to_owned()
+        })
+        .collect();
     Setup {
         _dir: dir,
         base,
         token,
+        others,
     }
 }
 
-async fn connect(setup: &Setup) -> RunningService<RoleClient, ()> {
+fn serve_command(setup: &Setup) -> tokio::process::Command {
     let base = &setup.base;
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
     command
@@ -74,8 +88,82 @@ async fn connect(setup: &Setup) -> RunningService<RoleClient, ()> {
         .arg("--store")
         .arg(base.join("tokens.json"))
         .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"))
-        .env("PORTCULLIS_TOKEN", &setup.token);
+        .arg(base.join("audit/audit.jsonl"));
+    command
+}
+
+/// `serve --http` on a free port; the child and the MCP URL.
+async fn serve_http(setup: &Setup) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = serve_command(setup)
+        .args(["--http", "127.0.0.1:0"])
+        .env("PORTCULLIS_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("an address on stderr");
+        if let Some(url) = line.strip_prefix("portcullis: serving MCP over HTTP at ") {
+            break url.to_owned();
+        }
+    };
+    // Keep draining stderr so the server never blocks on it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+async fn connect_http(url: &str, token: &str) -> RunningService<RoleClient, ()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap()
+}
+
+/// p50 and p99 of 2000 sequential calls.
+async fn sequential(client: &RunningService<RoleClient, ()>) -> (Duration, Duration) {
+    let mut samples = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        let start = Instant::now();
+        let result = client.call_tool(read_params()).await.unwrap();
+        samples.push(start.elapsed());
+        assert_ne!(result.is_error, Some(true));
+    }
+    samples.sort();
+    (percentile(&samples, 0.50), percentile(&samples, 0.99))
+}
+
+/// Calls per second when every client makes `per_client` calls at once.
+async fn concurrent(clients: &[Arc<RunningService<RoleClient, ()>>], per_client: u32) -> f64 {
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let client = Arc::clone(client);
+            tokio::spawn(async move {
+                for _ in 0..per_client {
+                    let result = client.call_tool(read_params()).await.unwrap();
+                    assert_ne!(result.is_error, Some(true));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let calls = f64::from(per_client) * clients.len() as f64;
+    calls / start.elapsed().as_secs_f64()
+}
+
+async fn connect(setup: &Setup) -> RunningService<RoleClient, ()> {
+    let mut command = serve_command(setup);
+    command.env("PORTCULLIS_TOKEN", &setup.token);
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
     ().serve(transport).await.unwrap()
 }
@@ -146,36 +234,11 @@ fn roundtrip(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = Arc::new(runtime.block_on(connect(&setup)));
 
-    let (sorted, per_second) = runtime.block_on(async {
-        let mut samples = Vec::with_capacity(2000);
-        for _ in 0..2000 {
-            let start = Instant::now();
-            let result = client.call_tool(read_params()).await.unwrap();
-            samples.push(start.elapsed());
-            assert_ne!(result.is_error, Some(true));
-        }
-        samples.sort();
-        let in_flight = 32;
-        let per_task = 200;
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..in_flight)
-            .map(|_| {
-                let client = Arc::clone(&client);
-                tokio::spawn(async move {
-                    for _ in 0..per_task {
-                        client.call_tool(read_params()).await.unwrap();
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let per_second = f64::from(in_flight * per_task) / start.elapsed().as_secs_f64();
-        (samples, per_second)
+    let (p50, p99, per_second) = runtime.block_on(async {
+        let (p50, p99) = sequential(&client).await;
+        let in_flight: Vec<_> = (0..32).map(|_| Arc::clone(&client)).collect();
+        (p50, p99, concurrent(&in_flight, 200).await)
     });
-    let p50 = percentile(&sorted, 0.50);
-    let p99 = percentile(&sorted, 0.99);
     let decide = decide_cost(&setup.base);
     println!(
         "read_file round trip over stdio: p50 {p50:?}, p99 {p99:?}; {per_second:.0} calls/s with 32 in flight; \
@@ -183,8 +246,26 @@ fn roundtrip(c: &mut Criterion) {
         100.0 * decide.as_secs_f64() / p50.as_secs_f64()
     );
 
+    let (_server, url) = runtime.block_on(serve_http(&setup));
+    let http = Arc::new(runtime.block_on(connect_http(&url, &setup.token)));
+    let (http_p50, http_p99, http_per_second) = runtime.block_on(async {
+        let (p50, p99) = sequential(&http).await;
+        let mut clients = Vec::with_capacity(HTTP_CLIENTS);
+        for token in &setup.others {
+            clients.push(Arc::new(connect_http(&url, token).await));
+        }
+        (p50, p99, concurrent(&clients, 100).await)
+    });
+    println!(
+        "read_file round trip over HTTP: p50 {http_p50:?}, p99 {http_p99:?} (stdio in this run: p50 {p50:?}, p99 {p99:?}); \
+         {http_per_second:.0} calls/s from {HTTP_CLIENTS} clients at once"
+    );
+
     c.bench_function("mcp/read_file_roundtrip", |b| {
         b.iter(|| runtime.block_on(client.call_tool(read_params())).unwrap())
+    });
+    c.bench_function("mcp/read_file_roundtrip_http", |b| {
+        b.iter(|| runtime.block_on(http.call_tool(read_params())).unwrap())
     });
 }
 
