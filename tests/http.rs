@@ -28,10 +28,14 @@ pub struct HttpServer {
 impl HttpServer {
     pub fn start(served: &Served, extra: &[&str]) -> Self {
         let mut command = served.command();
+        command.env_remove("PORTCULLIS_TOKEN").args(extra);
+        Self::spawn(command)
+    }
+
+    /// Runs a prepared `portcullis serve` on a free loopback port.
+    pub fn spawn(mut command: Command) -> Self {
         command
-            .env_remove("PORTCULLIS_TOKEN")
             .args(["--http", "127.0.0.1:0"])
-            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -734,4 +738,73 @@ async fn sigterm_cancels_the_calls_in_flight_records_them_and_ends_the_log() {
     assert_eq!(last["body"]["signal"], "SIGTERM", "{last}");
     let verified = portcullis(&["audit", "verify", served.audit_log().to_str().unwrap()]);
     assert_eq!(verified.code, 0, "{verified:?}");
+}
+
+/// A write_file call of the 2026-07-28 era that can be asked about, with
+/// an approval question's state and answer when it is a retry.
+async fn asking_write(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    id: i64,
+    retry: Option<&str>,
+) -> Value {
+    let mut params = json!({"name": "write_file", "arguments": {"path": "approved.txt", "content": "x"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
+    if let Some(state) = retry {
+        params["requestState"] = json!(state);
+        params["inputResponses"] =
+            json!({"approval": {"action": "accept", "content": {"approve": true}}});
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let bearer = format!("Bearer {token}");
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "write_file"),
+    ];
+    let answer = send(
+        http,
+        reqwest::Method::POST,
+        url,
+        &headers,
+        Some(body.to_string()),
+    )
+    .await;
+    answer.response(id)["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_of_one_client_cannot_be_spent_by_another() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let other = add_client(&served, "other", "paired");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url) = (client(), server.url());
+    let asked = asking_write(&http, &url, &served.token, 1, None).await;
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+
+    // The other client, with the same state and a yes: asked again, and
+    // nothing written.
+    let stolen = asking_write(&http, &url, &other, 2, Some(&state)).await;
+    assert_eq!(stolen["resultType"], "input_required", "{stolen}");
+    assert!(!served.root.path().join("approved.txt").exists());
+    let refused: Vec<Value> = records(&served)
+        .into_iter()
+        .filter(|r| r["body"]["event"] == "state_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["body"]["detail"]["why"], "foreign");
+    assert_eq!(refused[0]["body"]["client"], "other");
+
+    // The client it was asked of still can.
+    let approved = asking_write(&http, &url, &served.token, 3, Some(&state)).await;
+    assert_eq!(approved["isError"], false, "{approved}");
+    assert_eq!(
+        fs::read_to_string(served.root.path().join("approved.txt")).unwrap(),
+        "x"
+    );
+    server.stop();
 }

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::http::HttpServer;
 use crate::util::{ALLOW_BUILTIN, have, npm_install, portcullis};
 
 /// The folder of `node_modules/.bin`, installed from the pinned versions,
@@ -151,6 +152,48 @@ fn claude_code_reports_the_server_connected_as_the_readme_configures_it() {
         .find(|line| line.starts_with("portcullis:"))
         .unwrap_or_else(|| panic!("no portcullis line: {said}"));
     assert!(line.contains("Connected"), "{said}");
+}
+
+#[test]
+fn claude_code_reports_the_http_server_connected_as_the_readme_configures_it() {
+    let Some(bin) = installed() else { return };
+    let machine = Machine::new();
+    let token = machine.token("claude-code");
+    let mut serve = machine.command(&machine.bin.path().join("portcullis"));
+    serve
+        .args(["serve", "--root"])
+        .arg(&machine.project)
+        .env("PORTCULLIS_POLICIES", machine.policies())
+        .env("PORTCULLIS_SCHEMA", machine.schemas());
+    let server = HttpServer::spawn(serve);
+    let claude = bin.join("claude");
+    let added = machine
+        .command(&claude)
+        .args([
+            "mcp",
+            "add",
+            "--transport",
+            "http",
+            "portcullis",
+            &server.url(),
+        ])
+        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", text(&added));
+    let listed = machine
+        .command(&claude)
+        .args(["mcp", "list"])
+        .output()
+        .unwrap();
+    let said = text(&listed);
+    assert!(listed.status.success(), "{said}");
+    let line = said
+        .lines()
+        .find(|line| line.starts_with("portcullis:"))
+        .unwrap_or_else(|| panic!("no portcullis line: {said}"));
+    assert!(line.contains("Connected"), "{said}");
+    server.stop();
 }
 
 #[test]
