@@ -34,6 +34,8 @@ pub const HEALTH_PATH: &str = "/healthz";
 /// own default (5 minutes) ends the session of an IDE left open over
 /// lunch, and some clients never recover from the 404.
 const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+/// How long connections may stay open once every call has been recorded.
+const CONNECTION_GRACE: Duration = Duration::from_secs(5);
 /// How often the owners of sessions rmcp has ended are forgotten.
 const OWNER_SWEEP: Duration = Duration::from_secs(60);
 
@@ -99,6 +101,7 @@ pub async fn serve_http(
         .route(HEALTH_PATH, get(|| async { "ok\n" }));
     let sweeper = tokio::spawn(sweep_owners(Arc::clone(&owners), Arc::clone(&sessions)));
     let signal: Arc<Mutex<Option<&'static str>>> = Arc::default();
+    let (closing, closed_calls) = tokio::sync::oneshot::channel::<()>();
     let shutdown = {
         let signal = Arc::clone(&signal);
         let clients = Arc::clone(&clients);
@@ -124,11 +127,28 @@ pub async fn serve_http(
                 tracing::warn!("calls were still running after the grace period");
             }
             services.cancel();
+            let _ = closing.send(());
         }
     };
-    let served = axum::serve(listener, app)
+    let serving = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await;
+        .into_future();
+    // Once the calls are recorded, a client that keeps its connection open
+    // (a response it reads slowly, say) does not hold the process: after
+    // a grace period its connection is dropped.
+    let lingering = async {
+        match closed_calls.await {
+            Ok(()) => tokio::time::sleep(CONNECTION_GRACE).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let served = tokio::select! {
+        served = serving => served,
+        () = lingering => {
+            tracing::warn!("connections were still open after the grace period: closing them");
+            Ok(())
+        }
+    };
     sweeper.abort();
     served.map_err(|err| ServeError::Run(err.to_string()))?;
     let name = *signal
