@@ -250,16 +250,9 @@ async fn in_session(
 /// Request headers, by name.
 type Headers<'a> = Vec<(&'a str, &'a str)>;
 
-fn records(served: &Served) -> Vec<Value> {
-    fs::read_to_string(served.audit_log())
-        .unwrap_or_default()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 fn decisions(served: &Served) -> usize {
-    records(served)
+    served
+        .records()
         .iter()
         .filter(|r| r["kind"] == "decision")
         .count()
@@ -323,7 +316,8 @@ async fn two_clients_of_different_tiers_share_one_server_and_each_is_itself() {
     assert!(!served.root.path().join("x.txt").exists());
     server.stop();
 
-    let reads: Vec<Value> = records(&served)
+    let reads: Vec<Value> = served
+        .records()
         .into_iter()
         .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "call_tool")
         .collect();
@@ -339,7 +333,8 @@ async fn two_clients_of_different_tiers_share_one_server_and_each_is_itself() {
     for record in &reads {
         assert_eq!(record["body"]["facts"]["transport"], "http", "{record}");
     }
-    let start = records(&served)
+    let start = served
+        .records()
         .into_iter()
         .find(|r| r["body"]["event"] == "start")
         .unwrap();
@@ -723,7 +718,7 @@ async fn sigterm_cancels_the_calls_in_flight_records_them_and_ends_the_log() {
     .unwrap();
     server.stop();
     let _ = searching.await;
-    let all = records(&served);
+    let all = served.records();
     let outcome = all
         .iter()
         .find(|r| r["kind"] == "outcome")
@@ -791,7 +786,8 @@ async fn an_approval_asked_of_one_client_cannot_be_spent_by_another() {
     let stolen = asking_write(&http, &url, &other, 2, Some(&state)).await;
     assert_eq!(stolen["resultType"], "input_required", "{stolen}");
     assert!(!served.root.path().join("approved.txt").exists());
-    let refused: Vec<Value> = records(&served)
+    let refused: Vec<Value> = served
+        .records()
         .into_iter()
         .filter(|r| r["body"]["event"] == "state_refused")
         .collect();

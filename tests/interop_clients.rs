@@ -125,6 +125,22 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// `claude mcp list` runs its health check and reports portcullis connected.
+fn assert_listed_connected(machine: &Machine, claude: &Path) {
+    let listed = machine
+        .command(claude)
+        .args(["mcp", "list"])
+        .output()
+        .unwrap();
+    let said = text(&listed);
+    assert!(listed.status.success(), "{said}");
+    let line = said
+        .lines()
+        .find(|line| line.starts_with("portcullis:"))
+        .unwrap_or_else(|| panic!("no portcullis line: {said}"));
+    assert!(line.contains("Connected"), "{said}");
+}
+
 #[test]
 fn claude_code_reports_the_server_connected_as_the_readme_configures_it() {
     let Some(bin) = installed() else { return };
@@ -140,18 +156,7 @@ fn claude_code_reports_the_server_connected_as_the_readme_configures_it() {
         .output()
         .unwrap();
     assert!(added.status.success(), "{}", text(&added));
-    let listed = machine
-        .command(&claude)
-        .args(["mcp", "list"])
-        .output()
-        .unwrap();
-    let said = text(&listed);
-    assert!(listed.status.success(), "{said}");
-    let line = said
-        .lines()
-        .find(|line| line.starts_with("portcullis:"))
-        .unwrap_or_else(|| panic!("no portcullis line: {said}"));
-    assert!(line.contains("Connected"), "{said}");
+    assert_listed_connected(&machine, &claude);
 }
 
 #[test]
@@ -181,18 +186,7 @@ fn claude_code_reports_the_http_server_connected_as_the_readme_configures_it() {
         .output()
         .unwrap();
     assert!(added.status.success(), "{}", text(&added));
-    let listed = machine
-        .command(&claude)
-        .args(["mcp", "list"])
-        .output()
-        .unwrap();
-    let said = text(&listed);
-    assert!(listed.status.success(), "{said}");
-    let line = said
-        .lines()
-        .find(|line| line.starts_with("portcullis:"))
-        .unwrap_or_else(|| panic!("no portcullis line: {said}"));
-    assert!(line.contains("Connected"), "{said}");
+    assert_listed_connected(&machine, &claude);
     server.stop();
 }
 

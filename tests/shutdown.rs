@@ -5,7 +5,7 @@
 use std::fs;
 use std::process::Command;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::util::{ALLOW_BUILTIN, Served, Session, portcullis};
 
@@ -40,14 +40,6 @@ fn send_signal(session: &Session, name: &str) {
     assert!(status.success());
 }
 
-fn records(served: &Served) -> Vec<Value> {
-    fs::read_to_string(served.audit_log())
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 #[test]
 fn sigint_and_sigterm_cancel_the_call_record_it_and_end_the_log_cleanly() {
     for (signal, recorded) in [("INT", "SIGINT"), ("TERM", "SIGTERM")] {
@@ -55,7 +47,7 @@ fn sigint_and_sigterm_cancel_the_call_record_it_and_end_the_log_cleanly() {
         send_signal(&session, signal);
         let status = session.child.wait().unwrap();
         assert!(status.success(), "{signal}: {status}");
-        let records = records(&served);
+        let records = served.records();
         let outcome = records
             .iter()
             .find(|r| r["kind"] == "outcome")

@@ -180,6 +180,15 @@ impl Served {
         self.tree.dir.path().join("audit/audit.jsonl")
     }
 
+    /// The records of the audit log so far (none before it exists).
+    pub fn records(&self) -> Vec<serde_json::Value> {
+        fs::read_to_string(self.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
     /// `portcullis serve` for this setup, with the token in its environment.
     pub fn command(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
