@@ -685,13 +685,7 @@ fn an_empty_token_store_serves_nobody() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_cancels_the_calls_in_flight_records_them_and_ends_the_log() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
-    for d in 0..40 {
-        let folder = served.root.path().join(format!("deep/d{d}"));
-        fs::create_dir_all(&folder).unwrap();
-        for f in 0..500 {
-            fs::write(folder.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
-        }
-    }
+    crate::util::deep_tree(served.root.path(), 40);
     let server = HttpServer::start(&served, &[]);
     let (http, url, token) = (client(), server.url(), served.token.clone());
     let searching = tokio::spawn(async move {

@@ -50,13 +50,7 @@ fn session_over(over: Over) {
     for i in 0..200 {
         fs::write(ws.join(format!("f{i:03}.txt")), "hay\n").unwrap();
     }
-    for d in 0..20 {
-        let folder = ws.join(format!("deep/d{d}"));
-        fs::create_dir_all(&folder).unwrap();
-        for f in 0..500 {
-            fs::write(folder.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
-        }
-    }
+    crate::util::deep_tree(ws, 20);
     let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
     serve.extend(served.serve_args());
     let mut node = Command::new("node");

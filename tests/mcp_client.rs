@@ -383,14 +383,7 @@ async fn search_reports_progress_in_order_and_never_after_the_result() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancelled_search_gets_no_result_and_the_server_goes_on() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
-    let deep = served.root.path().join("deep");
-    for d in 0..40 {
-        let dir = deep.join(format!("d{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..500 {
-            std::fs::write(dir.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
-        }
-    }
+    crate::util::deep_tree(served.root.path(), 40);
     let recorder = Recorder::default();
     let started = recorder.started.clone();
     let client = recorder.serve(transport(&served)).await.unwrap();

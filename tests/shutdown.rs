@@ -2,7 +2,6 @@
 //! the call in progress is cancelled and recorded, a shutdown record names
 //! the signal, and the log verifies.
 
-use std::fs;
 use std::process::Command;
 
 use serde_json::json;
@@ -12,13 +11,7 @@ use crate::util::{ALLOW_BUILTIN, Served, Session, portcullis};
 /// A session with a long search under way (it has reported progress).
 fn searching() -> (Served, Session) {
     let served = Served::new(ALLOW_BUILTIN, "paired");
-    for d in 0..40 {
-        let folder = served.root.path().join(format!("deep/d{d}"));
-        fs::create_dir_all(&folder).unwrap();
-        for f in 0..500 {
-            fs::write(folder.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
-        }
-    }
+    crate::util::deep_tree(served.root.path(), 40);
     let mut session = Session::start(&served);
     session.initialize();
     session.send(

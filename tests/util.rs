@@ -349,6 +349,18 @@ pub fn wait_for_record(
     }
 }
 
+/// `folders` folders `deep/d<n>` of 500 small files each under `root`:
+/// a tree a search takes long enough over to be cancelled mid-way.
+pub fn deep_tree(root: &Path, folders: usize) {
+    for d in 0..folders {
+        let folder = root.join(format!("deep/d{d}"));
+        fs::create_dir_all(&folder).unwrap();
+        for f in 0..500 {
+            fs::write(folder.join(format!("f{f}.txt")), "hay hay hay\n").unwrap();
+        }
+    }
+}
+
 /// Whether `program --version` runs.
 pub fn have(program: &str) -> bool {
     Command::new(program)
