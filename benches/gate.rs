@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use portcullis::facts::{Root, Transport};
 use portcullis::gate::judge;
 use portcullis::pdp::{ClientRecord, Engine, PolicyBundle};
@@ -70,5 +70,58 @@ fn gate(c: &mut Criterion) {
     });
 }
 
+/// The judgements counted under callgrind (kept out of line so that
+/// callgrind can find it by name).
+#[inline(never)]
+fn counted_judges(engine: &Engine, root: &Root, command: &str, times: u32) {
+    for _ in 0..times {
+        black_box(
+            judge(
+                engine,
+                "bench",
+                root,
+                None,
+                black_box(command),
+                Transport::Cli,
+            )
+            .unwrap(),
+        );
+    }
+}
+
+/// With `PORTCULLIS_BENCH_COUNT=N`, no timing: N judgements of the typical
+/// command, to be counted under `valgrind --tool=callgrind
+/// --collect-atstart=no --toggle-collect='*counted_judges*'` (instruction
+/// counts do not vary with the load of a shared machine).
+fn count(times: u32) {
+    let engine = Engine::load(
+        &PolicyBundle::builtin(),
+        &Registry::builtin().unwrap(),
+        &[ClientRecord {
+            name: "bench".into(),
+            tier: "paired".into(),
+        }],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = Root::new(dir.path()).unwrap();
+    // Once outside the count: the parser and the compiled patterns are made
+    // on first use.
+    judge(&engine, "bench", &root, None, TYPICAL, Transport::Cli).unwrap();
+    counted_judges(&engine, &root, TYPICAL, times);
+    println!("{times} judgements of the typical command counted");
+}
+
 criterion_group!(benches, gate);
-criterion_main!(benches);
+
+fn main() {
+    if let Some(times) = std::env::var("PORTCULLIS_BENCH_COUNT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        count(times);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -28,5 +28,6 @@ mod load;
 mod mcp_client;
 mod mcp_raw;
 mod regression;
+mod reload;
 mod shutdown;
 mod util;

@@ -68,18 +68,19 @@ impl Keeper {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         cancelled: CancellationToken,
     ) -> CallOutcome {
-        let _in_flight = Arc::clone(&self.in_flight).read_owned().await;
-        if self.shutdown.is_cancelled() {
+        let this = Arc::new(self.pinned());
+        let _in_flight = Arc::clone(&this.in_flight).read_owned().await;
+        if this.shutdown.is_cancelled() {
             // The service is going away: nothing new is decided or run.
             return CallOutcome::Cancelled;
         }
         let stop = Stop {
             caller: cancelled,
-            shutdown: &self.shutdown,
+            shutdown: &this.shutdown,
         };
         let (tool, call, authorized) = {
             let mut trail = Trail::new(request_id, name, Some(&arguments));
-            match self
+            match this
                 .decide_and_record(&mut trail, &arguments, &approval)
                 .await
             {
@@ -88,15 +89,15 @@ impl Keeper {
             }
         };
         let seq = authorized.decision_seq();
-        let (slot, waited_ms) = match self.slot(request_id, seq, &stop).await {
+        let (slot, waited_ms) = match this.slot(request_id, seq, &stop).await {
             Ok(slot) => slot,
             Err(outcome) => return outcome,
         };
-        let outcome = self
+        let outcome = this
             .run(&tool, arguments, call, authorized, progress, &stop)
             .await;
         drop(slot);
-        self.record_end(request_id, seq, waited_ms, &outcome, stop.why());
+        this.record_end(request_id, seq, waited_ms, &outcome, stop.why());
         outcome
     }
 

@@ -16,22 +16,23 @@ impl Keeper {
         command: &str,
         cwd: Option<&str>,
     ) -> Result<GateAnswer, GateFailure> {
+        let this = self.pinned();
         let answer = judge(
-            &self.setting.engine,
-            &self.client.name,
-            &self.setting.root,
+            &this.setting.engine,
+            &this.client.name,
+            &this.setting.root,
             cwd,
             command,
-            self.transport,
+            this.transport,
         )?;
-        let entities = self
+        let entities = this
             .setting
             .engine
-            .command_entities(&self.client.name, &self.client.tier);
+            .command_entities(&this.client.name, &this.client.tier);
         let record = DecisionRecord {
             arguments_sha256: Some(sha256_hex(&json!({"command": command, "cwd": cwd}))),
             command: Some(answer.facts.clone()),
-            ..self.base_record(
+            ..this.base_record(
                 request_id,
                 RecordedAction::RunCommand,
                 "gate",
@@ -40,7 +41,7 @@ impl Keeper {
                 GATE_APPROVAL_CHANNEL,
             )
         };
-        self.record_decision(record)
+        this.record_decision(record)
             .await
             .map_err(|_| GateFailure::AuditUnavailable)?;
         Ok(answer)

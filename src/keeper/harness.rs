@@ -47,17 +47,18 @@ impl Keeper {
         &self,
         call: &HarnessCall<'_>,
     ) -> Result<HarnessVerdict, AuditUnavailable> {
+        let this = self.pinned();
         let mut trail = Trail::new(call.request_id, call.tool, Some(call.input));
         trail.action = ToolAction::Call;
         let id = call.id.clone();
-        let Some(tool) = self.setting.registry.get(&id).filter(|tool| {
+        let Some(tool) = this.setting.registry.get(&id).filter(|tool| {
             matches!(
                 tool.runner,
                 Runner::Harness | Runner::Downstream { pinned: Some(_) }
             )
         }) else {
             let message = format!("Unknown tool: {}", call.tool);
-            self.record_refusal(&mut trail, Cause::UnknownTool, &message)
+            this.record_refusal(&mut trail, Cause::UnknownTool, &message)
                 .await;
             return Ok(HarnessVerdict::Unknown);
         };
@@ -65,26 +66,26 @@ impl Keeper {
         trail.definition = Some(tool.definition.clone());
         if let Err(err) = tool.arguments.check(call.judged) {
             let message = err.to_string();
-            self.record_refusal(&mut trail, Cause::InvalidArguments, &message)
+            this.record_refusal(&mut trail, Cause::InvalidArguments, &message)
                 .await;
             return Ok(HarnessVerdict::Invalid(message));
         }
-        let facts = match self.setting.engine.call_facts(
+        let facts = match this.setting.engine.call_facts(
             &tool.spec,
             call.judged,
-            &self.setting.root,
-            self.transport,
+            &this.setting.root,
+            this.transport,
         ) {
             Ok(call) => call.facts,
             Err(err) => {
                 let message = err.to_string();
-                self.record_refusal(&mut trail, Cause::InvalidArguments, &message)
+                this.record_refusal(&mut trail, Cause::InvalidArguments, &message)
                     .await;
                 return Ok(HarnessVerdict::Invalid(message));
             }
         };
-        let decision = self.decide(ToolAction::Call, tool, &facts);
-        self.record(&mut trail, &facts, &decision).await?;
+        let decision = this.decide(ToolAction::Call, tool, &facts);
+        this.record(&mut trail, &facts, &decision).await?;
         Ok(HarnessVerdict::Decided(decision))
     }
 }

@@ -23,6 +23,8 @@ mod relay;
 mod sink;
 
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -154,8 +156,15 @@ impl Default for Limits {
     }
 }
 
+/// A keeper is cheap to clone: a call works on a clone pinned to the
+/// setting in force when it starts (see [`Keeper::pinned`]).
+#[derive(Clone)]
 pub struct Keeper {
-    /// Shared by every client's keeper of one `serve --http`.
+    /// The setting in force, shared by every client's keeper of one
+    /// `serve`, replaced whole when the policies are reloaded.
+    settings: Arc<ArcSwap<Setting>>,
+    /// The setting this keeper decides under: the one in force when it was
+    /// pinned, so that every step of a call sees one policy set.
     setting: Arc<Setting>,
     client: ClientIdentity,
     transport: Transport,
@@ -188,20 +197,23 @@ impl Keeper {
         audit: Arc<dyn AuditSink>,
         session: String,
     ) -> Self {
-        Self::sharing(Arc::new(setting), client, transport, audit, session)
+        let settings = Arc::new(ArcSwap::from_pointee(setting));
+        Self::sharing(settings, client, transport, audit, session)
     }
 
     /// A keeper for one of several clients served at once: the policies,
-    /// tools and root are the others' too, the limits and calls its own.
+    /// tools and root are the others' too (and a reload replaces them for
+    /// all), the limits and calls its own.
     pub fn sharing(
-        setting: Arc<Setting>,
+        settings: Arc<ArcSwap<Setting>>,
         client: ClientIdentity,
         transport: Transport,
         audit: Arc<dyn AuditSink>,
         session: String,
     ) -> Self {
         Self {
-            setting,
+            setting: settings.load_full(),
+            settings,
             client,
             transport,
             audit,
@@ -213,6 +225,16 @@ impl Keeper {
             shutdown: CancellationToken::new(),
             in_flight: Arc::new(tokio::sync::RwLock::new(())),
             fleet: None,
+        }
+    }
+
+    /// This keeper, pinned to the setting in force now: what a call or a
+    /// listing works on from its first step to its record. Limits, the
+    /// shutdown and the calls in flight stay shared with the original.
+    pub fn pinned(&self) -> Self {
+        Self {
+            setting: self.settings.load_full(),
+            ..self.clone()
         }
     }
 
@@ -336,12 +358,22 @@ impl Keeper {
         }
     }
 
-    /// The tools this client may see, in a stable order. Each discovery
-    /// decision is recorded before the listing is returned.
-    pub async fn discoverable(
+    /// The tools this client may see, in a stable order, each as `show`
+    /// makes it. Each discovery decision is recorded before the listing is
+    /// returned; all are decided under one policy set.
+    pub async fn discoverable<T>(
         &self,
         request_id: &str,
-    ) -> Result<Vec<&RegisteredTool>, AuditUnavailable> {
+        show: impl Fn(&RegisteredTool) -> T,
+    ) -> Result<Vec<T>, AuditUnavailable> {
+        self.pinned().listing(request_id, show).await
+    }
+
+    async fn listing<T>(
+        &self,
+        request_id: &str,
+        show: impl Fn(&RegisteredTool) -> T,
+    ) -> Result<Vec<T>, AuditUnavailable> {
         let facts = ToolFacts::without_paths(self.transport);
         let mut visible = Vec::new();
         let mut bodies = Vec::new();
@@ -358,7 +390,7 @@ impl Keeper {
             trail.definition = Some(tool.definition.clone());
             bodies.push(self.decision_body(&trail, Some((&facts, &decision)), None)?);
             if decision.outcome == Outcome::Allow {
-                visible.push(tool);
+                visible.push(show(tool));
             }
         }
         self.append(bodies).await?;
@@ -376,8 +408,9 @@ impl Keeper {
     /// The action digest of a call by tool name, for checking that an
     /// approval is for this very call; `None` for an unknown tool.
     pub fn action_digest(&self, name: &str, arguments: &Value) -> Option<String> {
-        let tool = self.tool_named(name)?;
-        Some(self.digest(&tool.spec.id, arguments))
+        let this = self.pinned();
+        let tool = this.tool_named(name)?;
+        Some(this.digest(&tool.spec.id, arguments))
     }
 
     /// Records an approval event (a question asked, an answer, a refused

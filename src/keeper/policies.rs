@@ -8,15 +8,16 @@ impl Keeper {
     /// Whether this client may list and read the policy resources. The
     /// decision is recorded first; an unrecorded one is a refusal.
     pub async fn policies_readable(&self, request_id: &str) -> Result<bool, AuditUnavailable> {
-        let decision = self
+        let this = self.pinned();
+        let decision = this
             .setting
             .engine
-            .decide(&Query::policies(&self.client.name, self.transport));
-        let entities = self
+            .decide(&Query::policies(&this.client.name, this.transport));
+        let entities = this
             .setting
             .engine
-            .policy_entities(&self.client.name, &self.client.tier);
-        self.record_decision(self.base_record(
+            .policy_entities(&this.client.name, &this.client.tier);
+        this.record_decision(this.base_record(
             request_id,
             RecordedAction::ReadPolicy,
             "policies",

@@ -16,20 +16,21 @@ impl Keeper {
         server: &str,
         method: &str,
     ) -> Result<bool, AuditUnavailable> {
+        let this = self.pinned();
         let uid = server_uid(server);
-        let decision = self.setting.engine.decide(&Query::request(
-            &self.client.name,
+        let decision = this.setting.engine.decide(&Query::request(
+            &this.client.name,
             &uid,
             method,
-            self.transport,
+            this.transport,
         ));
         let entities =
-            self.setting
+            this.setting
                 .engine
-                .server_entities(&self.client.name, &self.client.tier, server);
+                .server_entities(&this.client.name, &this.client.tier, server);
         let record = DecisionRecord {
             resource: Some(server.to_owned()),
-            ..self.base_record(
+            ..this.base_record(
                 request_id,
                 RecordedAction::RelayRequest,
                 method,
@@ -38,7 +39,7 @@ impl Keeper {
                 NO_APPROVAL,
             )
         };
-        self.record_decision(record).await?;
+        this.record_decision(record).await?;
         if decision.outcome != Outcome::Allow {
             tracing::info!(server, method, reason = %decision.reason(), "a downstream server's request was refused");
         }

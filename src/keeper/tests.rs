@@ -376,7 +376,13 @@ async fn a_downstream_tool_without_its_server_is_refused_as_unavailable_and_not_
         matches!(outcome, CallOutcome::Refused(Cause::ServerUnavailable, _)),
         "{outcome:?}"
     );
-    assert!(f.keeper.discoverable("1").await.unwrap().is_empty());
+    assert!(
+        f.keeper
+            .discoverable("1", |tool| tool.spec.id.clone())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let recorded = f.sink.bodies(Kind::Decision);
     let refusal = recorded
         .iter()

@@ -191,11 +191,7 @@ impl PortcullisServer {
 
     async fn tools_list(&self, keeper: &Keeper, request_id: &str) -> Result<Value, ErrorData> {
         let tools: Vec<Value> = keeper
-            .discoverable(request_id)
-            .await
-            .map_err(|_| errors::listing_unrecorded())?
-            .into_iter()
-            .map(|tool| {
+            .discoverable(request_id, |tool| {
                 json!({
                     "name": Keeper::mcp_name(&tool.spec),
                     "description": tool.spec.description,
@@ -204,7 +200,8 @@ impl PortcullisServer {
                     "read_only": tool.spec.read_only(),
                 })
             })
-            .collect();
+            .await
+            .map_err(|_| errors::listing_unrecorded())?;
         Ok(json!({"tools": tools}))
     }
 }
@@ -357,12 +354,9 @@ impl ServerHandler for PortcullisServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let keeper = self.keeper(&context)?;
         let mut tools: Vec<Tool> = keeper
-            .discoverable(&request_id(&context))
+            .discoverable(&request_id(&context), Self::mcp_tool)
             .await
-            .map_err(|_| errors::listing_unrecorded())?
-            .into_iter()
-            .map(Self::mcp_tool)
-            .collect();
+            .map_err(|_| errors::listing_unrecorded())?;
         tools.extend(Self::wrappers());
         Ok(ListToolsResult::with_all_items(tools))
     }

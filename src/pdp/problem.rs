@@ -44,6 +44,9 @@ pub enum ProblemKind {
     /// `servers.toml` or `servers.lock` does not load, or the tools they
     /// declare do not fit the registry.
     Servers,
+    /// A policy or schema file cannot be read (missing, unreadable,
+    /// misnamed), or a reload could not finish.
+    Files,
 }
 
 /// One problem, with where it is when that is known.

@@ -135,8 +135,8 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
     tracing::info!(
         address = %bound,
         clients = world.clients.len(),
-        policy_set = %world.setting.engine.identity().hash,
-        root = %world.setting.root.path().display(),
+        policy_set = %world.settings.load().engine.identity().hash,
+        root = %world.settings.load().root.path().display(),
         "serving over Streamable HTTP"
     );
     let options = HttpOptions {

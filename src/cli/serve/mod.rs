@@ -4,6 +4,7 @@
 //! client in the token store. It translates flags; it does not decide.
 
 mod http;
+mod reload;
 mod stdio;
 
 use std::collections::BTreeMap;
@@ -28,11 +29,14 @@ use crate::auth::{
 };
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
+use arc_swap::ArcSwap;
+
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, Engine, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, drift};
 use http::HttpArgs;
+use reload::{ReloadMode, Reloader};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -66,6 +70,10 @@ pub struct ServeArgs {
     /// folder, which may not be the log's folder.
     #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
     pub audit: Option<PathBuf>,
+    /// When to reload the policies: `watch` (a file in the policies or
+    /// schema folder changes, or SIGHUP) or `never`.
+    #[arg(long, value_enum, default_value = "watch", value_name = "WHEN")]
+    pub reload: ReloadMode,
     #[command(flatten)]
     pub http: HttpArgs,
 }
@@ -131,7 +139,8 @@ struct World {
     lock: ServersLock,
     live: BTreeMap<String, Vec<serde_json::Value>>,
     fleet: Option<Arc<Fleet>>,
-    setting: Arc<Setting>,
+    /// The setting in force; a reload replaces it for every keeper.
+    settings: Arc<ArcSwap<Setting>>,
     clients: Vec<StoredClient>,
     audit: Arc<AuditLog>,
     /// Resolves if the log fails its check at start.
@@ -139,6 +148,12 @@ struct World {
     session: String,
     approvals: Arc<Approvals>,
     limits: Limits,
+    /// What a reload loads again, and how.
+    policies: PolicyArgs,
+    records: Vec<ClientRecord>,
+    proofs: Option<SetCache>,
+    snapshots: PathBuf,
+    reload: ReloadMode,
 }
 
 impl World {
@@ -219,11 +234,11 @@ impl World {
             lock: servers.lock,
             live,
             fleet,
-            setting: Arc::new(Setting {
+            settings: Arc::new(ArcSwap::from_pointee(Setting {
                 engine,
                 registry,
                 root,
-            }),
+            })),
             clients,
             audit: Arc::new(audit),
             checked,
@@ -233,6 +248,11 @@ impl World {
                 max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
                 walk_budget: Duration::from_secs(args.walk_budget),
             },
+            policies: args.policies.clone(),
+            records,
+            proofs,
+            snapshots: snapshots_dir(&audit_path),
+            reload: args.reload,
         }))
     }
 
@@ -242,7 +262,7 @@ impl World {
             .iter()
             .map(|client| {
                 let keeper = Keeper::sharing(
-                    Arc::clone(&self.setting),
+                    Arc::clone(&self.settings),
                     ClientIdentity::from(client.clone()),
                     transport,
                     Arc::clone(&self.audit) as Arc<dyn AuditSink>,
@@ -269,13 +289,28 @@ impl World {
             lock,
             live,
             fleet,
-            setting,
+            settings,
             clients,
             audit,
             checked,
             session,
+            policies,
+            records,
+            proofs,
+            snapshots,
+            reload,
             ..
         } = self;
+        let reloader = Reloader {
+            policies,
+            settings: Arc::clone(&settings),
+            clients: records,
+            proofs,
+            fleet: fleet.clone(),
+            audit: Arc::clone(&audit),
+            snapshots,
+            session: session.clone(),
+        };
         let served = runtime.block_on(async {
             let mut record = json!({
                 "event": "start",
@@ -283,7 +318,7 @@ impl World {
                 "clients": clients.iter().map(|client| json!({
                     "name": client.name, "fingerprint": client.fingerprint(), "tier": client.tier,
                 })).collect::<Vec<_>>(),
-                "policy_set": setting.engine.identity(),
+                "policy_set": settings.load().engine.identity(),
                 "pid": std::process::id(),
             });
             if let Some(fields) = record.as_object_mut() {
@@ -299,6 +334,8 @@ impl World {
                     "live": found.live, "fields": found.fields,
                 }))?;
             }
+            let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
+            let reloading = tokio::spawn(reloader.run(reload, hangups));
             tokio::pin!(serving);
             let broken = async {
                 match checked.await {
@@ -311,13 +348,16 @@ impl World {
                 served = &mut serving => served,
                 // Nothing was written to it, and nothing will be: stop here.
                 err = broken => {
+                    reloading.abort();
                     if let Some(fleet) = &fleet {
                         fleet.shut_down().await;
                     }
                     return Err(anyhow::Error::from(err));
                 }
             };
-            // The calls are over: the downstream servers go before the last record.
+            // The calls are over: no reload and no downstream server outlives
+            // them, and both go before the last record.
+            reloading.abort();
             if let Some(fleet) = &fleet {
                 fleet.shut_down().await;
             }

@@ -22,7 +22,7 @@ pub(super) fn serve(world: World, _args: &ServeArgs) -> anyhow::Result<Exit> {
         fingerprint = %client.fingerprint,
         tier = %client.tier,
         policy_set = %keeper.engine().identity().hash,
-        root = %world.setting.root.path().display(),
+        root = %world.settings.load().root.path().display(),
         "serving over stdio"
     );
     let start = json!({

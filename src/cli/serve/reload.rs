@@ -1,0 +1,240 @@
+//! Hot reload: the policies folder, the schema folder (and with them
+//! `servers.toml` and `servers.lock`) are watched, and a change is loaded by
+//! the start-up loader, proven and validated whole, then swapped in for
+//! every keeper at once. A set that does not load leaves the last good one
+//! in force. Either way the log says so first: `policy_reload` (old and new
+//! set hash, the new set's snapshot stored beside the log before the
+//! record) or `policy_reload_failed` (every problem, file:line). A call
+//! decides under the one set it started with ([`crate::keeper::Keeper::pinned`]).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use clap::ValueEnum;
+use serde_json::json;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::super::PolicyArgs;
+use crate::audit::{AuditLog, Kind, store_snapshot};
+use crate::keeper::Setting;
+use crate::pdp::{ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache};
+use crate::servers::{Fleet, Servers};
+
+/// How often the watched folders are looked at.
+const POLL: Duration = Duration::from_millis(500);
+
+/// When `serve` reloads its policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReloadMode {
+    /// When a file in the policies or schema folder changes, and on SIGHUP.
+    Watch,
+    /// Never: the set loaded at start stays in force until a restart.
+    Never,
+}
+
+/// Everything a reload needs, shared with the running server.
+pub(super) struct Reloader {
+    pub policies: PolicyArgs,
+    pub settings: Arc<ArcSwap<Setting>>,
+    pub clients: Vec<ClientRecord>,
+    pub proofs: Option<SetCache>,
+    pub fleet: Option<Arc<Fleet>>,
+    pub audit: Arc<AuditLog>,
+    pub snapshots: PathBuf,
+    pub session: String,
+}
+
+/// What identifies the watched files' contents as they are now: each
+/// file's path, size, change time and inode (editors replace by rename).
+type Fingerprint = BTreeMap<PathBuf, (u64, i64, i64, u64)>;
+
+fn fingerprint(folders: &[PathBuf]) -> Fingerprint {
+    let mut seen = Fingerprint::new();
+    for folder in folders {
+        for entry in walk(folder) {
+            if let Ok(meta) = std::fs::metadata(&entry) {
+                seen.insert(
+                    entry,
+                    (meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino()),
+                );
+            }
+        }
+    }
+    seen
+}
+
+/// The files under `folder`, at any depth.
+fn walk(folder: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![folder.to_owned()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(entry.path()),
+                Ok(_) => files.push(entry.path()),
+                Err(_) => {}
+            }
+        }
+    }
+    files
+}
+
+impl Reloader {
+    /// Listens for SIGHUP from now on, so that one arriving before the
+    /// first call is not lost to its default action (ending the process).
+    pub fn hangups() -> std::io::Result<Signal> {
+        signal(SignalKind::hangup())
+    }
+
+    /// Reloads on every change and every SIGHUP until the process ends.
+    /// With `Never`, SIGHUP is only logged.
+    pub async fn run(self, mode: ReloadMode, mut hangup: Signal) {
+        let folders: Vec<PathBuf> = [&self.policies.policies, &self.policies.schema]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        // `known` is what was loaded; `last` what the previous look saw. A
+        // change is loaded once two looks in a row agree, so a file an
+        // editor is still writing is not loaded half-written.
+        let mut known = fingerprint(&folders);
+        let mut last = known.clone();
+        let mut every = tokio::time::interval(POLL);
+        loop {
+            tokio::select! {
+                _ = every.tick(), if mode == ReloadMode::Watch && !folders.is_empty() => {
+                    let now = fingerprint(&folders);
+                    if now != known && now == last {
+                        known = now.clone();
+                        self.reload("change").await;
+                    }
+                    last = now;
+                }
+                _ = hangup.recv() => match mode {
+                    ReloadMode::Watch => {
+                        // What SIGHUP loads is what the watcher would load
+                        // next: it need not load it again.
+                        known = fingerprint(&folders);
+                        last = known.clone();
+                        self.reload("SIGHUP").await;
+                    }
+                    ReloadMode::Never => tracing::warn!("SIGHUP ignored: --reload never"),
+                },
+            }
+        }
+    }
+
+    /// Loads the set as start-up does and swaps it in, or keeps the one in
+    /// force; records which first.
+    async fn reload(&self, trigger: &'static str) {
+        let old = self.settings.load_full();
+        let old_hash = old.engine.identity().hash.clone();
+        let live = match &self.fleet {
+            Some(fleet) => fleet.live_tools().await,
+            None => BTreeMap::new(),
+        };
+        let policies = self.policies.clone();
+        let clients = self.clients.clone();
+        let proofs = self.proofs.clone();
+        let root = old.root.clone();
+        let in_force = old_hash.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            load(&policies, &in_force, &clients, proofs.as_ref(), &live, root)
+        })
+        .await
+        .unwrap_or_else(|err| {
+            Err(vec![Problem::new(
+                ProblemKind::Files,
+                "",
+                format!("the reload stopped: {err}"),
+            )])
+        });
+        let loaded = loaded.and_then(|loaded| {
+            let Some((setting, bundle)) = loaded else {
+                return Ok(None);
+            };
+            store_snapshot(&self.snapshots, &bundle)
+                .map(|_| Some(setting))
+                .map_err(|err| {
+                    vec![Problem::new(
+                        ProblemKind::Files,
+                        &self.snapshots.display().to_string(),
+                        format!("the policy snapshot cannot be stored: {err}"),
+                    )]
+                })
+        });
+        match loaded {
+            Ok(None) => tracing::debug!(trigger, "the policy set is unchanged"),
+            Ok(Some(setting)) => {
+                let new_hash = setting.engine.identity().hash.clone();
+                let record = json!({
+                    "event": "policy_reload", "session": self.session, "trigger": trigger,
+                    "old": old_hash, "new": new_hash, "policy_set": setting.engine.identity(),
+                });
+                // Recorded before it takes effect: a set no record names
+                // never decides.
+                if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
+                    tracing::error!(error = %err, "the reload could not be recorded: the old policy set stays in force");
+                    return;
+                }
+                self.settings.store(Arc::new(setting));
+                tracing::info!(trigger, old = %old_hash, new = %new_hash, "policy set reloaded");
+            }
+            Err(problems) => {
+                for problem in &problems {
+                    tracing::error!("{problem}");
+                }
+                tracing::error!(trigger, policy_set = %old_hash,
+                    "the changed policy set does not load: the one in force stays");
+                let record = json!({
+                    "event": "policy_reload_failed", "session": self.session, "trigger": trigger,
+                    "policy_set": old_hash, "problems": problems,
+                });
+                if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
+                    tracing::error!(error = %err, "the failed reload could not be recorded");
+                }
+            }
+        }
+    }
+}
+
+/// The start-up loader, run again: the bundle, the servers files, the
+/// registry over the tools the downstream servers list now, and the engine,
+/// proven. `None` when the files hash as the set in force (the set hash
+/// covers every file), which costs only reading them.
+fn load(
+    policies: &PolicyArgs,
+    in_force: &str,
+    clients: &[ClientRecord],
+    proofs: Option<&SetCache>,
+    live: &BTreeMap<String, Vec<serde_json::Value>>,
+    root: crate::facts::Root,
+) -> Result<Option<(Setting, PolicyBundle)>, Vec<Problem>> {
+    let bundle = policies
+        .bundle()
+        .map_err(|err| vec![Problem::new(ProblemKind::Files, "", err.to_string())])?;
+    if bundle.hash() == in_force {
+        return Ok(None);
+    }
+    let servers = Servers::of(&bundle).map_err(|err| err.problems)?;
+    let registry = servers
+        .registry(&bundle, live)
+        .map_err(|err| err.problems)?;
+    let (engine, _) =
+        Engine::load_proven(&bundle, &registry, clients, proofs).map_err(|err| err.problems)?;
+    Ok(Some((
+        Setting {
+            engine,
+            registry,
+            root,
+        },
+        bundle,
+    )))
+}

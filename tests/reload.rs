@@ -1,0 +1,251 @@
+//! Hot reload while serving: a good edit decides the next call, a broken
+//! one leaves the set in force, both recorded; `--reload never` holds the
+//! start-up set; and under load every record names a set whose snapshot
+//! is stored, so replay reproduces every decision.
+
+use std::fs;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::http::{HttpServer, client, modern};
+use crate::util::{ALLOW_BUILTIN, Served, portcullis, wait_for_record};
+
+/// No tool allowed: the default allowlist.
+const NOTHING: &str = "// nothing allowed\n";
+
+fn read() -> Value {
+    json!({"name": "read_file", "arguments": {"path": "README.md"}})
+}
+
+/// Whether a read_file call of `token` was allowed.
+async fn reads(http: &reqwest::Client, url: &str, token: &str) -> bool {
+    let answer = modern(http, url, token, 1, "tools/call", read()).await;
+    let response = answer.response(1);
+    response["result"]["isError"] == false
+}
+
+fn hangup(server: &HttpServer) {
+    let status = Command::new("kill")
+        .args(["-s", "HUP", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The reload events recorded so far.
+fn reload_events(served: &Served) -> Vec<Value> {
+    served
+        .records()
+        .into_iter()
+        .filter(|r| {
+            r["body"]["event"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("policy_reload"))
+        })
+        .collect()
+}
+
+fn wait_for_reloads(served: &Served, count: usize) -> Vec<Value> {
+    let log = served.audit_log();
+    wait_for_record(&log, |_| reload_events_in(&log).len() >= count);
+    reload_events(served)
+}
+
+fn reload_events_in(log: &std::path::Path) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| {
+            r["body"]["event"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("policy_reload"))
+        })
+        .collect()
+}
+
+/// Every decision names a set whose snapshot is beside the log, and replay
+/// under the recorded sets changes nothing.
+fn every_decision_replays(served: &Served) {
+    let snapshots = served.tree.dir.path().join("audit/audit.jsonl.policies");
+    for record in served.records().iter().filter(|r| r["kind"] == "decision") {
+        let hash = record["body"]["policy_set"]["hash"].as_str().unwrap();
+        assert!(
+            snapshots.join(format!("{hash}.json")).exists(),
+            "no snapshot of {hash}"
+        );
+    }
+    let run = portcullis(&[
+        "audit",
+        "replay",
+        served.audit_log().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let summary = &run.json()["summary"];
+    assert_eq!(summary["changes"], json!([]), "{summary}");
+    assert_eq!(summary["same"], summary["redecided"], "{summary}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_edit_decides_the_next_call_and_a_broken_one_keeps_the_set_in_force() {
+    let served = Served::new(NOTHING, "paired");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url) = (client(), server.url());
+    assert!(
+        !reads(&http, &url, &served.token).await,
+        "nothing is allowed yet"
+    );
+
+    replace_policy(&served, "20_allowlist.cedar", ALLOW_BUILTIN);
+    let events = wait_for_reloads(&served, 1);
+    let reloaded = &events[0]["body"];
+    assert_eq!(reloaded["event"], "policy_reload", "{reloaded}");
+    assert_eq!(reloaded["trigger"], "change");
+    assert_ne!(reloaded["old"], reloaded["new"]);
+    assert!(
+        reads(&http, &url, &served.token).await,
+        "the edit took effect"
+    );
+
+    replace_policy(&served, "25_broken.cedar", "permit (\n  principal,\n");
+    let events = wait_for_reloads(&served, 2);
+    let failed = &events[1]["body"];
+    assert_eq!(failed["event"], "policy_reload_failed", "{failed}");
+    assert_eq!(
+        failed["policy_set"], reloaded["new"],
+        "the set in force is named"
+    );
+    let problem = &failed["problems"][0];
+    assert!(
+        problem["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("25_broken.cedar"),
+        "{problem}"
+    );
+    assert!(problem["line"].as_u64().is_some(), "{problem}");
+    assert!(
+        reads(&http, &url, &served.token).await,
+        "the last good set is still in force"
+    );
+
+    // Fixed, and asked for by SIGHUP: the same set as before the broken
+    // file, so nothing changes and nothing is recorded; a new rule is.
+    fs::remove_file(served.tree.policies().join("25_broken.cedar")).unwrap();
+    replace_policy(
+        &served,
+        "26_no_readme.cedar",
+        "@id(\"no.readme\")\n@reason(\"the readme is private\")\nforbid (principal, action, resource) when { context has input && context.input has path && context.input.path == \"README.md\" };\n",
+    );
+    hangup(&server);
+    let events = wait_for_reloads(&served, 3);
+    assert_eq!(
+        events[2]["body"]["event"], "policy_reload",
+        "{:?}",
+        events[2]
+    );
+    assert!(
+        !reads(&http, &url, &served.token).await,
+        "the forbid took effect"
+    );
+    server.stop();
+    every_decision_replays(&served);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_never_keeps_the_start_up_set_through_edits_and_sighup() {
+    let served = Served::new(NOTHING, "paired");
+    let server = HttpServer::start(&served, &["--reload", "never"]);
+    let (http, url) = (client(), server.url());
+    replace_policy(&served, "20_allowlist.cedar", ALLOW_BUILTIN);
+    hangup(&server);
+    // The process is still there, answering, under the set it started with.
+    assert!(!reads(&http, &url, &served.token).await);
+    server.stop();
+    assert!(reload_events(&served).is_empty());
+}
+
+/// Writes a policy file as editors save one: whole, by rename, so that no
+/// look at the folder finds it half-written.
+fn replace_policy(served: &Served, name: &str, text: &str) {
+    let staged = served.tree.dir.path().join(format!("{name}.staged"));
+    fs::write(&staged, text).unwrap();
+    fs::rename(&staged, served.tree.policies().join(name)).unwrap();
+}
+
+/// Two allowlists that allow the same calls but are different sets.
+fn variant(n: usize) -> String {
+    ALLOW_BUILTIN.replace(
+        "test clients may use",
+        &format!("(variant {}) test clients may use", n % 2),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "load test: run by .ci/run in its own step"]
+async fn sixty_four_callers_while_the_set_is_reloaded_100_times() {
+    const RELOADS: usize = 100;
+    /// Calls each caller makes while one reload is under way.
+    const CALLS_PER_RELOAD: usize = 2;
+    let served = Served::new(&variant(1), "readonly");
+    let mut store = portcullis::auth::TokenStore::open(&served.store).unwrap();
+    let tokens: Vec<String> = (0..64)
+        .map(|i| {
+            store
+                .create(&format!("c{i}"), "readonly")
+                .unwrap()
+                .as_str()
+                .to_owned()
+        })
+        .collect();
+    let server = HttpServer::start(&served, &[]);
+    let (http, url) = (client(), server.url());
+    let (mut calls, mut errors) = (0, 0);
+    for n in 0..RELOADS {
+        // Each round: the edit and its SIGHUP, and all 64 callers calling
+        // while the new set is loaded and swapped in.
+        replace_policy(&served, "20_allowlist.cedar", &variant(n));
+        hangup(&server);
+        let mut callers = tokio::task::JoinSet::new();
+        for token in &tokens {
+            let (http, url, token) = (http.clone(), url.clone(), token.clone());
+            callers.spawn(async move {
+                let mut failed = 0;
+                for _ in 0..CALLS_PER_RELOAD {
+                    failed += usize::from(!reads(&http, &url, &token).await);
+                }
+                failed
+            });
+        }
+        let log = served.audit_log();
+        tokio::task::spawn_blocking(move || {
+            wait_for_record(&log, |_| reload_events_in(&log).len() > n)
+        })
+        .await
+        .unwrap();
+        while let Some(finished) = callers.join_next().await {
+            errors += finished.unwrap();
+            calls += CALLS_PER_RELOAD;
+        }
+    }
+    server.stop();
+    eprintln!("{calls} calls during {RELOADS} reloads");
+    assert_eq!(errors, 0, "{errors} of {calls} calls failed");
+    let events = reload_events(&served);
+    assert!(
+        events.iter().all(|e| e["body"]["event"] == "policy_reload"),
+        "{events:?}"
+    );
+    assert_eq!(events.len(), RELOADS);
+    let sets: std::collections::BTreeSet<String> = served
+        .records()
+        .iter()
+        .filter(|r| r["kind"] == "decision")
+        .filter_map(|r| r["body"]["policy_set"]["hash"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(sets.len(), 2, "calls were decided under both sets");
+    every_decision_replays(&served);
+}
