@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::http::{HttpServer, client, modern};
-use crate::util::{ALLOW_BUILTIN, Served, portcullis, wait_for_record};
+use crate::util::{ALLOW_BUILTIN, Served, portcullis};
 
 /// No tool allowed: the default allowlist.
 const NOTHING: &str = "// nothing allowed\n";
@@ -23,6 +23,22 @@ async fn reads(http: &reqwest::Client, url: &str, token: &str) -> bool {
     let answer = modern(http, url, token, 1, "tools/call", read()).await;
     let response = answer.response(1);
     response["result"]["isError"] == false
+}
+
+/// Whether read_file calls come to be allowed (or refused) as `allowed`
+/// says. The reload record is durable before the new set is swapped in,
+/// so a call made the moment the record appears may still meet the old
+/// set: this calls again until the answer is the expected one, for at most
+/// a generous minute, and says whether it came.
+async fn comes_to(http: &reqwest::Client, url: &str, token: &str, allowed: bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if reads(http, url, token).await == allowed {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
 }
 
 fn hangup(server: &HttpServer) {
@@ -47,22 +63,32 @@ fn reload_events(served: &Served) -> Vec<Value> {
 }
 
 fn wait_for_reloads(served: &Served, count: usize) -> Vec<Value> {
-    let log = served.audit_log();
-    wait_for_record(&log, |_| reload_events_in(&log).len() >= count);
+    wait_for_reloads_in(&served.audit_log(), count);
     reload_events(served)
 }
 
-fn reload_events_in(log: &std::path::Path) -> Vec<Value> {
-    fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| {
-            r["body"]["event"]
-                .as_str()
-                .is_some_and(|e| e.starts_with("policy_reload"))
-        })
-        .collect()
+/// Waits until the log holds `count` reload events, reading it again
+/// whenever it grows; fails after a generous two minutes.
+fn wait_for_reloads_in(log: &std::path::Path, count: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut seen = 0;
+    loop {
+        let size = fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+        if size != seen {
+            seen = size;
+            // Counted in the text, not parsed: the log grows by thousands of
+            // records a round under load.
+            let text = fs::read_to_string(log).unwrap_or_default();
+            if text.matches("\"event\":\"policy_reload").count() >= count {
+                return;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fewer than {count} reloads recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Every decision names a set whose snapshot is beside the log, and replay
@@ -106,7 +132,7 @@ async fn a_good_edit_decides_the_next_call_and_a_broken_one_keeps_the_set_in_for
     assert_eq!(reloaded["trigger"], "change");
     assert_ne!(reloaded["old"], reloaded["new"]);
     assert!(
-        reads(&http, &url, &served.token).await,
+        comes_to(&http, &url, &served.token, true).await,
         "the edit took effect"
     );
 
@@ -148,7 +174,7 @@ async fn a_good_edit_decides_the_next_call_and_a_broken_one_keeps_the_set_in_for
         events[2]
     );
     assert!(
-        !reads(&http, &url, &served.token).await,
+        comes_to(&http, &url, &served.token, false).await,
         "the forbid took effect"
     );
     server.stop();
@@ -221,11 +247,9 @@ async fn sixty_four_callers_while_the_set_is_reloaded_100_times() {
             });
         }
         let log = served.audit_log();
-        tokio::task::spawn_blocking(move || {
-            wait_for_record(&log, |_| reload_events_in(&log).len() > n)
-        })
-        .await
-        .unwrap();
+        tokio::task::spawn_blocking(move || wait_for_reloads_in(&log, n + 1))
+            .await
+            .unwrap();
         while let Some(finished) = callers.join_next().await {
             errors += finished.unwrap();
             calls += CALLS_PER_RELOAD;
