@@ -65,7 +65,7 @@ fn serve(extra: usize) -> Served {
         .create("bench", "paired")
         .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["serve", "--http", "127.0.0.1:0", "--reload", "never"])
+        .args(["serve", "--http", "127.0.0.1:0", "--reload", "signal"])
         .arg("--root")
         .arg(base.join("ws"))
         .arg("--store")

@@ -71,7 +71,7 @@ pub struct ServeArgs {
     #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
     pub audit: Option<PathBuf>,
     /// When to reload the policies: `watch` (a file in the policies or
-    /// schema folder changes, or SIGHUP) or `never`.
+    /// schema folder changes, or SIGHUP), `signal` (SIGHUP only) or `never`.
     #[arg(long, value_enum, default_value = "watch", value_name = "WHEN")]
     pub reload: ReloadMode,
     #[command(flatten)]

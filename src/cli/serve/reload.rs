@@ -32,6 +32,9 @@ const POLL: Duration = Duration::from_millis(500);
 pub enum ReloadMode {
     /// When a file in the policies or schema folder changes, and on SIGHUP.
     Watch,
+    /// On SIGHUP only (for a deployment that writes the files, then says
+    /// when they are complete).
+    Signal,
     /// Never: the set loaded at start stays in force until a restart.
     Never,
 }
@@ -118,7 +121,7 @@ impl Reloader {
                     last = now;
                 }
                 _ = hangup.recv() => match mode {
-                    ReloadMode::Watch => {
+                    ReloadMode::Watch | ReloadMode::Signal => {
                         // What SIGHUP loads is what the watcher would load
                         // next: it need not load it again.
                         known = fingerprint(&folders);
