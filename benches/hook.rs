@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
+#[expect(
+    dead_code,
+    reason = "shared setup: this bench uses the default policies"
+)]
 mod support;
 use serde_json::json;
 

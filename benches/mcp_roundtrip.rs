@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+#[expect(dead_code, reason = "shared setup: this bench makes its own tokens")]
+mod support;
 use portcullis::auth::TokenStore;
 use portcullis::facts::{PathClasses, Root, Transport, tool_call_facts};
 use portcullis::pdp::{ClientRecord, Engine, PolicyBundle, Query, ToolAction};
@@ -47,11 +49,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().to_owned();
-    for file in PolicyBundle::builtin().team_files() {
-        let path = base.join(&file.logical);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, &file.text).unwrap();
-    }
+    support::team_tree(&base);
     fs::write(base.join("policies/20_allowlist.cedar"), ALLOW).unwrap();
     fs::create_dir_all(base.join("ws")).unwrap();
     fs::write(base.join("ws/small.txt"), "a small file\nof two lines\n").unwrap();

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use portcullis::pdp::PolicyBundle;
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
@@ -41,11 +40,7 @@ struct Setup {
 
 fn policies(base: &Path, name: &str) -> PathBuf {
     let dir = base.join(name);
-    for file in PolicyBundle::builtin().team_files() {
-        let path = dir.join(&file.logical);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, &file.text).unwrap();
-    }
+    support::team_tree(&dir);
     fs::write(dir.join("policies/20_allowlist.cedar"), ALLOW).unwrap();
     dir
 }

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use portcullis::auth::TokenStore;
-use portcullis::pdp::PolicyBundle;
+#[expect(dead_code, reason = "shared setup: this bench needs no grown log")]
+mod support;
 
 /// Reloads timed per set.
 const RELOADS: usize = 10;
@@ -49,21 +49,14 @@ fn extra_policies(count: usize, generation: usize) -> String {
 fn serve(extra: usize) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().to_owned();
-    for file in PolicyBundle::builtin().team_files() {
-        let path = base.join(&file.logical);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, &file.text).unwrap();
-    }
+    support::team_tree(&base);
     fs::write(
         base.join("policies/70_grants.cedar"),
         extra_policies(extra, 0),
     )
     .unwrap();
     fs::create_dir_all(base.join("ws")).unwrap();
-    TokenStore::open_or_new(&base.join("state/tokens.json"))
-        .unwrap()
-        .create("bench", "paired")
-        .unwrap();
+    support::bench_token(&base.join("state/tokens.json"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .args(["serve", "--http", "127.0.0.1:0", "--reload", "signal"])
         .arg("--root")

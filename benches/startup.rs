@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 mod support;
-use portcullis::pdp::PolicyBundle;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
 /// Records in the grown log.
@@ -35,11 +34,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().to_owned();
-    for file in PolicyBundle::builtin().team_files() {
-        let path = base.join(&file.logical);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, &file.text).unwrap();
-    }
+    support::team_tree(&base);
     fs::create_dir_all(base.join("ws")).unwrap();
     fs::create_dir_all(base.join("empty")).unwrap();
     let token = support::bench_token(&base.join("state/tokens.json"));

@@ -45,6 +45,7 @@ pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod facts;
+pub mod file_stamp;
 pub mod gate;
 pub mod hook;
 pub mod keeper;

@@ -1,11 +1,22 @@
-//! Setup shared by the benchmarks that spawn the binary: a client token in
-//! a fresh store, and an audit log grown to a given size.
+//! Setup shared by the benchmarks that spawn the binary: a team's policy
+//! tree, a client token in a fresh store, and an audit log grown to a
+//! given size.
 
 use std::path::Path;
 
 use portcullis::audit::{AuditLog, Kind};
 use portcullis::auth::TokenStore;
 use serde_json::json;
+
+/// The built-in policies and schema written out under `dir` as a team's
+/// tree (`dir/policies`, `dir/schemas`), as `portcullis init` would.
+pub fn team_tree(dir: &Path) {
+    for file in portcullis::pdp::PolicyBundle::builtin().team_files() {
+        let path = dir.join(&file.logical);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, &file.text).unwrap();
+    }
+}
 
 /// A token for a paired client `bench`, in a new store at `store`.
 pub fn bench_token(store: &Path) -> String {

@@ -33,7 +33,7 @@ use arc_swap::ArcSwap;
 
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::mcp::{Ended, ServeError};
-use crate::pdp::{ClientRecord, Engine, PolicyBundle, SetCache};
+use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, drift};
 use http::HttpArgs;
 use reload::{ReloadMode, Reloader};
@@ -192,21 +192,18 @@ impl World {
             })
             .collect();
         let proofs = set_cache(&args.store);
-        let loaded = servers.registry(&bundle, &live).and_then(|registry| {
-            Engine::load_proven(&bundle, &registry, &records, proofs.as_ref())
-                .map(|(engine, _)| (registry, engine))
-        });
-        let (registry, engine) = match loaded {
-            Ok(loaded) => loaded,
-            Err(err) => {
-                if let Some(fleet) = &fleet {
-                    runtime.block_on(fleet.shut_down());
+        let setting =
+            match reload::setting(&bundle, &servers, &live, &records, proofs.as_ref(), root) {
+                Ok(setting) => setting,
+                Err(problems) => {
+                    if let Some(fleet) = &fleet {
+                        runtime.block_on(fleet.shut_down());
+                    }
+                    // Human format: stdout is the protocol channel, even for errors.
+                    report_problems(&problems, Format::Human)?;
+                    return Ok(None);
                 }
-                // Human format: stdout is the protocol channel, even for errors.
-                report_problems(&err.problems, Format::Human)?;
-                return Ok(None);
-            }
-        };
+            };
         let audit_path = audit_path(args.audit.as_deref())?;
         let signer = signer_for(&args.store, &audit_path)?;
         // The log is checked on its writer's thread while the session starts:
@@ -234,11 +231,7 @@ impl World {
             lock: servers.lock,
             live,
             fleet,
-            settings: Arc::new(ArcSwap::from_pointee(Setting {
-                engine,
-                registry,
-                root,
-            })),
+            settings: Arc::new(ArcSwap::from_pointee(setting)),
             clients,
             audit: Arc::new(audit),
             checked,

@@ -8,7 +8,6 @@
 //! decides under the one set it started with ([`crate::keeper::Keeper::pinned`]).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +19,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::super::PolicyArgs;
 use crate::audit::{AuditLog, Kind, store_snapshot};
+use crate::file_stamp::FileStamp;
 use crate::keeper::Setting;
 use crate::pdp::{ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache};
 use crate::servers::{Fleet, Servers};
@@ -52,22 +52,15 @@ pub(super) struct Reloader {
 }
 
 /// What identifies the watched files' contents as they are now: each
-/// file's path, size, change time and inode (editors replace by rename).
-type Fingerprint = BTreeMap<PathBuf, (u64, i64, i64, u64)>;
+/// file's path and stamp.
+type Fingerprint = BTreeMap<PathBuf, FileStamp>;
 
 fn fingerprint(folders: &[PathBuf]) -> Fingerprint {
-    let mut seen = Fingerprint::new();
-    for folder in folders {
-        for entry in walk(folder) {
-            if let Ok(meta) = std::fs::metadata(&entry) {
-                seen.insert(
-                    entry,
-                    (meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino()),
-                );
-            }
-        }
-    }
-    seen
+    folders
+        .iter()
+        .flat_map(|folder| walk(folder))
+        .filter_map(|file| FileStamp::of(&file).map(|stamp| (file, stamp)))
+        .collect()
 }
 
 /// The files under `folder`, at any depth.
@@ -227,17 +220,26 @@ fn load(
         return Ok(None);
     }
     let servers = Servers::of(&bundle).map_err(|err| err.problems)?;
-    let registry = servers
-        .registry(&bundle, live)
-        .map_err(|err| err.problems)?;
+    let setting = setting(&bundle, &servers, live, clients, proofs, root)?;
+    Ok(Some((setting, bundle)))
+}
+
+/// The registry over the tools the downstream servers list, and the
+/// engine, proven: what start-up and every reload build from the files.
+pub(super) fn setting(
+    bundle: &PolicyBundle,
+    servers: &Servers,
+    live: &BTreeMap<String, Vec<serde_json::Value>>,
+    clients: &[ClientRecord],
+    proofs: Option<&SetCache>,
+    root: crate::facts::Root,
+) -> Result<Setting, Vec<Problem>> {
+    let registry = servers.registry(bundle, live).map_err(|err| err.problems)?;
     let (engine, _) =
-        Engine::load_proven(&bundle, &registry, clients, proofs).map_err(|err| err.problems)?;
-    Ok(Some((
-        Setting {
-            engine,
-            registry,
-            root,
-        },
-        bundle,
-    )))
+        Engine::load_proven(bundle, &registry, clients, proofs).map_err(|err| err.problems)?;
+    Ok(Setting {
+        engine,
+        registry,
+        root,
+    })
 }

@@ -3,30 +3,21 @@
 //! request), mapped to the keeper of that client.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::auth::{OWNER_TIER, TokenStore};
+use crate::file_stamp::FileStamp;
 use crate::keeper::Keeper;
 
 /// The clients one `serve --http` serves, each with its own keeper.
 pub struct Clients {
     store_path: PathBuf,
-    /// The store as last read, with what identified that version of the
-    /// file; re-read when the file changes.
-    store: Mutex<(Option<Version>, Option<TokenStore>)>,
+    /// The store as last read, with the stamp of that version of the file;
+    /// re-read when the file changes.
+    store: Mutex<(Option<FileStamp>, Option<Arc<TokenStore>>)>,
     /// By fingerprint: the clients the policies were loaded with.
     keepers: HashMap<String, Arc<Keeper>>,
-}
-
-/// What tells one version of the store file from the next: it is replaced
-/// by rename, so a change gives a new inode even within one mtime tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Version {
-    inode: u64,
-    modified_ns: i128,
-    len: u64,
 }
 
 /// Why a request was not let in. The client is told none of it.
@@ -59,29 +50,7 @@ impl Clients {
 
     /// The keeper of the client whose token this is.
     pub fn authenticate(&self, token: &str) -> Result<Arc<Keeper>, Refusal> {
-        let mut cached = self
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let version = std::fs::metadata(&self.store_path)
-            .ok()
-            .map(|meta| Version {
-                inode: meta.ino(),
-                modified_ns: i128::from(meta.mtime()) * 1_000_000_000
-                    + i128::from(meta.mtime_nsec()),
-                len: meta.len(),
-            });
-        if version.is_none() || cached.0 != version {
-            let store = match TokenStore::open(&self.store_path) {
-                Ok(store) => Some(store),
-                Err(err) => {
-                    tracing::error!(error = %err, "the token store cannot be read: every request is refused");
-                    None
-                }
-            };
-            *cached = (version, store);
-        }
-        let store = cached.1.as_ref().ok_or(Refusal::StoreUnreadable)?;
+        let store = self.current_store().ok_or(Refusal::StoreUnreadable)?;
         let client = store
             .authenticate(token)
             .filter(|client| client.tier != OWNER_TIER)
@@ -94,5 +63,27 @@ impl Clients {
                 Err(Refusal::NotLoaded)
             }
         }
+    }
+
+    /// The store as it is now, read again only when its file changed. The
+    /// lock is held for the stat, not for the hashing: requests of several
+    /// clients authenticate at once.
+    fn current_store(&self) -> Option<Arc<TokenStore>> {
+        let mut cached = self
+            .store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let stamp = FileStamp::of(&self.store_path);
+        if stamp.is_none() || cached.0 != stamp {
+            let store = match TokenStore::open(&self.store_path) {
+                Ok(store) => Some(Arc::new(store)),
+                Err(err) => {
+                    tracing::error!(error = %err, "the token store cannot be read: every request is refused");
+                    None
+                }
+            };
+            *cached = (stamp, store);
+        }
+        cached.1.clone()
     }
 }

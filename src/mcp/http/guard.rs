@@ -20,7 +20,7 @@ use crate::mcp::Caller;
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Host names every loopback client may use.
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 pub struct Guard {
     pub clients: Arc<Clients>,
