@@ -27,6 +27,7 @@ mod interop_ts;
 mod load;
 mod mcp_client;
 mod mcp_raw;
+mod policy_diff;
 mod regression;
 mod reload;
 mod shutdown;

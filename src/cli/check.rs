@@ -1,7 +1,7 @@
 //! `portcullis check`: decides one tool call offline, as `serve` would,
 //! and prints the decision with its facts; it never runs the tool.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use super::policy::load_for_client;
 use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, ToolFacts, Transport};
-use crate::pdp::{ClientRecord, Decision, Outcome, Query, ToolAction};
+use crate::pdp::{ClientRecord, Decision, Engine, Outcome, Query, ToolAction};
 use crate::servers::Servers;
+use crate::tools::Registry;
 use crate::tools::ToolId;
 
 #[derive(Debug, Args)]
@@ -65,59 +66,25 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
         CheckAction::Call => ToolAction::Call,
         CheckAction::Discover => ToolAction::Discover,
     };
-    let (tool_id, facts, paths) = match registry.lookup(&args.tool) {
-        // An unknown tool is still decided: the decision point denies it,
-        // and that is the answer a client would get.
-        None => {
-            let id = match args.tool.split_once('/') {
-                Some((server, name)) => ToolId::new(server, name),
-                None => ToolId::new("", args.tool.as_str()),
-            };
-            (id, ToolFacts::without_paths(Transport::Cli), Vec::new())
-        }
-        Some(tool) if action == ToolAction::Discover => (
-            tool.spec.id.clone(),
-            ToolFacts::without_paths(Transport::Cli),
-            Vec::new(),
-        ),
-        Some(tool) => {
-            tool.arguments
-                .check(&arguments)
-                .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
-            // A downstream server with a root of its own has its paths
-            // judged against it, as `serve` does.
-            let servers = Servers::of(&args.policies.bundle()?).unwrap_or_default();
-            let folder = servers
-                .config
-                .server(tool.spec.id.server())
-                .and_then(|server| server.root_in(&args.root))
-                .unwrap_or_else(|| args.root.clone());
-            let root = Root::new(&folder)
-                .map_err(|err| anyhow::anyhow!("--root {}: {err}", folder.display()))?;
-            let call = engine
-                .call_facts(&tool.spec, &arguments, &root, Transport::Cli)
-                .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
-            let paths = call
-                .paths
-                .into_iter()
-                .map(|(argument, resolved)| ResolvedArgument {
-                    argument,
-                    requested: resolved.requested,
-                    canonical: resolved.canonical,
-                    inside_root: resolved.inside_root,
-                })
-                .collect();
-            (tool.spec.id.clone(), call.facts, paths)
-        }
-    };
-
-    let decision = engine.decide(&Query::tool(
-        &client.name,
-        action,
-        &tool_id,
-        &facts,
-        &args.approval_channel,
-    ));
+    let servers = Servers::of(&args.policies.bundle()?).unwrap_or_default();
+    let Checked {
+        tool: tool_id,
+        facts,
+        paths,
+        decision,
+    } = decide(
+        &Call {
+            engine: &engine,
+            registry: &registry,
+            servers: &servers,
+            client: &client,
+            tool: &args.tool,
+            action,
+            approval_channel: &args.approval_channel,
+        },
+        &arguments,
+        &args.root,
+    )?;
     match format {
         Format::Json => print_json(&json!({
             "decision": decision.outcome,
@@ -141,6 +108,89 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
         Outcome::Allow => Exit::Ok,
         Outcome::Ask => Exit::Ask,
         Outcome::Deny => Exit::Deny,
+    })
+}
+
+/// One call `check` decides: the set, the client, the tool and how.
+pub(super) struct Call<'a> {
+    pub engine: &'a Engine,
+    pub registry: &'a Registry,
+    pub servers: &'a Servers,
+    pub client: &'a ClientRecord,
+    pub tool: &'a str,
+    pub action: ToolAction,
+    pub approval_channel: &'a str,
+}
+
+pub(super) struct Checked {
+    tool: ToolId,
+    facts: ToolFacts,
+    paths: Vec<ResolvedArgument>,
+    pub decision: Decision,
+}
+
+/// Computes the call's facts from its arguments against `root`, as
+/// `serve` would, and decides it. Arguments that do not fit the tool are
+/// an error, as they are for a client.
+pub(super) fn decide(call: &Call<'_>, arguments: &Value, root: &Path) -> anyhow::Result<Checked> {
+    let (tool_id, facts, paths) = match call.registry.lookup(call.tool) {
+        // An unknown tool is still decided: the decision point denies it,
+        // and that is the answer a client would get.
+        None => {
+            let id = match call.tool.split_once('/') {
+                Some((server, name)) => ToolId::new(server, name),
+                None => ToolId::new("", call.tool),
+            };
+            (id, ToolFacts::without_paths(Transport::Cli), Vec::new())
+        }
+        Some(tool) if call.action == ToolAction::Discover => (
+            tool.spec.id.clone(),
+            ToolFacts::without_paths(Transport::Cli),
+            Vec::new(),
+        ),
+        Some(tool) => {
+            tool.arguments
+                .check(arguments)
+                .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
+            // A downstream server with a root of its own has its paths
+            // judged against it, as `serve` does.
+            let folder = call
+                .servers
+                .config
+                .server(tool.spec.id.server())
+                .and_then(|server| server.root_in(root))
+                .unwrap_or_else(|| root.to_owned());
+            let root = Root::new(&folder)
+                .map_err(|err| anyhow::anyhow!("--root {}: {err}", folder.display()))?;
+            let facts = call
+                .engine
+                .call_facts(&tool.spec, arguments, &root, Transport::Cli)
+                .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
+            let paths = facts
+                .paths
+                .into_iter()
+                .map(|(argument, resolved)| ResolvedArgument {
+                    argument,
+                    requested: resolved.requested,
+                    canonical: resolved.canonical,
+                    inside_root: resolved.inside_root,
+                })
+                .collect();
+            (tool.spec.id.clone(), facts.facts, paths)
+        }
+    };
+    let decision = call.engine.decide(&Query::tool(
+        &call.client.name,
+        call.action,
+        &tool_id,
+        &facts,
+        call.approval_channel,
+    ));
+    Ok(Checked {
+        tool: tool_id,
+        facts,
+        paths,
+        decision,
     })
 }
 

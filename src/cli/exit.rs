@@ -18,6 +18,10 @@ pub enum Exit {
     ValidationFailure,
     /// 4: `check` would ask a human.
     Ask,
+    /// 4: `policy diff`: NEW permits something OLD does not.
+    Wider,
+    /// 2: `policy diff` could not compare the sets.
+    Unproven,
 }
 
 impl Exit {
@@ -27,7 +31,8 @@ impl Exit {
             Exit::Failure => 1,
             Exit::Deny => 2,
             Exit::ValidationFailure => 3,
-            Exit::Ask => 4,
+            Exit::Ask | Exit::Wider => 4,
+            Exit::Unproven => 2,
         }
     }
 }

@@ -8,6 +8,7 @@ mod context;
 mod decide;
 mod decision;
 mod defaults;
+mod diff;
 mod engine;
 mod entities;
 mod fixtures;
@@ -17,6 +18,7 @@ mod problem;
 mod proof;
 mod scope_index;
 mod set_cache;
+mod solver;
 
 pub use bundle::{
     BUILTIN_COPY, BundleError, Framing, PolicyBundle, SERVERS_FILE, SERVERS_LOCK_FILE, SourceFile,
@@ -24,6 +26,7 @@ pub use bundle::{
 };
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
+pub use diff::{Counterexample, Diff, DiffError, Finding, Pass, diff};
 pub use engine::{CallFactsProblem, Engine, LoadError};
 pub use entities::{
     BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,

@@ -25,6 +25,8 @@ use cedar_policy::{
 };
 use cedar_policy_symcc::solver::LocalSolver;
 use cedar_policy_symcc::{CedarSymCompiler, CompiledPolicySet};
+
+use super::solver;
 use thiserror::Error;
 
 /// One promise of the hard constraints.
@@ -109,33 +111,14 @@ pub enum ProofError {
 pub fn prove(policies: &PolicySet, schema: &Schema) -> Result<Proof, ProofError> {
     let forbids = forbids_beside_permit_all(policies)?;
     let policies = &forbids;
-    // The solver is driven through tokio; a thread of its own keeps this
-    // callable from inside or outside a runtime.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|err| ProofError::Failed(err.to_string()))?;
-                runtime.block_on(prove_async(policies, schema))
-            })
-            .join()
-            .unwrap_or_else(|_| Err(ProofError::Failed("the prover panicked".to_owned())))
-    })
+    solver::on_own_thread(|| prove_async(policies, schema)).map_err(ProofError::Failed)?
 }
 
 async fn prove_async(policies: &PolicySet, schema: &Schema) -> Result<Proof, ProofError> {
-    let solver = match LocalSolver::cvc5() {
-        Ok(solver) => solver,
-        Err(err) => {
-            return Ok(Proof::SolverAbsent {
-                reason: format!("cvc5 could not be started ({err}); set CVC5 or put cvc5 on PATH"),
-            });
-        }
+    let mut compiler = match solver::cvc5() {
+        Ok(compiler) => compiler,
+        Err(reason) => return Ok(Proof::SolverAbsent { reason }),
     };
-    let mut compiler =
-        CedarSymCompiler::new(solver).map_err(|err| ProofError::Failed(err.to_string()))?;
     let actions = schema
         .action_entities()
         .map_err(|err| ProofError::Failed(err.to_string()))?;

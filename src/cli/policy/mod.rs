@@ -2,6 +2,8 @@
 //! on a policy change before it ships. Only `fmt` writes, and only policy
 //! files, atomically.
 
+mod diff;
+
 use std::io::Write;
 use std::path::Path;
 
@@ -23,6 +25,10 @@ pub enum PolicyCommand {
     Test(PolicyArgs),
     /// Format the `.cedar` files in place, or only check them.
     Fmt(FmtArgs),
+    /// Prove whether NEW permits anything OLD does not, per action and
+    /// outcome, with a counterexample for each widening. Exit 0: NEW is no
+    /// wider; 4: it is wider; 2: the sets could not be compared.
+    Diff(diff::DiffArgs),
 }
 
 #[derive(Debug, Args)]
@@ -43,6 +49,7 @@ pub fn run(command: PolicyCommand, format: Format) -> anyhow::Result<Exit> {
         PolicyCommand::Validate(args) => validate(&args, format),
         PolicyCommand::Test(args) => test(&args, format),
         PolicyCommand::Fmt(args) => fmt(&args, format),
+        PolicyCommand::Diff(args) => diff::run(&args, format),
     }
 }
 
