@@ -342,8 +342,34 @@ fn a_tier_that_gains_a_capability_is_wider_and_one_that_loses_it_is_not() {
     assert_eq!(run_check(&example["check"]), 4, "{example}");
     assert_eq!(run_check(&example["check_old"]), 2, "{example}");
 
+    assert_eq!(json["unproven_changes"], serde_json::json!([]));
+
     // Taking the capability away again is no widening.
     assert_eq!(diff(&new, &old).code, 0);
+}
+
+#[test]
+fn a_change_to_the_fact_tables_is_named_as_outside_the_proof() {
+    if !solver() {
+        return;
+    }
+    let old = Tree::new();
+    let new = Tree::new();
+    let classes = new.policies().join("path_classes.toml");
+    let mut text = fs::read_to_string(&classes).unwrap();
+    text.push_str("\n# a comment is a change too\n");
+    fs::write(&classes, text).unwrap();
+    let run = diff(&old, &new);
+    assert_eq!(run.code, 0, "{run:?}");
+    let notes = run.json()["unproven_changes"].clone();
+    assert_eq!(notes.as_array().unwrap().len(), 1, "{notes}");
+    assert!(
+        notes[0]
+            .as_str()
+            .unwrap()
+            .starts_with("path_classes.toml differs"),
+        "{notes}"
+    );
 }
 
 #[test]

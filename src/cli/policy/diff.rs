@@ -111,6 +111,7 @@ pub fn run(args: &DiffArgs, format: Format) -> anyhow::Result<Exit> {
     };
     let elapsed = started.elapsed();
     confirm_with_check(&mut diff, &old, &new)?;
+    let unproven = unproven_changes(&old.bundle, &new.bundle);
     let (old, new) = (&old.engine, &new.engine);
     match format {
         Format::Json => print_json(&json!({
@@ -119,12 +120,45 @@ pub fn run(args: &DiffArgs, format: Format) -> anyhow::Result<Exit> {
             "wider": diff.wider(),
             "findings": diff.findings.iter().map(|f| finding_json(f, args)).collect::<Vec<_>>(),
             "bounds": diff.bounds,
+            "unproven_changes": unproven,
             "queries": diff.queries,
             "elapsed_ms": elapsed.as_millis() as u64,
         }))?,
-        Format::Human => print_human(&diff, args, old, new, elapsed),
+        Format::Human => {
+            print_human(&diff, args, old, new, elapsed);
+            for change in &unproven {
+                println!("note: {change}");
+            }
+        }
     }
     Ok(if diff.wider() { Exit::Wider } else { Exit::Ok })
+}
+
+/// Changes the proof does not see: the tables facts are computed from.
+/// They change what a call's context says (a path's classes, a command's
+/// classes, which arguments are paths), not what a policy does with it.
+fn unproven_changes(old: &PolicyBundle, new: &PolicyBundle) -> Vec<String> {
+    let text = |file: Option<&pdp::SourceFile>| file.map(|f| f.text.clone());
+    [
+        (
+            text(Some(&old.path_classes)) != text(Some(&new.path_classes)),
+            "path_classes.toml differs: paths may fall in other classes",
+        ),
+        (
+            text(Some(&old.commands)) != text(Some(&new.commands)),
+            "commands.toml differs: commands may get other classes",
+        ),
+        (
+            text(old.servers.as_ref()) != text(new.servers.as_ref()),
+            "servers.toml differs: which arguments are paths, and against which root, may change",
+        ),
+    ]
+    .into_iter()
+    .filter(|(changed, _)| *changed)
+    .map(|(_, what)| {
+        format!("{what}; these tables compute the facts, which the proof takes as given")
+    })
+    .collect()
 }
 
 /// One side's set, loaded as `check` loads it.
