@@ -89,6 +89,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
             .collect(),
         errors: decision.errors.clone(),
         message: None,
+        shadow: None,
     };
     serde_json::to_value(record).unwrap()
 }

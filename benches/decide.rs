@@ -312,7 +312,88 @@ fn decide_policies(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, decide_typed_input, decide_policies);
+/// `decide` of an allow and an ask with and without a shadow set of the
+/// same size (every team file shadowed, the allowlist's shadow with one
+/// more forbid): the shadow set is decided beside the enforced one for
+/// every request (issue target: within 2x).
+fn decide_shadow(c: &mut Criterion) {
+    let plain = engine();
+    let mut bundle = PolicyBundle::builtin();
+    bundle.policies.push(SourceFile {
+        logical: "policies/20_bench_allow.cedar".into(),
+        display: "policies/20_bench_allow.cedar".into(),
+        text: ALLOWLIST.into(),
+    });
+    bundle.shadow = bundle
+        .policies
+        .iter()
+        .map(|file| {
+            let name = file.logical.rsplit('/').next().unwrap();
+            let mut text = file.text.clone();
+            if name == "20_bench_allow.cedar" {
+                text.push_str(
+                    "@id(\"shadow.no_search\")\n@reason(\"trying out\")\n\
+                     forbid (principal, action, resource == Portcullis::Tool::\"builtin/search\");\n",
+                );
+            }
+            SourceFile {
+                logical: format!("policies/shadow/{name}"),
+                display: format!("policies/shadow/{name}"),
+                text,
+            }
+        })
+        .collect();
+    let clients = [ClientRecord {
+        name: "alice".into(),
+        tier: "paired".into(),
+    }];
+    let shadowed = Engine::load(&bundle, &Registry::builtin().unwrap(), &clients).unwrap();
+    let read = ToolId::new("builtin", "read_file");
+    let write = ToolId::new("builtin", "write_file");
+    let typed = |engine: &Engine, tool: &ToolId| {
+        let mut facts = ToolFacts::without_paths(Transport::Stdio);
+        facts.input = engine
+            .tool_input(tool, &serde_json::json!({"path": "a.txt", "content": "x"}))
+            .unwrap()
+            .ok();
+        facts
+    };
+    let mut group = c.benchmark_group("decide_shadow");
+    for (name, engine) in [("enforced_only", &plain), ("with_shadow", &shadowed)] {
+        let (read_facts, write_facts) = (typed(engine, &read), typed(engine, &write));
+        let allow = Query::tool(
+            "alice",
+            ToolAction::Call,
+            &read,
+            &read_facts,
+            "client_elicitation",
+        );
+        let ask = Query::tool(
+            "alice",
+            ToolAction::Call,
+            &write,
+            &write_facts,
+            "client_elicitation",
+        );
+        assert_eq!(engine.decide(&allow).outcome, Outcome::Allow);
+        assert_eq!(engine.decide(&ask).outcome, Outcome::Ask);
+        group.bench_function(format!("allow/{name}"), |b| {
+            b.iter(|| engine.decide(black_box(&allow)))
+        });
+        group.bench_function(format!("ask/{name}"), |b| {
+            b.iter(|| engine.decide(black_box(&ask)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    decide,
+    decide_typed_input,
+    decide_policies,
+    decide_shadow
+);
 
 /// Decides `query` `times` times: the one function callgrind counts
 /// (`--toggle-collect`), so its instructions divided by `times` are one

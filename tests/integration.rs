@@ -30,5 +30,6 @@ mod mcp_raw;
 mod policy_diff;
 mod regression;
 mod reload;
+mod shadow;
 mod shutdown;
 mod util;

@@ -37,6 +37,15 @@ pub struct RecordedPolicy {
     pub reason: String,
 }
 
+/// How the shadow set (`policies/shadow/`) decided a request, recorded
+/// when its outcome or determining policies differ from the enforced set's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowRecord {
+    pub decision: Outcome,
+    pub cause: Cause,
+    pub policies: Vec<RecordedPolicy>,
+}
+
 /// The body of a decision record: everything needed to decide it again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +86,9 @@ pub struct DecisionRecord {
     pub errors: Vec<DecisionError>,
     /// What the client was told when no Cedar decision was made.
     pub message: Option<String>,
+    /// The shadow set's decision, when it differs; never enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowRecord>,
 }
 
 /// What a decision record decided about.
@@ -712,6 +724,7 @@ mod tests {
                 .collect(),
             errors: Vec::new(),
             message: None,
+            shadow: None,
         }
     }
 

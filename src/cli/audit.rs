@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::audit::{
-    Checkpoint, DecisionRecord, Kind, Line, Mark, Records, Replay, Trust, read_public_key,
-    scan_trusting, verify_trusting,
+    Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, Trust,
+    read_public_key, scan_trusting, verify_trusting,
 };
+use crate::pdp::Cause;
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -88,6 +89,10 @@ pub struct ShowArgs {
     /// Only records at or after this time (RFC 3339, e.g. 2026-12-02T10:00:00Z).
     #[arg(long)]
     pub since: Option<String>,
+    /// Only decisions the shadow policies (`policies/shadow/`) would have
+    /// made differently, with the shadow outcome and its policies.
+    #[arg(long)]
+    pub shadow_diff: bool,
 }
 
 pub fn run(command: AuditCommand, format: Format) -> anyhow::Result<Exit> {
@@ -313,8 +318,11 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
         if args.session.as_deref().is_some_and(|s| Some(s) != session) {
             continue;
         }
-        if args.client.is_some() || args.decision.is_some() {
+        if args.client.is_some() || args.decision.is_some() || args.shadow_diff {
             let Some(d) = &decision else { continue };
+            if args.shadow_diff && d.shadow.is_none() {
+                continue;
+            }
             if args.client.as_deref().is_some_and(|c| c != d.client.name) {
                 continue;
             }
@@ -334,21 +342,23 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
             })),
             Format::Human => {
                 let (client, action, tool, result, why) = match &decision {
-                    Some(d) => (
-                        d.client.name.clone(),
-                        d.action.to_string(),
-                        d.resource.clone().unwrap_or_else(|| d.tool.clone()),
-                        d.decision.as_str().to_owned(),
-                        if d.policies.is_empty() {
-                            d.cause.to_string()
-                        } else {
-                            d.policies
-                                .iter()
-                                .map(|p| p.id.as_str())
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        },
-                    ),
+                    Some(d) => {
+                        let mut why = why_of(d.cause, &d.policies);
+                        if let Some(shadow) = d.shadow.as_ref().filter(|_| args.shadow_diff) {
+                            why = format!(
+                                "{why}  shadow: {} ({})",
+                                shadow.decision.as_str(),
+                                why_of(shadow.cause, &shadow.policies)
+                            );
+                        }
+                        (
+                            d.client.name.clone(),
+                            d.action.to_string(),
+                            d.resource.clone().unwrap_or_else(|| d.tool.clone()),
+                            d.decision.as_str().to_owned(),
+                            why,
+                        )
+                    }
                     None => (
                         String::new(),
                         String::new(),
@@ -383,6 +393,19 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
         );
     }
     Ok(Exit::Ok)
+}
+
+/// What decided: the determining policies, else the cause.
+fn why_of(cause: Cause, policies: &[RecordedPolicy]) -> String {
+    if policies.is_empty() {
+        cause.to_string()
+    } else {
+        policies
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// How far a replay has got: a progress bar on a terminal; otherwise a

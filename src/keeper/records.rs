@@ -3,9 +3,11 @@
 use serde_json::Value;
 
 use super::{AuditUnavailable, Keeper};
-use crate::audit::{ClientRef, DecisionRecord, Kind, RecordedAction, RecordedPolicy, sha256_hex};
+use crate::audit::{
+    ClientRef, DecisionRecord, Kind, RecordedAction, RecordedPolicy, ShadowRecord, sha256_hex,
+};
 use crate::facts::ToolFacts;
-use crate::pdp::{Cause, Decision, Outcome, ToolAction};
+use crate::pdp::{Cause, Decision, DeterminingPolicy, Outcome, ToolAction};
 use crate::tools::ToolId;
 
 /// What a call's decision records say beyond the decision itself, filled
@@ -91,6 +93,7 @@ impl Keeper {
         decided: Option<(&ToolFacts, &Decision)>,
         refusal: Option<(Cause, &str)>,
     ) -> Result<Value, AuditUnavailable> {
+        let shadow = decided.and_then(|(_, d)| shadow_record(d));
         let (outcome, cause, policies, errors) = match decided {
             Some((_, d)) => (d.outcome, d.cause, recorded_policies(d), d.errors.clone()),
             None => (
@@ -133,6 +136,7 @@ impl Keeper {
             policies,
             errors,
             message: refusal.map(|r| r.1.to_owned()),
+            shadow,
         };
         serde_json::to_value(record).map_err(|err| {
             tracing::error!(error = %err, "a decision record could not be encoded");
@@ -173,6 +177,7 @@ impl Keeper {
             policies: recorded_policies(decision),
             errors: decision.errors.clone(),
             message: None,
+            shadow: shadow_record(decision),
         }
     }
 
@@ -201,12 +206,24 @@ impl Keeper {
 
 /// The determining policies of a decision, as a record keeps them.
 pub(super) fn recorded_policies(decision: &Decision) -> Vec<RecordedPolicy> {
-    decision
-        .policies
+    as_recorded(&decision.policies)
+}
+
+fn as_recorded(policies: &[DeterminingPolicy]) -> Vec<RecordedPolicy> {
+    policies
         .iter()
         .map(|p| RecordedPolicy {
             id: p.id.clone(),
             reason: p.reason.to_string(),
         })
         .collect()
+}
+
+/// The shadow set's decision, as a record keeps it.
+fn shadow_record(decision: &Decision) -> Option<ShadowRecord> {
+    decision.shadow.as_ref().map(|shadow| ShadowRecord {
+        decision: shadow.outcome,
+        cause: shadow.cause,
+        policies: as_recorded(&shadow.policies),
+    })
 }

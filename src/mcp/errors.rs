@@ -269,6 +269,7 @@ mod tests {
                 cedar_sdk_version: "s".into(),
                 cedar_lang_version: "l".into(),
             }),
+            shadow: None,
         }
     }
 

@@ -22,6 +22,9 @@ pub const SERVERS_FILE: &str = "servers.toml";
 /// The pinned definitions of the downstream servers' tools, inside the
 /// policies folder; optional, written by `portcullis servers pin`.
 pub const SERVERS_LOCK_FILE: &str = "servers.lock";
+/// The folder of shadow policies, inside the policies folder: evaluated
+/// beside the enforced set for every decision, never enforced.
+pub const SHADOW_DIR: &str = "shadow";
 /// The folder of fixture tests, inside the policies folder.
 pub const TESTS_DIR: &str = "tests";
 /// The folder of entity files that fixtures refer to, inside the tests folder.
@@ -163,6 +166,10 @@ pub struct PolicyBundle {
     pub tools: Option<SourceFile>,
     /// The team's policies.
     pub policies: Vec<SourceFile>,
+    /// The team's shadow policies (`policies/shadow/*.cedar`): part of the
+    /// set and its hash, so that a record's shadow outcome can be replayed,
+    /// but never enforced (`shadow_set`).
+    pub shadow: Vec<SourceFile>,
     pub schemas: Vec<SourceFile>,
     pub tiers: SourceFile,
     pub path_classes: SourceFile,
@@ -209,6 +216,7 @@ impl PolicyBundle {
                 text: builtin_definitions().to_owned(),
             }),
             policies: many(defaults::POLICIES),
+            shadow: Vec::new(),
             schemas: many(defaults::SCHEMAS),
             tiers: file(defaults::TIERS.0, defaults::TIERS.1),
             path_classes: file(defaults::PATH_CLASSES.0, defaults::PATH_CLASSES.1),
@@ -236,6 +244,11 @@ impl PolicyBundle {
                     what: ".cedar",
                 });
             }
+            bundle.shadow = read_dir_files_if_present(
+                &dir.join(SHADOW_DIR),
+                &format!("policies/{SHADOW_DIR}"),
+                "cedar",
+            )?;
             bundle.tiers = read_file(dir, "policies", TIERS_FILE)?;
             bundle.path_classes = read_file(dir, "policies", PATH_CLASSES_FILE)?;
             bundle.commands = read_file(dir, "policies", COMMANDS_FILE)?;
@@ -269,6 +282,7 @@ impl PolicyBundle {
         let mut builtin = Vec::new();
         let mut tools = None;
         let mut policies = Vec::new();
+        let mut shadow = Vec::new();
         let mut schemas = Vec::new();
         let mut tiers = None;
         let mut path_classes = None;
@@ -297,6 +311,10 @@ impl PolicyBundle {
                 tools = Some(file);
             } else if logical.starts_with("builtin/") && logical.ends_with(".cedar") {
                 builtin.push(file);
+            } else if logical.starts_with(&format!("policies/{SHADOW_DIR}/"))
+                && logical.ends_with(".cedar")
+            {
+                shadow.push(file);
             } else if logical.starts_with("policies/") && logical.ends_with(".cedar") {
                 policies.push(file);
             } else if logical.starts_with("schemas/") && logical.ends_with(".cedarschema") {
@@ -308,11 +326,13 @@ impl PolicyBundle {
             }
         }
         policies.sort_by(|a, b| a.logical.cmp(&b.logical));
+        shadow.sort_by(|a, b| a.logical.cmp(&b.logical));
         schemas.sort_by(|a, b| a.logical.cmp(&b.logical));
         Ok(Self {
             builtin,
             tools,
             policies,
+            shadow,
             schemas,
             tiers: tiers.ok_or_else(|| missing(TIERS_FILE))?,
             path_classes: path_classes.ok_or_else(|| missing(PATH_CLASSES_FILE))?,
@@ -335,6 +355,26 @@ impl PolicyBundle {
             .chain(self.team_deciding_files())
     }
 
+    /// The set the shadow policies make: each shadow file stands in for
+    /// the enforced file of the same name, the others are added. `None`
+    /// without shadow policies.
+    pub fn shadow_set(&self) -> Option<Self> {
+        if self.shadow.is_empty() {
+            return None;
+        }
+        let mut set = self.clone();
+        set.shadow = Vec::new();
+        for file in &self.shadow {
+            let name = file.logical.rsplit('/').next().unwrap_or_default();
+            let enforced = format!("policies/{name}");
+            match set.policies.iter_mut().find(|p| p.logical == enforced) {
+                Some(replaced) => *replaced = file.clone(),
+                None => set.policies.push(file.clone()),
+            }
+        }
+        Some(set)
+    }
+
     /// Every policy, built-in ones first.
     pub fn all_policies(&self) -> impl Iterator<Item = &SourceFile> {
         self.builtin.iter().chain(self.policies.iter())
@@ -343,6 +383,7 @@ impl PolicyBundle {
     fn team_deciding_files(&self) -> impl Iterator<Item = &SourceFile> {
         self.policies
             .iter()
+            .chain(self.shadow.iter())
             .chain(self.schemas.iter())
             .chain([&self.tiers, &self.path_classes, &self.commands])
             .chain(self.servers.iter())
@@ -497,6 +538,63 @@ mod tests {
             loaded.policies[0]
                 .display
                 .starts_with(&dir.path().display().to_string())
+        );
+    }
+
+    fn shadow_file(name: &str, text: &str) -> SourceFile {
+        SourceFile {
+            logical: format!("policies/{SHADOW_DIR}/{name}"),
+            display: format!("policies/{SHADOW_DIR}/{name}"),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn shadow_files_load_hash_and_round_trip_through_a_snapshot() {
+        let mut bundle = PolicyBundle::builtin();
+        let dir = tempfile::tempdir().unwrap();
+        bundle.shadow = vec![shadow_file("90_try.cedar", "// nothing yet\n")];
+        write_tree(dir.path(), &bundle);
+        let loaded = PolicyBundle::load(
+            Some(&dir.path().join("policies")),
+            Some(&dir.path().join("schemas")),
+        )
+        .unwrap();
+        assert_eq!(loaded.shadow.len(), 1);
+        assert_eq!(loaded.hash(), bundle.hash());
+        assert_ne!(loaded.hash(), PolicyBundle::builtin().hash());
+        let stored: Vec<SourceFile> = loaded.deciding_files().cloned().collect();
+        let restored = PolicyBundle::from_files(stored, Framing::CURRENT).unwrap();
+        assert_eq!(restored.shadow, loaded.shadow);
+        assert_eq!(restored.policies, loaded.policies);
+        assert_eq!(restored.hash(), loaded.hash());
+    }
+
+    #[test]
+    fn a_shadow_file_stands_in_for_its_namesake_and_the_others_are_added() {
+        let mut bundle = PolicyBundle::builtin();
+        assert!(bundle.shadow_set().is_none());
+        let replaced = bundle.policies[1]
+            .logical
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        bundle.shadow = vec![
+            shadow_file(&replaced, "// replaced\n"),
+            shadow_file("99_added.cedar", "// added\n"),
+        ];
+        let set = bundle.shadow_set().unwrap();
+        assert!(set.shadow.is_empty());
+        assert_eq!(set.policies.len(), bundle.policies.len() + 1);
+        assert_eq!(set.policies[1].text, "// replaced\n");
+        assert_eq!(
+            set.policies.last().unwrap().logical,
+            "policies/shadow/99_added.cedar"
+        );
+        assert_eq!(
+            bundle.policies[1].text,
+            PolicyBundle::builtin().policies[1].text
         );
     }
 

@@ -6,7 +6,7 @@ use cedar_policy::{
 };
 
 use super::context::{command_context, policy_context, request_context, tool_context};
-use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome};
+use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, ShadowDecision};
 use super::engine::Engine;
 use super::input::record_expression;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
@@ -166,6 +166,27 @@ impl Engine {
     /// with no errors (a policy may still refuse the channel). Any error in
     /// any pass is a deny: Cedar skips a policy that errors, even a forbid.
     pub fn decide(&self, query: &Query<'_>) -> Decision {
+        let mut decision = self.decide_enforced(query);
+        if let Some(shadow) = &self.shadow {
+            let beside = shadow.decide_enforced(query);
+            let ids = |policies: &[DeterminingPolicy]| {
+                policies.iter().map(|p| p.id.clone()).collect::<Vec<_>>()
+            };
+            if beside.outcome != decision.outcome
+                || ids(&beside.policies) != ids(&decision.policies)
+            {
+                decision.shadow = Some(Box::new(ShadowDecision {
+                    outcome: beside.outcome,
+                    cause: beside.cause,
+                    policies: beside.policies,
+                }));
+            }
+        }
+        decision
+    }
+
+    /// The enforced set's decision (of this engine's own policies).
+    fn decide_enforced(&self, query: &Query<'_>) -> Decision {
         let (entities, principal) = match query.asker {
             Asker::Client(name) => match self.clients.get(name) {
                 Some(principal) => (&self.entities, principal),
@@ -461,6 +482,7 @@ impl Engine {
             policies,
             errors,
             policy_set: self.identity.clone(),
+            shadow: None,
         }
     }
 }

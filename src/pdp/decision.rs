@@ -132,6 +132,18 @@ pub struct Decision {
     pub policies: Vec<DeterminingPolicy>,
     pub errors: Vec<DecisionError>,
     pub policy_set: Arc<PolicySetIdentity>,
+    /// How the shadow set decided the same request, when its outcome or
+    /// its determining policies differ. Never enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<Box<ShadowDecision>>,
+}
+
+/// A decision of the shadow set (`policies/shadow/`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShadowDecision {
+    pub outcome: Outcome,
+    pub cause: Cause,
+    pub policies: Vec<DeterminingPolicy>,
 }
 
 impl Decision {

@@ -83,6 +83,9 @@ pub struct Engine {
     tier_capabilities: HashMap<String, Vec<String>>,
     /// The entities as JSON, kept for fixtures and audit records.
     entities_json: Vec<Value>,
+    /// The set `policies/shadow/` makes (`PolicyBundle::shadow_set`),
+    /// decided beside this one for every request and never enforced.
+    pub(super) shadow: Option<Box<Engine>>,
     /// Where each entity of `entities_json` is, by type and id: every
     /// decision record names four of them, however many tools there are.
     entity_index: HashMap<(String, String), usize>,
@@ -349,6 +352,12 @@ impl Engine {
         check_fixed_shapes(&compiled.schema, &actions, &policies_resource)?;
         let scope = ScopeIndex::new(&compiled.schema, &compiled.policies);
 
+        let shadow = match bundle.shadow_set() {
+            Some(set) => Some(Box::new(Self::load_as(
+                &set, registry, clients, provenance, None,
+            )?)),
+            None => None,
+        };
         let identity = Arc::new(PolicySetIdentity {
             hash: bundle.hash(),
             portcullis_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -376,6 +385,7 @@ impl Engine {
             tier_capabilities,
             entity_index: index_entities(&entities_json),
             entities_json,
+            shadow,
         })
     }
 

@@ -25,7 +25,9 @@ pub use bundle::{
     name_problem,
 };
 pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
-pub use decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
+pub use decision::{
+    Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity, ShadowDecision,
+};
 pub use diff::{Counterexample, Diff, DiffError, Finding, Pass, diff};
 pub use engine::{CallFactsProblem, Engine, LoadError};
 pub use entities::{

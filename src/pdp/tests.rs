@@ -1082,3 +1082,77 @@ fn a_set_without_built_in_tool_definitions_decides_calls_as_call_tool() {
     );
     assert_eq!(d.outcome, Outcome::Allow, "{d:?}");
 }
+
+fn with_shadow(text: &str) -> PolicyBundle {
+    let mut bundle = with_policy("20_allowlist.cedar", ALLOW_BUILTIN_TO_PAIRED);
+    bundle.shadow.push(SourceFile {
+        logical: "policies/shadow/90_try.cedar".into(),
+        display: "policies/shadow/90_try.cedar".into(),
+        text: text.to_owned(),
+    });
+    bundle
+}
+
+#[test]
+fn a_shadow_forbid_is_decided_beside_the_set_and_never_enforced() {
+    let engine = engine(&with_shadow(
+        r#"@id("shadow.no_search") @reason("trying out")
+        forbid (principal, action, resource == Portcullis::Tool::"builtin/search");"#,
+    ));
+    let search = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/search",
+        &clean(),
+    );
+    assert_eq!(search.outcome, Outcome::Allow);
+    let shadow = search.shadow.expect("the shadow set decides otherwise");
+    assert_eq!(shadow.outcome, Outcome::Deny);
+    assert_eq!(shadow.cause, Cause::Forbidden);
+    assert_eq!(shadow.policies[0].id, "shadow.no_search");
+    assert_eq!(&*shadow.policies[0].file, "policies/shadow/90_try.cedar");
+
+    // Where both sets decide alike, nothing is said.
+    let read = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!(read.outcome, Outcome::Allow);
+    assert!(read.shadow.is_none(), "{:?}", read.shadow);
+}
+
+#[test]
+fn a_shadow_permit_that_changes_only_the_reasons_is_recorded() {
+    let engine = engine(&with_shadow(
+        r#"@id("shadow.also_read") @reason("another reason")
+        permit (principal, action, resource == Portcullis::Tool::"builtin/read_file");"#,
+    ));
+    let read = decide(
+        &engine,
+        "alice",
+        ToolAction::Call,
+        "builtin/read_file",
+        &clean(),
+    );
+    assert_eq!(read.outcome, Outcome::Allow);
+    let shadow = read.shadow.expect("other determining policies");
+    assert_eq!(shadow.outcome, Outcome::Allow);
+    assert!(shadow.policies.iter().any(|p| p.id == "shadow.also_read"));
+}
+
+#[test]
+fn a_broken_shadow_policy_refuses_the_load_with_its_file() {
+    let found = problems(&with_shadow(
+        "forbid (principal, action, resource) when { nope };",
+    ));
+    assert!(
+        found
+            .iter()
+            .any(|p| p.file == "policies/shadow/90_try.cedar"),
+        "{found:?}"
+    );
+}

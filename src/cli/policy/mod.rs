@@ -257,7 +257,7 @@ fn fmt(args: &FmtArgs, format: Format) -> anyhow::Result<Exit> {
     };
     let mut unformatted = Vec::new();
     let mut problems = Vec::new();
-    for file in &bundle.policies {
+    for file in bundle.policies.iter().chain(&bundle.shadow) {
         let pretty = match cedar_policy_formatter::policies_str_to_pretty(&file.text, &config) {
             Ok(pretty) => pretty,
             Err(err) => {
