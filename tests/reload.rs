@@ -274,3 +274,78 @@ async fn sixty_four_callers_while_the_set_is_reloaded_100_times() {
     assert_eq!(sets.len(), 2, "calls were decided under both sets");
     every_decision_replays(&served);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tighten_only_takes_a_tightening_and_holds_a_widening_until_it_is_applied() {
+    if !crate::util::have(&std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into())) {
+        eprintln!("SKIPPED: cvc5 is not on PATH; tighten-only proves every reload with it");
+        return;
+    }
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let server = HttpServer::start(&served, &["--reload", "tighten-only"]);
+    let (http, url) = (client(), server.url());
+    assert!(reads(&http, &url, &served.token).await, "allowed at start");
+
+    // Tighter: taken.
+    replace_policy(
+        &served,
+        "26_no_readme.cedar",
+        "@id(\"no.readme\")\n@reason(\"the readme is private\")\nforbid (principal, action, resource) when { context has input && context.input has path && context.input.path == \"README.md\" };\n",
+    );
+    let events = wait_for_reloads(&served, 1);
+    assert_eq!(
+        events[0]["body"]["event"], "policy_reload",
+        "{:?}",
+        events[0]
+    );
+    assert!(comes_to(&http, &url, &served.token, false).await);
+
+    // Wider again: refused, with what it would open, and nothing changes.
+    fs::remove_file(served.tree.policies().join("26_no_readme.cedar")).unwrap();
+    let events = wait_for_reloads(&served, 2);
+    let refused = &events[1]["body"];
+    assert_eq!(refused["event"], "policy_reload_refused", "{refused}");
+    assert_eq!(refused["policy_set"], events[0]["body"]["new"], "{refused}");
+    let widenings = refused["widenings"].as_array().unwrap();
+    assert!(
+        widenings.iter().any(
+            |w| w["action"] == "Portcullis::Action::\"builtin/read_file\""
+                && w["counterexample"]["arguments"]["path"] == "README.md"
+        ),
+        "{refused}"
+    );
+    assert!(!reads(&http, &url, &served.token).await, "still refused");
+
+    // An operator applies exactly this set: it is loaded at the next look.
+    let log = served.audit_log();
+    let mut args = vec!["policy", "apply", "--audit", log.to_str().unwrap()];
+    let flags = served.tree.flags();
+    args.extend(flags.iter().map(String::as_str));
+    let run = portcullis(&args);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.starts_with("applied: policy set "), "{run:?}");
+    let events = wait_for_reloads(&served, 3);
+    let applied = &events[2]["body"];
+    assert_eq!(applied["event"], "policy_reload", "{applied}");
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(applied["new"], refused["refused"], "{applied}");
+    assert!(comes_to(&http, &url, &served.token, true).await);
+    server.stop();
+    every_decision_replays(&served);
+}
+
+#[test]
+fn apply_refuses_a_set_that_does_not_load_and_records_nothing() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    served
+        .tree
+        .write_policy("25_broken.cedar", "permit (principal,");
+    let log = served.audit_log();
+    let mut args = vec!["policy", "apply", "--audit", log.to_str().unwrap()];
+    let flags = served.tree.flags();
+    args.extend(flags.iter().map(String::as_str));
+    let run = portcullis(&args);
+    assert_eq!(run.code, 3, "{run:?}");
+    let applied = format!("{}.applied", log.display());
+    assert!(!std::path::Path::new(&applied).exists());
+}

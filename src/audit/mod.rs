@@ -4,6 +4,7 @@
 //! set a record names. Decision records are durable before anything they
 //! allow runs. `verify` and `replay` work offline, from the log folder alone.
 
+mod applied;
 mod canonical;
 mod checkpoint;
 mod head;
@@ -13,6 +14,7 @@ mod replay;
 mod snapshot;
 mod verify;
 
+pub use applied::{Applied, applied, applied_path, apply as apply_set, is_applied};
 pub use canonical::{encode as canonical_json, sha256_hex};
 pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,

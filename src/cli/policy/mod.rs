@@ -2,6 +2,7 @@
 //! on a policy change before it ships. Only `fmt` writes, and only policy
 //! files, atomically.
 
+mod apply;
 mod diff;
 
 use std::io::Write;
@@ -29,6 +30,10 @@ pub enum PolicyCommand {
     /// outcome, with a counterexample for each widening. Exit 0: NEW is no
     /// wider; 4: it is wider; 2: the sets could not be compared.
     Diff(diff::DiffArgs),
+    /// Let this exact policy set through a running `serve --reload
+    /// tighten-only`, which refuses a set that permits more than the one in
+    /// force until it is applied.
+    Apply(apply::ApplyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +55,7 @@ pub fn run(command: PolicyCommand, format: Format) -> anyhow::Result<Exit> {
         PolicyCommand::Test(args) => test(&args, format),
         PolicyCommand::Fmt(args) => fmt(&args, format),
         PolicyCommand::Diff(args) => diff::run(&args, format),
+        PolicyCommand::Apply(args) => apply::run(&args, format),
     }
 }
 

@@ -21,8 +21,8 @@ use super::{Exit, Format, PolicyArgs};
 use crate::approval::ApprovalSeal;
 use crate::approval::Approvals;
 use crate::audit::{
-    AuditError, AuditLog, Kind, PRIVATE_KEY_FILE, Signer, load_or_create_signer, snapshots_dir,
-    store_snapshot,
+    AuditError, AuditLog, Kind, PRIVATE_KEY_FILE, Signer, applied_path, load_or_create_signer,
+    snapshots_dir, store_snapshot,
 };
 use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
@@ -71,7 +71,9 @@ pub struct ServeArgs {
     #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
     pub audit: Option<PathBuf>,
     /// When to reload the policies: `watch` (a file in the policies or
-    /// schema folder changes, or SIGHUP), `signal` (SIGHUP only) or `never`.
+    /// schema folder changes, or SIGHUP), `signal` (SIGHUP only), `never`,
+    /// or `tighten-only` (as `watch`, but a set that permits more than the
+    /// one in force waits for `portcullis policy apply`).
     #[arg(long, value_enum, default_value = "watch", value_name = "WHEN")]
     pub reload: ReloadMode,
     #[command(flatten)]
@@ -153,6 +155,8 @@ struct World {
     records: Vec<ClientRecord>,
     proofs: Option<SetCache>,
     snapshots: PathBuf,
+    /// The sets `policy apply` let through `--reload tighten-only`.
+    applied: PathBuf,
     reload: ReloadMode,
 }
 
@@ -245,6 +249,7 @@ impl World {
             records,
             proofs,
             snapshots: snapshots_dir(&audit_path),
+            applied: applied_path(&audit_path),
             reload: args.reload,
         }))
     }
@@ -291,6 +296,7 @@ impl World {
             records,
             proofs,
             snapshots,
+            applied,
             reload,
             ..
         } = self;
@@ -302,6 +308,7 @@ impl World {
             fleet: fleet.clone(),
             audit: Arc::clone(&audit),
             snapshots,
+            applied,
             session: session.clone(),
         };
         let served = runtime.block_on(async {
@@ -378,7 +385,7 @@ impl World {
 
 /// The audit log: as given, or `audit/audit.jsonl` beside the default
 /// token store.
-pub(super) fn audit_path(given: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn audit_path(given: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
     match given {
         Some(path) => Ok(path.to_owned()),
         None => default_store_path()

@@ -18,10 +18,10 @@ use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::super::PolicyArgs;
-use crate::audit::{AuditLog, Kind, store_snapshot};
+use crate::audit::{AuditLog, Kind, is_applied, store_snapshot};
 use crate::file_stamp::FileStamp;
 use crate::keeper::Setting;
-use crate::pdp::{ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache};
+use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache};
 use crate::servers::{Fleet, Servers};
 
 /// How often the watched folders are looked at.
@@ -37,6 +37,12 @@ pub enum ReloadMode {
     Signal,
     /// Never: the set loaded at start stays in force until a restart.
     Never,
+    /// As `watch`, but a set the solver shows to permit anything the set
+    /// in force does not (`policy diff`: allow or ask) is refused, and
+    /// recorded with a counterexample, until `portcullis policy apply`
+    /// lets that exact set through. A set that cannot be proven (no
+    /// solver) is refused the same way.
+    TightenOnly,
 }
 
 /// Everything a reload needs, shared with the running server.
@@ -48,6 +54,8 @@ pub(super) struct Reloader {
     pub fleet: Option<Arc<Fleet>>,
     pub audit: Arc<AuditLog>,
     pub snapshots: PathBuf,
+    /// The sets `policy apply` let through (`--reload tighten-only`).
+    pub applied: PathBuf,
     pub session: String,
 }
 
@@ -55,10 +63,16 @@ pub(super) struct Reloader {
 /// file's path and stamp.
 type Fingerprint = BTreeMap<PathBuf, FileStamp>;
 
-fn fingerprint(folders: &[PathBuf]) -> Fingerprint {
-    folders
+fn fingerprint(watched: &[PathBuf]) -> Fingerprint {
+    watched
         .iter()
-        .flat_map(|folder| walk(folder))
+        .flat_map(|path| {
+            if path.is_dir() {
+                walk(path)
+            } else {
+                vec![path.clone()]
+            }
+        })
         .filter_map(|file| FileStamp::of(&file).map(|stamp| (file, stamp)))
         .collect()
 }
@@ -92,11 +106,17 @@ impl Reloader {
     /// Reloads on every change and every SIGHUP until the process ends.
     /// With `Never`, SIGHUP is only logged.
     pub async fn run(self, mode: ReloadMode, mut hangup: Signal) {
-        let folders: Vec<PathBuf> = [&self.policies.policies, &self.policies.schema]
+        let mut folders: Vec<PathBuf> = [&self.policies.policies, &self.policies.schema]
             .into_iter()
             .flatten()
             .cloned()
             .collect();
+        let tighten_only = mode == ReloadMode::TightenOnly;
+        if tighten_only && !folders.is_empty() {
+            // An applied set is loaded at the next look.
+            folders.push(self.applied.clone());
+        }
+        let watching = matches!(mode, ReloadMode::Watch | ReloadMode::TightenOnly);
         // `known` is what was loaded; `last` what the previous look saw. A
         // change is loaded once two looks in a row agree, so a file an
         // editor is still writing is not loaded half-written.
@@ -105,21 +125,21 @@ impl Reloader {
         let mut every = tokio::time::interval(POLL);
         loop {
             tokio::select! {
-                _ = every.tick(), if mode == ReloadMode::Watch && !folders.is_empty() => {
+                _ = every.tick(), if watching && !folders.is_empty() => {
                     let now = fingerprint(&folders);
                     if now != known && now == last {
                         known = now.clone();
-                        self.reload("change").await;
+                        self.reload("change", tighten_only).await;
                     }
                     last = now;
                 }
                 _ = hangup.recv() => match mode {
-                    ReloadMode::Watch | ReloadMode::Signal => {
+                    ReloadMode::Watch | ReloadMode::Signal | ReloadMode::TightenOnly => {
                         // What SIGHUP loads is what the watcher would load
                         // next: it need not load it again.
                         known = fingerprint(&folders);
                         last = known.clone();
-                        self.reload("SIGHUP").await;
+                        self.reload("SIGHUP", tighten_only).await;
                     }
                     ReloadMode::Never => tracing::warn!("SIGHUP ignored: --reload never"),
                 },
@@ -129,7 +149,7 @@ impl Reloader {
 
     /// Loads the set as start-up does and swaps it in, or keeps the one in
     /// force; records which first.
-    async fn reload(&self, trigger: &'static str) {
+    async fn reload(&self, trigger: &'static str, tighten_only: bool) {
         let old = self.settings.load_full();
         let old_hash = old.engine.identity().hash.clone();
         let live = match &self.fleet {
@@ -170,10 +190,21 @@ impl Reloader {
             Ok(None) => tracing::debug!(trigger, "the policy set is unchanged"),
             Ok(Some(setting)) => {
                 let new_hash = setting.engine.identity().hash.clone();
-                let record = json!({
+                let (setting, applied) = if tighten_only {
+                    match self.no_wider(trigger, &old, setting).await {
+                        Some(admitted) => admitted,
+                        None => return,
+                    }
+                } else {
+                    (setting, false)
+                };
+                let mut record = json!({
                     "event": "policy_reload", "session": self.session, "trigger": trigger,
                     "old": old_hash, "new": new_hash, "policy_set": setting.engine.identity(),
                 });
+                if applied {
+                    record["applied"] = json!(true);
+                }
                 // Recorded before it takes effect: a set no record names
                 // never decides.
                 if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
@@ -198,6 +229,73 @@ impl Reloader {
                 }
             }
         }
+    }
+}
+
+impl Reloader {
+    /// `--reload tighten-only`: the new setting, with whether it came
+    /// through only as an applied set; `None` when it is refused, which is
+    /// recorded (`policy_reload_refused`, with the widenings the solver
+    /// found) and logged. A set that cannot be proven is refused as one
+    /// that widens: a change never opens anything unseen.
+    async fn no_wider(
+        &self,
+        trigger: &'static str,
+        old: &Arc<Setting>,
+        setting: Setting,
+    ) -> Option<(Setting, bool)> {
+        let in_force = Arc::clone(old);
+        let judged = tokio::task::spawn_blocking(move || {
+            let verdict = pdp::diff(&in_force.engine, &setting.engine);
+            (setting, verdict)
+        })
+        .await;
+        let old_hash = old.engine.identity().hash.clone();
+        let (setting, verdict) = match judged {
+            Ok(judged) => judged,
+            Err(err) => {
+                tracing::error!(error = %err, "the proof of the changed policy set stopped: the one in force stays");
+                return None;
+            }
+        };
+        let new_hash = setting.engine.identity().hash.clone();
+        let (widenings, error) = match &verdict {
+            Ok(diff) if !diff.wider() => return Some((setting, false)),
+            Ok(diff) => (
+                diff.findings.iter().filter(|f| f.wider).collect::<Vec<_>>(),
+                None,
+            ),
+            Err(err) => (Vec::new(), Some(err.to_string())),
+        };
+        match is_applied(&self.applied, &new_hash) {
+            Ok(true) => {
+                tracing::info!(policy_set = %new_hash, "a wider policy set is loaded: it was applied");
+                return Some((setting, true));
+            }
+            Ok(false) => {}
+            Err(err) => {
+                tracing::error!(error = %err, "the applied sets cannot be read: the wider set is refused");
+            }
+        }
+        for finding in &widenings {
+            tracing::error!(action = %finding.action, outcome = finding.outcome.as_str(),
+                counterexample = %serde_json::to_string(&finding.counterexample).unwrap_or_default(),
+                "the changed policy set permits what the one in force does not");
+        }
+        if let Some(error) = &error {
+            tracing::error!(%error, "the changed policy set could not be proven no wider");
+        }
+        tracing::error!(trigger, policy_set = %old_hash, refused = %new_hash,
+            "--reload tighten-only: the changed policy set stays unloaded until `portcullis policy apply` lets it through");
+        let record = json!({
+            "event": "policy_reload_refused", "session": self.session, "trigger": trigger,
+            "policy_set": old_hash, "refused": new_hash,
+            "widenings": widenings, "error": error,
+        });
+        if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
+            tracing::error!(error = %err, "the refused reload could not be recorded");
+        }
+        None
     }
 }
 

@@ -128,7 +128,7 @@ impl Constraints {
                     format!("{field} != \"\"")
                 } else {
                     format!(
-                        "!(context.input has {}) || {field} != \"\"",
+                        "if context.input has {} then {field} != \"\" else true",
                         cedar_string(name)
                     )
                 }

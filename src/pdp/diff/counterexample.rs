@@ -137,14 +137,20 @@ fn decide(
     if engine.entities().get(resource).is_none() {
         return Outcome::Deny;
     }
-    let Ok(entities) = engine
-        .entities()
-        .clone()
-        .add_entities_from_json_value(json!([client_entity(client)]), None)
+    let principal = crate::pdp::client_uid(&client.name);
+    // A serving engine knows its own clients; the counterexample's client
+    // takes the place of one of the same name.
+    let mut entities = engine.entities().clone();
+    if entities.get(&principal).is_some() {
+        let Ok(without) = entities.remove_entities([principal.clone()]) else {
+            return Outcome::Deny;
+        };
+        entities = without;
+    }
+    let Ok(entities) = entities.add_entities_from_json_value(json!([client_entity(client)]), None)
     else {
         return Outcome::Deny;
     };
-    let principal = crate::pdp::client_uid(&client.name);
     let allows = |approved: bool, channel: &str| {
         pass_allows(
             engine,
