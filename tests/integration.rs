@@ -28,6 +28,7 @@ mod load;
 mod mcp_client;
 mod mcp_raw;
 mod policy_diff;
+mod policy_review;
 mod regression;
 mod reload;
 mod shadow;

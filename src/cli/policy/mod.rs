@@ -4,6 +4,8 @@
 
 mod apply;
 mod diff;
+mod review;
+mod review_html;
 
 use std::io::Write;
 use std::path::Path;
@@ -34,6 +36,11 @@ pub enum PolicyCommand {
     /// tighten-only`, which refuses a set that permits more than the one in
     /// force until it is applied.
     Apply(apply::ApplyArgs),
+    /// One report for a proposed set: what the proof says it newly permits,
+    /// and which recorded decisions of an audit log would change under it
+    /// (table, `--format json`, `--html FILE`). Exit 0: it opens nothing;
+    /// 4: it opens something; 2: it could not be judged.
+    Review(review::ReviewArgs),
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +63,7 @@ pub fn run(command: PolicyCommand, format: Format) -> anyhow::Result<Exit> {
         PolicyCommand::Fmt(args) => fmt(&args, format),
         PolicyCommand::Diff(args) => diff::run(&args, format),
         PolicyCommand::Apply(args) => apply::run(&args, format),
+        PolicyCommand::Review(args) => review::run(&args, format),
     }
 }
 
