@@ -97,6 +97,11 @@ fn a_shadow_forbid_changes_no_outcome_and_shows_in_the_shadow_diff() {
     assert_eq!(replay.code, 0, "{replay:?}");
     let summary = &replay.json()["summary"];
     assert_eq!(summary["same"], summary["redecided"], "{summary}");
+    assert_eq!(
+        summary["shadows_not_reproduced"],
+        json!([]),
+        "the recorded shadow decisions are made again: {summary}"
+    );
 }
 
 #[test]

@@ -152,8 +152,9 @@ pub enum RecordProblem {
     PolicySet(Box<ReplayError>),
 }
 
-/// What a record would get now: outcome, cause, determining policy ids.
-type Redecided = (Outcome, Cause, Vec<String>);
+/// What a record would get now: outcome, cause, determining policy ids,
+/// and, under the recorded sets, whether its shadow decision reproduced.
+type Redecided = (Outcome, Cause, Vec<String>, Option<bool>);
 
 /// A record whose decision would change.
 #[derive(Debug, Clone, Serialize)]
@@ -187,6 +188,9 @@ pub struct ReplaySummary {
     /// Records whose outcome stays but whose cause or determining policies
     /// would change (a permit renamed, a forbid added on top of another).
     pub reasons_changed: Vec<Change>,
+    /// Under the recorded sets: records whose shadow decision (or its
+    /// absence) the shadow policies do not reproduce.
+    pub shadows_not_reproduced: Vec<u64>,
 }
 
 /// Bound on the entity cache: replay of a long log stays in bounded memory.
@@ -457,6 +461,9 @@ impl Summary {
             return;
         };
         summary.redecided += 1;
+        if after.3 == Some(false) {
+            summary.shadows_not_reproduced.push(seq);
+        }
         let before_policies: Vec<String> = recorded.policies.iter().map(|p| p.id.clone()).collect();
         if after.0 == recorded.decision && after.1 == recorded.cause && after.2 == before_policies {
             summary.same += 1;
@@ -585,10 +592,36 @@ impl Redecider {
             approved,
             approval_channel: &recorded.approval_channel,
         });
+        // A candidate's shadows are its own; the recorded set's must say
+        // again what the record says they said.
+        let shadow_reproduced = self.candidate.is_none().then(|| {
+            let now = decision.shadow.as_ref().map(|shadow| {
+                (
+                    shadow.outcome,
+                    shadow
+                        .policies
+                        .iter()
+                        .map(|p| p.id.clone())
+                        .collect::<Vec<_>>(),
+                )
+            });
+            let then = recorded.shadow.as_ref().map(|shadow| {
+                (
+                    shadow.decision,
+                    shadow
+                        .policies
+                        .iter()
+                        .map(|p| p.id.clone())
+                        .collect::<Vec<_>>(),
+                )
+            });
+            now == then
+        });
         Ok(Some((
             decision.outcome,
             decision.cause,
             decision.policies.into_iter().map(|p| p.id).collect(),
+            shadow_reproduced,
         )))
     }
 

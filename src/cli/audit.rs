@@ -271,9 +271,27 @@ fn replay(args: &ReplayArgs, format: Format) -> anyhow::Result<Exit> {
                     change.after_policies.join(", "),
                 );
             }
+            if !summary.shadows_not_reproduced.is_empty() {
+                println!(
+                    "{} shadow decisions do not reproduce: seq {}",
+                    summary.shadows_not_reproduced.len(),
+                    summary
+                        .shadows_not_reproduced
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
         }
     }
-    Ok(if changed == 0 { Exit::Ok } else { Exit::Deny })
+    Ok(
+        if changed == 0 && summary.shadows_not_reproduced.is_empty() {
+            Exit::Ok
+        } else {
+            Exit::Deny
+        },
+    )
 }
 
 fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {

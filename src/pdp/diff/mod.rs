@@ -7,14 +7,15 @@
 //! (deny < ask < allow): an allow under NEW is an allow under OLD, and an
 //! ask under NEW is an ask or an allow under OLD.
 //!
-//! Each side is judged with its own data pinned (`pinned.rs`): its tiers
-//! with their capabilities, its tools with their effects, its servers. The
-//! solver ranges over everything else the schema admits: any client of any
-//! of the side's tiers, any of the side's tools, any context. So a change
-//! to `tiers.json` or to a tool's declared effects is proven like a change
-//! to a policy, and a counterexample is a request portcullis could really
-//! see: the decision point decides it again on both sides before it is
-//! reported (`counterexample.rs`).
+//! The data is pinned, not left to the solver (`pinned.rs`): NEW's tiers
+//! with their capabilities, its tools with their declared effects, its
+//! servers. The solver ranges over everything else the schema admits: any
+//! client of one of the tiers, any of the tools, any context. SymCC
+//! compares two sets within one world of data, so a change to the data
+//! itself (a tier that gains a capability, a tool declared otherwise) is
+//! searched apart (`data.rs`). Every counterexample is decided again on
+//! both sides, each with its own data, the way the decision point decides
+//! (`counterexample.rs`), before it is reported.
 
 mod constraints;
 mod counterexample;
