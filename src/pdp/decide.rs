@@ -7,7 +7,7 @@ use cedar_policy::{
 
 use super::context::{command_context, policy_context, request_context, tool_context};
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, ShadowDecision};
-use super::engine::Engine;
+use super::engine::{Engine, Shadow};
 use super::input::record_expression;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::tools::ToolId;
@@ -166,9 +166,9 @@ impl Engine {
     /// with no errors (a policy may still refuse the channel). Any error in
     /// any pass is a deny: Cedar skips a policy that errors, even a forbid.
     pub fn decide(&self, query: &Query<'_>) -> Decision {
-        let mut decision = self.decide_enforced(query);
-        if let Some(shadow) = &self.shadow {
-            let beside = shadow.decide_enforced(query);
+        let (mut decision, shadow_may_differ) = self.decide_enforced(query, self.shadow.as_deref());
+        if let Some(shadow) = self.shadow.as_deref().filter(|_| shadow_may_differ) {
+            let (beside, _) = shadow.engine.decide_enforced(query, None);
             let ids = |policies: &[DeterminingPolicy]| {
                 policies.iter().map(|p| p.id.clone()).collect::<Vec<_>>()
             };
@@ -185,12 +185,16 @@ impl Engine {
         decision
     }
 
-    /// The enforced set's decision (of this engine's own policies).
-    fn decide_enforced(&self, query: &Query<'_>) -> Decision {
+    /// The decision of this engine's own policies, and whether `shadow`
+    /// may decide the request otherwise: only when a policy in which the
+    /// two sets differ is among those either can meet by scope. A request
+    /// refused before Cedar is asked (an unknown client or tool) is refused
+    /// alike by both.
+    fn decide_enforced(&self, query: &Query<'_>, shadow: Option<&Shadow>) -> (Decision, bool) {
         let (entities, principal) = match query.asker {
             Asker::Client(name) => match self.clients.get(name) {
                 Some(principal) => (&self.entities, principal),
-                None => return self.denied(Cause::UnknownClient),
+                None => return (self.denied(Cause::UnknownClient), false),
             },
             Asker::Recorded {
                 entities,
@@ -208,7 +212,7 @@ impl Engine {
                     ToolRef::Entity(uid) => uid,
                     ToolRef::Id(id) => match self.tools.get(id) {
                         Some(uid) => uid,
-                        None => return self.denied(Cause::UnknownTool),
+                        None => return (self.denied(Cause::UnknownTool), false),
                     },
                 };
                 match self.call_action(action, tool, facts) {
@@ -218,12 +222,13 @@ impl Engine {
                     }
                     Ok(None) => (self.tool_action(action), resource, Facts::Tool(facts, None)),
                     Err(error) => {
-                        return self.decision(
+                        let refused = self.decision(
                             Outcome::Deny,
                             Cause::PolicyError,
                             Vec::new(),
                             vec![error],
                         );
+                        return (refused, false);
                     }
                 }
             }
@@ -234,7 +239,7 @@ impl Engine {
             ),
             Asked::Policies { transport } => match &self.actions.read_policy {
                 Some(action) => (action, &self.policies_resource, Facts::Policies(transport)),
-                None => return self.denied(Cause::NotPermitted),
+                None => return (self.denied(Cause::NotPermitted), false),
             },
             Asked::Request {
                 server,
@@ -242,7 +247,7 @@ impl Engine {
                 transport,
             } => match &self.actions.relay_request {
                 Some(action) => (action, server, Facts::Request(method, transport)),
-                None => return self.denied(Cause::NotPermitted),
+                None => return (self.denied(Cause::NotPermitted), false),
             },
         };
         // Both passes ask about the same principal, action and resource:
@@ -251,6 +256,9 @@ impl Engine {
             .scope
             .as_ref()
             .and_then(|index| index.slice_for(action, principal, resource, entities));
+        let shadow_may_differ = shadow.is_some_and(|shadow| {
+            shadow.may_differ(slice.as_deref(), action, principal, resource, entities)
+        });
         let request = Pass {
             entities,
             principal,
@@ -259,11 +267,12 @@ impl Engine {
             facts,
             policies: slice.as_deref().unwrap_or(&self.policies),
         };
-        if query.approved {
+        let decision = if query.approved {
             self.approved_pass(&request, query.approval_channel)
         } else {
             self.two_pass(&request, query.approval_channel)
-        }
+        };
+        (decision, shadow_may_differ)
     }
 
     fn denied(&self, cause: Cause) -> Decision {

@@ -1,7 +1,7 @@
 //! A loaded policy set: everything a decision needs, built once per load and
 //! shared read-only by every request.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema};
@@ -84,8 +84,8 @@ pub struct Engine {
     /// The entities as JSON, kept for fixtures and audit records.
     entities_json: Vec<Value>,
     /// The set `policies/shadow/` makes (`PolicyBundle::shadow_set`),
-    /// decided beside this one for every request and never enforced.
-    pub(super) shadow: Option<Box<Engine>>,
+    /// decided beside this one and never enforced.
+    pub(super) shadow: Option<Box<Shadow>>,
     /// Where each entity of `entities_json` is, by type and id: every
     /// decision record names four of them, however many tools there are.
     entity_index: HashMap<(String, String), usize>,
@@ -353,9 +353,10 @@ impl Engine {
         let scope = ScopeIndex::new(&compiled.schema, &compiled.policies);
 
         let shadow = match bundle.shadow_set() {
-            Some(set) => Some(Box::new(Self::load_as(
-                &set, registry, clients, provenance, None,
-            )?)),
+            Some(set) => {
+                let engine = Self::load_as(&set, registry, clients, provenance, None)?;
+                Some(Box::new(Shadow::beside(&compiled.policies, engine)))
+            }
             None => None,
         };
         let identity = Arc::new(PolicySetIdentity {
@@ -534,6 +535,62 @@ impl Engine {
 
     pub fn origin(&self, id: &PolicyId) -> Option<&PolicyOrigin> {
         self.origins.get(id)
+    }
+}
+
+/// The shadow set, and the policies in which it differs from the enforced
+/// one: a request that meets none of them by scope is decided alike by
+/// both, so only the others are decided twice.
+#[derive(Debug)]
+pub(super) struct Shadow {
+    pub engine: Engine,
+    pub(super) differing: HashSet<PolicyId>,
+}
+
+impl Shadow {
+    fn beside(enforced: &PolicySet, engine: Engine) -> Self {
+        let texts = |set: &PolicySet| -> HashMap<PolicyId, String> {
+            set.policies()
+                .map(|policy| (policy.id().clone(), policy.to_string()))
+                .collect()
+        };
+        let (ours, theirs) = (texts(enforced), texts(&engine.policies));
+        let differing = ours
+            .iter()
+            .filter(|(id, text)| theirs.get(*id) != Some(*text))
+            .chain(
+                theirs
+                    .iter()
+                    .filter(|(id, text)| ours.get(*id) != Some(*text)),
+            )
+            .map(|(id, _)| id.clone())
+            .collect();
+        Self { engine, differing }
+    }
+
+    /// Whether a policy in which the sets differ is among those the
+    /// enforced set's `slice` holds or the shadow's slice for the same
+    /// request would; without a slice (no scope index), every one is.
+    pub(super) fn may_differ(
+        &self,
+        slice: Option<&PolicySet>,
+        action: &EntityUid,
+        principal: &EntityUid,
+        resource: &EntityUid,
+        entities: &Entities,
+    ) -> bool {
+        if self.differing.is_empty() {
+            return false;
+        }
+        let touches = |set: Option<&PolicySet>| {
+            set.is_none_or(|set| set.policies().any(|p| self.differing.contains(p.id())))
+        };
+        let theirs = self
+            .engine
+            .scope
+            .as_ref()
+            .and_then(|index| index.slice_for(action, principal, resource, entities));
+        touches(slice) || touches(theirs.as_deref())
     }
 }
 

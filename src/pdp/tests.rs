@@ -1156,3 +1156,42 @@ fn a_broken_shadow_policy_refuses_the_load_with_its_file() {
         "{found:?}"
     );
 }
+
+#[test]
+fn only_requests_that_can_meet_a_differing_policy_are_decided_twice() {
+    let engine = engine(&with_shadow(
+        r#"@id("shadow.no_search") @reason("trying out")
+        forbid (principal, action, resource == Portcullis::Tool::"builtin/search");"#,
+    ));
+    let shadow = engine.shadow.as_ref().unwrap();
+    let differing: Vec<String> = shadow.differing.iter().map(ToString::to_string).collect();
+    assert_eq!(differing, ["shadow.no_search"]);
+    let uid = |text: &str| text.parse::<cedar_policy::EntityUid>().unwrap();
+    let (alice, read, search) = (
+        uid(r#"Portcullis::Client::"alice""#),
+        uid(r#"Portcullis::Tool::"builtin/read_file""#),
+        uid(r#"Portcullis::Tool::"builtin/search""#),
+    );
+    let slice = |resource: &cedar_policy::EntityUid, action: &str| {
+        let action = uid(&format!(r#"Portcullis::Action::"{action}""#));
+        let index = engine.scope.as_ref().unwrap();
+        let slice = index.slice_for(&action, &alice, resource, engine.entities());
+        (action, slice)
+    };
+    let (action, enforced) = slice(&read, "builtin/read_file");
+    assert!(!shadow.may_differ(
+        enforced.as_deref(),
+        &action,
+        &alice,
+        &read,
+        engine.entities()
+    ));
+    let (action, enforced) = slice(&search, "builtin/search");
+    assert!(shadow.may_differ(
+        enforced.as_deref(),
+        &action,
+        &alice,
+        &search,
+        engine.entities()
+    ));
+}
