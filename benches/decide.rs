@@ -312,10 +312,11 @@ fn decide_policies(c: &mut Criterion) {
     group.finish();
 }
 
-/// `decide` of an allow and an ask with and without a shadow set of the
-/// same size (every team file shadowed, the allowlist's shadow with one
-/// more forbid): the shadow set is decided beside the enforced one for
-/// every request (issue target: within 2x).
+/// `decide` with and without a shadow set of the same size (every team
+/// file shadowed, the allowlist's shadow with one more forbid, on
+/// `search`): an allow and an ask the forbid cannot meet (the shadow is
+/// only looked up), and a search it can (decided twice). Issue target:
+/// within 2x.
 fn decide_shadow(c: &mut Criterion) {
     let plain = engine();
     let mut bundle = PolicyBundle::builtin();
@@ -358,6 +359,7 @@ fn decide_shadow(c: &mut Criterion) {
             .ok();
         facts
     };
+    let search = ToolId::new("builtin", "search");
     let mut group = c.benchmark_group("decide_shadow");
     for (name, engine) in [("enforced_only", &plain), ("with_shadow", &shadowed)] {
         let (read_facts, write_facts) = (typed(engine, &read), typed(engine, &write));
@@ -375,8 +377,26 @@ fn decide_shadow(c: &mut Criterion) {
             &write_facts,
             "client_elicitation",
         );
+        let mut search_facts = ToolFacts::without_paths(Transport::Stdio);
+        search_facts.input = engine
+            .tool_input(&search, &serde_json::json!({"pattern": "x"}))
+            .unwrap()
+            .ok();
+        // The shadow's forbid is in this request's scope: decided twice.
+        let met = Query::tool(
+            "alice",
+            ToolAction::Call,
+            &search,
+            &search_facts,
+            "client_elicitation",
+        );
         assert_eq!(engine.decide(&allow).outcome, Outcome::Allow);
         assert_eq!(engine.decide(&ask).outcome, Outcome::Ask);
+        assert_eq!(engine.decide(&met).outcome, Outcome::Allow);
+        assert_eq!(engine.decide(&met).shadow.is_some(), name == "with_shadow");
+        group.bench_function(format!("shadow_in_scope/{name}"), |b| {
+            b.iter(|| engine.decide(black_box(&met)))
+        });
         group.bench_function(format!("allow/{name}"), |b| {
             b.iter(|| engine.decide(black_box(&allow)))
         });
