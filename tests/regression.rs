@@ -63,3 +63,24 @@ fn a_batch_cut_short_after_whole_records_verifies_as_an_unacknowledged_tail() {
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(run.json()["break"]["kind"], "extended", "{run:?}");
 }
+
+/// `audit show` printed the tool name a client asked for as it was: a
+/// name holding terminal escapes (`\x1b[2J` clears the screen) rewrote
+/// what an auditor saw.
+#[test]
+fn a_tool_name_with_terminal_escapes_is_shown_inert() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut session = Session::start(&served);
+    session.initialize();
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "evil\u{1b}[2J\u{1b}[Hall is well", "arguments": {}}})
+        .to_string(),
+    );
+    session.next();
+    session.finish();
+    let run = portcullis(&["audit", "show", served.audit_log().to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
+    assert!(run.stdout.contains("evil\u{fffd}[2J"), "{run:?}");
+}

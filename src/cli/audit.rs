@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use super::{Exit, Format, PolicyArgs, print_json};
+use super::{Exit, Format, PolicyArgs, print_json, printable};
 use crate::audit::{
     Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, Trust,
     read_public_key, scan_trusting, verify_trusting,
@@ -262,9 +262,9 @@ fn replay(args: &ReplayArgs, format: Format) -> anyhow::Result<Exit> {
                     "seq {} {} {} {} {}: {} -> {} [{}] -> [{}]",
                     change.seq,
                     change.time,
-                    change.client,
+                    printable(&change.client),
                     change.action,
-                    change.tool,
+                    printable(&change.tool),
                     change.before,
                     change.after,
                     change.before_policies.join(", "),
@@ -397,7 +397,14 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
                     .to_owned();
                 println!(
                     "{:>6}  {:<24} {:<8} {:<16} {:<14} {:<22} {:<6} {}",
-                    record.seq, record.time, kind, client, action, tool, result, why
+                    record.seq,
+                    record.time,
+                    kind,
+                    printable(&client),
+                    action,
+                    printable(&tool),
+                    result,
+                    printable(&why)
                 );
             }
         }

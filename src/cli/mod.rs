@@ -155,3 +155,23 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
+
+/// Text from a log or a client, safe to print on a terminal: names come
+/// from whoever called (a tool name is what a client asked for), and a
+/// control character could rewrite what the reader sees.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(printable("read_file"), "read_file");
+        assert_eq!(printable("x\u{1b}[2Jy\n"), "x\u{fffd}[2Jy\u{fffd}");
+    }
+}

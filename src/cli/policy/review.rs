@@ -22,7 +22,7 @@ use crate::audit::{
     Change, Kind, Line, RecordedAction, Records, Replay, ReplaySummary, load_snapshot,
     snapshots_dir,
 };
-use crate::cli::{Exit, Format, print_json};
+use crate::cli::{Exit, Format, print_json, printable};
 use crate::pdp::{self, Diff, Engine, Finding, Outcome, PolicyBundle};
 use crate::servers::registry_for;
 
@@ -434,8 +434,8 @@ fn print_human(report: &Report) {
         println!(
             "  {:<12} {:<28} {:<16} {:>6}  {}",
             group.transition,
-            group.tool,
-            group.client,
+            printable(&group.tool),
+            printable(&group.client),
             group.count,
             if group.proven { "yes" } else { "no" }
         );
