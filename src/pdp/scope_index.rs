@@ -143,6 +143,20 @@ impl ScopeIndex {
         })
     }
 
+    /// The policies whose action scope can match `action`; `None` for an
+    /// action the index does not know.
+    pub(super) fn for_action(
+        &self,
+        action: &EntityUid,
+    ) -> Option<impl Iterator<Item = &cedar_policy::Policy>> {
+        let at = self.by_action.get(action)?;
+        Some(
+            at.iter()
+                .filter_map(|&at| self.entries.get(at))
+                .map(|entry| &entry.policy),
+        )
+    }
+
     /// The policies of the set that `request` can meet, with `entities`;
     /// `None` for a request the index cannot place (an action the schema
     /// does not declare, a request without an entity): decide it with the

@@ -362,7 +362,11 @@ fn print_human(
             diff.findings
                 .iter()
                 .find(|f| f.action == *action && f.outcome == outcome)
-                .map_or("-", |f| if f.wider { "WIDER" } else { "same" })
+                .map_or("-", |f| match (f.wider, f.confirmed) {
+                    (false, _) => "same",
+                    (true, true) => "WIDER",
+                    (true, false) => "MAYBE",
+                })
         };
         println!(
             "{action:<width$}  {:<7}  {:<7}",
@@ -375,7 +379,12 @@ fn print_human(
             continue;
         };
         println!(
-            "\nWIDER ({}) {}: OLD {}, NEW {}",
+            "\n{} ({}) {}: OLD {}, NEW {}",
+            if finding.confirmed {
+                "WIDER"
+            } else {
+                "MAYBE WIDER"
+            },
             finding.outcome.as_str(),
             finding.action,
             found.old.as_str(),
@@ -409,6 +418,17 @@ fn print_human(
         println!("  - {bound}");
     }
     let wider = diff.findings.iter().filter(|f| f.wider).count();
+    let maybe = diff
+        .findings
+        .iter()
+        .filter(|f| f.wider && !f.confirmed)
+        .count();
+    if maybe > 0 {
+        println!(
+            "{maybe} of them MAYBE: a change to the data that the solver could not separate from \
+             the policies; the requests it found are decided alike, others may not be, so they count"
+        );
+    }
     if wider == 0 {
         println!(
             "NEW permits nothing OLD does not ({} actions x 2 passes, {} solver queries, {:.1} s)",

@@ -26,6 +26,32 @@ pub(super) struct Opening {
     pub condition: String,
     /// About a tool (else about a tier): only tool requests can meet it.
     pub tool: bool,
+    /// The attributes whose values changed, when only they did: a policy
+    /// that names none of them cannot tell the two data apart. `None` when
+    /// the entity is new or its place in the hierarchy changed.
+    pub attributes: Option<BTreeSet<String>>,
+}
+
+impl Opening {
+    /// Whether a policy of `engine` that can apply to `action` names one of
+    /// the changed attributes (an attribute is only ever read by its name:
+    /// `.name`, `["name"]`, `has name`); an action `engine` does not know
+    /// counts as named.
+    pub(super) fn read_by(&self, engine: &Engine, action: &EntityUid) -> bool {
+        let Some(attributes) = &self.attributes else {
+            return true;
+        };
+        let Some(policies) = engine
+            .scope
+            .as_ref()
+            .and_then(|index| index.for_action(action))
+        else {
+            return true;
+        };
+        policies
+            .map(ToString::to_string)
+            .any(|text| attributes.iter().any(|name| text.contains(name.as_str())))
+    }
 }
 
 /// The changes from OLD's data to NEW's that may open requests.
@@ -54,6 +80,7 @@ pub(super) fn openings(old: &Engine, new: &Engine) -> Vec<Opening> {
                     what: format!("tier {}", uid.id().unescaped()),
                     condition: format!("principal.tier == {uid}"),
                     tool: false,
+                    attributes: changed_attributes(old_entity, new_entity),
                 });
             }
         } else if kind == TOOL_TYPE {
@@ -69,11 +96,34 @@ pub(super) fn openings(old: &Engine, new: &Engine) -> Vec<Opening> {
                     what: format!("tool {}", uid.id().unescaped()),
                     condition: format!("resource == {uid}"),
                     tool: true,
+                    attributes: changed_attributes(old_entity, new_entity),
                 });
             }
         }
     }
     openings
+}
+
+/// The names of the attributes whose values differ, when the entity
+/// existed and kept its parents.
+fn changed_attributes(old: Option<&Value>, new: &Value) -> Option<BTreeSet<String>> {
+    let old = old?;
+    if old.get("parents") != new.get("parents") {
+        return None;
+    }
+    let attrs = |entity: &Value| entity.get("attrs").and_then(Value::as_object).cloned();
+    let (before, after) = (
+        attrs(old).unwrap_or_default(),
+        attrs(new).unwrap_or_default(),
+    );
+    Some(
+        before
+            .keys()
+            .chain(after.keys())
+            .filter(|name| before.get(*name) != after.get(*name))
+            .cloned()
+            .collect(),
+    )
 }
 
 /// The tier and tool entities of a side, by uid.
@@ -163,6 +213,31 @@ mod tests {
         assert!(!found[0].tool);
         // Taking it away again opens nothing.
         assert!(openings(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn an_opening_matters_only_to_actions_whose_policies_read_what_changed() {
+        let (old, new) = (
+            engine_with_tiers(r#"["read"]"#),
+            engine_with_tiers(r#"["read", "write"]"#),
+        );
+        let found = openings(&old, &new);
+        let opening = &found[0];
+        assert_eq!(
+            opening.attributes,
+            Some(BTreeSet::from(["capabilities".to_owned()]))
+        );
+        let action = |name: &str| {
+            format!(r#"Portcullis::Action::"{name}""#)
+                .parse::<EntityUid>()
+                .unwrap()
+        };
+        // tier.capability_gate reads capabilities for calls only.
+        assert!(opening.read_by(&new, &action("builtin/write_file")));
+        assert!(!opening.read_by(&new, &action("discover_tool")));
+        assert!(!opening.read_by(&new, &action("run_command")));
+        // An action the index does not know is taken as read.
+        assert!(opening.read_by(&new, &action("nowhere/unknown")));
     }
 
     #[test]

@@ -140,6 +140,9 @@ async fn diff_async(old: &Engine, new: &Engine) -> Result<Diff, DiffError> {
                 openings
                     .iter()
                     .filter(|opening| !opening.tool || about_tool)
+                    .filter(|opening| {
+                        opening.read_by(old, env.action()) || opening.read_by(new, env.action())
+                    })
                     .map(Some),
             );
             for opening in asks {
