@@ -99,15 +99,8 @@ pub fn run(args: &DiffArgs, format: Format) -> anyhow::Result<Exit> {
         return Ok(Exit::Unproven);
     };
     let started = Instant::now();
-    let mut diff = match pdp::diff(&old.engine, &new.engine) {
-        Ok(diff) => diff,
-        Err(err) => {
-            match format {
-                Format::Json => print_json(&json!({"error": err.to_string()}))?,
-                Format::Human => eprintln!("error: {err}"),
-            }
-            return Ok(Exit::Unproven);
-        }
+    let Some(mut diff) = proven(&old.engine, &new.engine, format)? else {
+        return Ok(Exit::Unproven);
     };
     let elapsed = started.elapsed();
     confirm_with_check(&mut diff, &old, &new)?;
@@ -159,6 +152,21 @@ fn unproven_changes(old: &PolicyBundle, new: &PolicyBundle) -> Vec<String> {
         format!("{what}; these tables compute the facts, which the proof takes as given")
     })
     .collect()
+}
+
+/// What NEW newly permits, or `None` once why it could not be proven
+/// was reported.
+pub(super) fn proven(old: &Engine, new: &Engine, format: Format) -> anyhow::Result<Option<Diff>> {
+    match pdp::diff(old, new) {
+        Ok(diff) => Ok(Some(diff)),
+        Err(err) => {
+            match format {
+                Format::Json => print_json(&json!({"error": err.to_string()}))?,
+                Format::Human => eprintln!("error: {err}"),
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// One side's set, loaded as `check` loads it.

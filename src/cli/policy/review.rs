@@ -13,9 +13,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use serde_json::json;
 
-use super::diff::SetPath;
+use super::diff::{SetPath, proven};
 use super::report_problems;
 use super::review_html;
 use crate::audit::{
@@ -23,7 +22,7 @@ use crate::audit::{
     snapshots_dir,
 };
 use crate::cli::{Exit, Format, print_json, printable};
-use crate::pdp::{self, Diff, Engine, Finding, Outcome, PolicyBundle};
+use crate::pdp::{Diff, Engine, Finding, Outcome, PolicyBundle};
 use crate::servers::registry_for;
 
 #[derive(Debug, Args)]
@@ -130,15 +129,8 @@ pub fn run(args: &ReviewArgs, format: Format) -> anyhow::Result<Exit> {
     let Some(candidate) = engine_of(&candidate_bundle, false, "the candidate", format)? else {
         return Ok(Exit::Unproven);
     };
-    let diff = match pdp::diff(&old, &candidate) {
-        Ok(diff) => diff,
-        Err(err) => {
-            match format {
-                Format::Json => print_json(&json!({"error": err.to_string()}))?,
-                Format::Human => eprintln!("error: {err}"),
-            }
-            return Ok(Exit::Unproven);
-        }
+    let Some(diff) = proven(&old, &candidate, format)? else {
+        return Ok(Exit::Unproven);
     };
     let mut replay = Replay::new(&args.audit, Some(&candidate_bundle))?;
     let summary = replay.run(&args.audit, |_| {})?;
