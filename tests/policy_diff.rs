@@ -7,16 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{Run, Tree, have, portcullis};
-
-/// The proof needs cvc5 (CI installs it, `.ci/install-cvc5`).
-fn solver() -> bool {
-    let present = have(&std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into()));
-    if !present {
-        eprintln!("SKIPPED: cvc5 is not on PATH; `policy diff` cannot prove anything");
-    }
-    present
-}
+use crate::util::{Run, Tree, portcullis, solver_or_skip};
 
 fn diff(old: &Tree, new: &Tree) -> Run {
     portcullis(&[
@@ -102,7 +93,7 @@ permit (
 
 #[test]
 fn the_same_set_is_no_wider() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let (old, new) = (Tree::new(), Tree::new());
@@ -134,7 +125,7 @@ fn the_same_set_is_no_wider() {
 
 #[test]
 fn a_widening_has_a_counterexample_check_confirms_on_both_sides() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let (old, new) = (Tree::new(), Tree::new());
@@ -201,7 +192,7 @@ fn a_widening_has_a_counterexample_check_confirms_on_both_sides() {
 
 #[test]
 fn a_widening_that_only_an_approval_opens_shows_as_ask() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let (old, new) = (Tree::new(), Tree::new());
@@ -231,7 +222,7 @@ fn a_widening_that_only_an_approval_opens_shows_as_ask() {
 
 #[test]
 fn tightening_reordering_and_reformatting_are_no_wider() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let old = tree_with(&[ALLOW_READ, ALLOW_WRITE]);
@@ -270,7 +261,7 @@ fn tightening_reordering_and_reformatting_are_no_wider() {
 
 #[test]
 fn a_permit_the_hard_constraints_forbid_opens_nothing_and_dropping_an_approval_does() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let old = tree_with(&[ALLOW_WRITE]);
@@ -311,7 +302,7 @@ when { context.writes_vcs_metadata || !context.writes_inside_root };
 
 #[test]
 fn a_tier_that_gains_a_capability_is_wider_and_one_that_loses_it_is_not() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let old = tree_with(&[ALLOW_WRITE]);
@@ -350,7 +341,7 @@ fn a_tier_that_gains_a_capability_is_wider_and_one_that_loses_it_is_not() {
 
 #[test]
 fn a_change_to_the_fact_tables_is_named_as_outside_the_proof() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let old = Tree::new();

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::util::{Served, Session, have, portcullis};
+use crate::util::{Run, Served, Session, portcullis, solver_or_skip};
 
 const LIST_ONLY: &str = r#"
 @id("allow.list_dir")
@@ -31,12 +31,18 @@ permit (
 );
 "#;
 
-fn solver() -> bool {
-    let present = have(&std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into()));
-    if !present {
-        eprintln!("SKIPPED: cvc5 is not on PATH; `policy review` proves with it");
-    }
-    present
+/// `policy review` of `candidate` against `log`, with `extra` flags.
+fn review(candidate: &Path, log: &Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "policy",
+        "review",
+        "--candidate",
+        candidate.to_str().unwrap(),
+        "--audit",
+        log.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    portcullis(&args)
 }
 
 /// Makes `calls` as the client whose token is `token`.
@@ -117,24 +123,17 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_candidate_that_opens_one_tool_to_one_client_flips_exactly_its_calls() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let (served, candidate) = recorded();
     let html = candidate.path().join("review.html");
     let log = served.audit_log();
-    let run = portcullis(&[
-        "policy",
-        "review",
-        "--candidate",
-        candidate.path().to_str().unwrap(),
-        "--audit",
-        log.to_str().unwrap(),
-        "--html",
-        html.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let run = review(
+        candidate.path(),
+        &log,
+        &["--html", html.to_str().unwrap(), "--format", "json"],
+    );
     assert_eq!(run.code, 4, "{run:?}");
     let report = run.json();
     assert_eq!(report["opens"], true);
@@ -179,14 +178,7 @@ fn a_candidate_that_opens_one_tool_to_one_client_flips_exactly_its_calls() {
     the_page_shows_the_reports_numbers(&html, &report);
 
     // The table says the same for people.
-    let human = portcullis(&[
-        "policy",
-        "review",
-        "--candidate",
-        candidate.path().to_str().unwrap(),
-        "--audit",
-        log.to_str().unwrap(),
-    ]);
+    let human = review(candidate.path(), &log, &[]);
     assert_eq!(human.code, 4, "{human:?}");
     assert!(human.stdout.contains("deny->allow"), "{human:?}");
     assert!(human.stdout.contains("builtin/read_file"), "{human:?}");
@@ -195,21 +187,15 @@ fn a_candidate_that_opens_one_tool_to_one_client_flips_exactly_its_calls() {
 
 #[test]
 fn the_set_in_force_under_review_opens_nothing() {
-    if !solver() {
+    if !solver_or_skip() {
         return;
     }
     let (served, _) = recorded();
-    let log = served.audit_log();
-    let run = portcullis(&[
-        "policy",
-        "review",
-        "--candidate",
-        served.tree.dir.path().to_str().unwrap(),
-        "--audit",
-        log.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let run = review(
+        served.tree.dir.path(),
+        &served.audit_log(),
+        &["--format", "json"],
+    );
     assert_eq!(run.code, 0, "{run:?}");
     let report = run.json();
     assert_eq!(report["opens"], false);

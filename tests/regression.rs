@@ -84,3 +84,14 @@ fn a_tool_name_with_terminal_escapes_is_shown_inert() {
     assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
     assert!(run.stdout.contains("evil\u{fffd}[2J"), "{run:?}");
 }
+
+/// `portcullis gate` printed the command it judged, and each part of it,
+/// as given: an agent's command holding terminal escapes rewrote the
+/// screen of whoever ran the gate by hand.
+#[test]
+fn a_command_with_terminal_escapes_is_judged_and_shown_inert() {
+    let run = portcullis(&["gate", "--command", "echo 'a\u{1b}[2Jb' | cat\u{7}"]);
+    assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
+    assert!(!run.stdout.contains('\u{7}'), "{run:?}");
+    assert!(run.stdout.contains("a\u{fffd}[2Jb"), "{run:?}");
+}

@@ -277,8 +277,7 @@ async fn sixty_four_callers_while_the_set_is_reloaded_100_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tighten_only_takes_a_tightening_and_holds_a_widening_until_it_is_applied() {
-    if !crate::util::have(&std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into())) {
-        eprintln!("SKIPPED: cvc5 is not on PATH; tighten-only proves every reload with it");
+    if !crate::util::solver_or_skip() {
         return;
     }
     let served = Served::new(ALLOW_BUILTIN, "paired");

@@ -361,6 +361,16 @@ pub fn deep_tree(root: &Path, folders: usize) {
     }
 }
 
+/// Whether cvc5 (`CVC5`, else on `PATH`) runs; a test that needs it says
+/// it skips when it does not (CI installs it, `.ci/install-cvc5`).
+pub fn solver_or_skip() -> bool {
+    let present = have(&std::env::var("CVC5").unwrap_or_else(|_| "cvc5".into()));
+    if !present {
+        eprintln!("SKIPPED: cvc5 is not on PATH; this test proves with it");
+    }
+    present
+}
+
 /// Whether `program --version` runs.
 pub fn have(program: &str) -> bool {
     Command::new(program)

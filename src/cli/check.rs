@@ -55,7 +55,7 @@ struct ResolvedArgument {
 
 pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
     let client = args.client.record();
-    let (registry, engine) = match load_for_client(&args.policies, &client, format)? {
+    let (bundle, registry, engine) = match load_for_client(&args.policies, &client, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
@@ -66,7 +66,7 @@ pub fn run(args: &CheckArgs, format: Format) -> anyhow::Result<Exit> {
         CheckAction::Call => ToolAction::Call,
         CheckAction::Discover => ToolAction::Discover,
     };
-    let servers = Servers::of(&args.policies.bundle()?).unwrap_or_default();
+    let servers = Servers::of(&bundle).unwrap_or_default();
     let Checked {
         tool: tool_id,
         facts,

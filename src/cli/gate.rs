@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::policy::load_for_client;
-use super::{ClientArgs, Exit, Format, PolicyArgs, print_json};
+use super::{ClientArgs, Exit, Format, PolicyArgs, print_json, printable};
 use crate::facts::{Root, Transport, shell_quote};
 use crate::gate::judge;
 use crate::pdp::Outcome;
@@ -38,7 +38,7 @@ pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
         (None, true) => anyhow::bail!("give the command with --command STRING or after --"),
     };
     let client = args.client.record();
-    let (_, engine) = match load_for_client(&args.policies, &client, format)? {
+    let (_, _, engine) = match load_for_client(&args.policies, &client, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
@@ -57,17 +57,22 @@ pub fn run(args: &GateArgs, format: Format) -> anyhow::Result<Exit> {
         Format::Human => {
             let decision = &answer.decision;
             println!(
-                "{} ({}, layer {}): {command}",
+                "{} ({}, layer {}): {}",
                 decision.outcome.as_str().to_uppercase(),
                 decision.cause.as_str(),
-                answer.layer()
+                answer.layer(),
+                printable(&command)
             );
             for policy in &decision.policies {
                 println!("  {}: {}", policy.id, policy.reason);
             }
             for part in &answer.facts.parts {
                 let classes: Vec<&str> = part.classes.iter().map(String::as_str).collect();
-                println!("  {}  [{}]", shell_quote(&part.argv), classes.join(", "));
+                println!(
+                    "  {}  [{}]",
+                    printable(&shell_quote(&part.argv)),
+                    classes.join(", ")
+                );
             }
             if answer.facts.opaque {
                 println!("  opaque: part of the command cannot be seen through");

@@ -2,14 +2,17 @@
 //! proved by the solver (`pdp::diff`), as a table or JSON, with a request
 //! for each widening that `portcullis check` can run.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 use clap::Args;
 use serde_json::{Value, json};
 
 use super::report_problems;
-use crate::cli::{Exit, Format, check, print_json};
+use crate::cli::{Exit, Format, check, print_json, printable};
 use crate::pdp::{
     self, ClientRecord, Counterexample, Diff, Engine, Finding, Outcome, PolicyBundle, ToolAction,
 };
@@ -131,18 +134,17 @@ pub fn run(args: &DiffArgs, format: Format) -> anyhow::Result<Exit> {
 /// They change what a call's context says (a path's classes, a command's
 /// classes, which arguments are paths), not what a policy does with it.
 fn unproven_changes(old: &PolicyBundle, new: &PolicyBundle) -> Vec<String> {
-    let text = |file: Option<&pdp::SourceFile>| file.map(|f| f.text.clone());
     [
         (
-            text(Some(&old.path_classes)) != text(Some(&new.path_classes)),
+            old.path_classes.text != new.path_classes.text,
             "path_classes.toml differs: paths may fall in other classes",
         ),
         (
-            text(Some(&old.commands)) != text(Some(&new.commands)),
+            old.commands.text != new.commands.text,
             "commands.toml differs: commands may get other classes",
         ),
         (
-            text(old.servers.as_ref()) != text(new.servers.as_ref()),
+            old.servers.as_ref().map(|f| &f.text) != new.servers.as_ref().map(|f| &f.text),
             "servers.toml differs: which arguments are paths, and against which root, may change",
         ),
     ]
@@ -169,26 +171,48 @@ pub(super) fn proven(old: &Engine, new: &Engine, format: Format) -> anyhow::Resu
     }
 }
 
+/// A side's engines with one client each, by the client's name and tier
+/// (`None` when the tier is not the side's).
+type ByClient = HashMap<(String, String), Option<Rc<Engine>>>;
+
 /// One side's set, loaded as `check` loads it.
-struct Side {
+pub(super) struct Side {
     bundle: PolicyBundle,
     registry: Registry,
     servers: Servers,
-    engine: Engine,
+    pub engine: Engine,
+    /// The side loaded with one counterexample's client, by name and tier:
+    /// most counterexamples name the same few.
+    with_client: RefCell<ByClient>,
 }
 
 impl Side {
     /// The side, or `None` after its problems were reported.
     fn load(path: &SetPath, name: &str, format: Format) -> anyhow::Result<Option<Self>> {
-        let bundle = match path.bundle() {
-            Ok(bundle) => bundle,
+        match path.bundle() {
+            Ok(bundle) => Self::of(bundle, false, name, format),
             Err(err) => {
                 eprintln!("error: {name}: {err}");
-                return Ok(None);
+                Ok(None)
             }
-        };
+        }
+    }
+
+    /// The side of `bundle` (a recorded one held to the rules of its
+    /// time), or `None` after its problems were reported.
+    pub(super) fn of(
+        bundle: PolicyBundle,
+        recorded: bool,
+        name: &str,
+        format: Format,
+    ) -> anyhow::Result<Option<Self>> {
         let loaded = registry_for(&bundle).and_then(|registry| {
-            Engine::load(&bundle, &registry, &[]).map(|engine| (registry, engine))
+            let engine = if recorded {
+                Engine::load_recorded(&bundle, &registry, &[])
+            } else {
+                Engine::load(&bundle, &registry, &[])
+            };
+            engine.map(|engine| (registry, engine))
         });
         match loaded {
             Ok((registry, engine)) => Ok(Some(Self {
@@ -196,6 +220,7 @@ impl Side {
                 bundle,
                 registry,
                 engine,
+                with_client: RefCell::default(),
             })),
             Err(err) => {
                 if format == Format::Human {
@@ -207,6 +232,21 @@ impl Side {
         }
     }
 
+    /// The side with `client` among its clients; `None` when its tier is
+    /// not one of the side's.
+    fn engine_with(&self, client: &ClientRecord) -> Option<Rc<Engine>> {
+        let key = (client.name.clone(), client.tier.clone());
+        self.with_client
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| {
+                Engine::load(&self.bundle, &self.registry, std::slice::from_ref(client))
+                    .ok()
+                    .map(Rc::new)
+            })
+            .clone()
+    }
+
     /// How `check` decides the counterexample's call against this side,
     /// in an empty root; a tier the side lacks is refused.
     fn check(&self, found: &Counterexample, root: &Path) -> Option<Outcome> {
@@ -215,8 +255,7 @@ impl Side {
             name: found.client.clone(),
             tier: found.tier.clone(),
         };
-        let Ok(engine) = Engine::load(&self.bundle, &self.registry, std::slice::from_ref(&client))
-        else {
+        let Some(engine) = self.engine_with(&client) else {
             return Some(Outcome::Deny);
         };
         let action = if found.action.ends_with("\"discover_tool\"") {
@@ -400,7 +439,9 @@ fn print_human(
         );
         println!(
             "  client `{}` (tier {}) -> {}",
-            found.client, found.tier, found.resource
+            printable(&found.client),
+            printable(&found.tier),
+            printable(&found.resource)
         );
         if let Some(change) = &finding.opened_by {
             println!("  opened by the change to {change}'s data");
@@ -415,7 +456,7 @@ fn print_human(
         }
         println!("  context: {}", found.context);
         match check_command(found, &args.new) {
-            Some(argv) => println!("  reproduce: {}", shell_words(&argv)),
+            Some(argv) => println!("  reproduce: {}", printable(&shell_words(&argv))),
             None => println!(
                 "  (these facts come from no command line: `check` cannot make this request)"
             ),

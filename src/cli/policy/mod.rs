@@ -96,7 +96,7 @@ pub(super) fn load_for_client(
     args: &PolicyArgs,
     client: &ClientRecord,
     format: Format,
-) -> anyhow::Result<Result<(Registry, Engine), Exit>> {
+) -> anyhow::Result<Result<(PolicyBundle, Registry, Engine), Exit>> {
     let bundle = args.bundle()?;
     let registry = match registry_for(&bundle) {
         Ok(registry) => registry,
@@ -106,7 +106,7 @@ pub(super) fn load_for_client(
         }
     };
     match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client), None) {
-        Ok((engine, _)) => Ok(Ok((registry, engine))),
+        Ok((engine, _)) => Ok(Ok((bundle, registry, engine))),
         Err(err)
             if err
                 .problems

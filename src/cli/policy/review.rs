@@ -14,16 +14,14 @@ use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
 
-use super::diff::{SetPath, proven};
-use super::report_problems;
+use super::diff::{SetPath, Side, proven};
 use super::review_html;
 use crate::audit::{
     Change, Kind, Line, RecordedAction, Records, Replay, ReplaySummary, load_snapshot,
     snapshots_dir,
 };
 use crate::cli::{Exit, Format, print_json, printable};
-use crate::pdp::{Diff, Engine, Finding, Outcome, PolicyBundle};
-use crate::servers::registry_for;
+use crate::pdp::{Diff, Engine, Finding, Outcome};
 
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
@@ -126,9 +124,11 @@ pub fn run(args: &ReviewArgs, format: Format) -> anyhow::Result<Exit> {
         .candidate
         .bundle()
         .map_err(|err| anyhow::anyhow!("--candidate: {err}"))?;
-    let Some(candidate) = engine_of(&candidate_bundle, false, "the candidate", format)? else {
+    let Some(candidate) = Side::of(candidate_bundle.clone(), false, "the candidate", format)?
+    else {
         return Ok(Exit::Unproven);
     };
+    let candidate = candidate.engine;
     let Some(diff) = proven(&old, &candidate, format)? else {
         return Ok(Exit::Unproven);
     };
@@ -160,7 +160,7 @@ fn load_old(args: &ReviewArgs, format: Format) -> anyhow::Result<Option<(SetRef,
         let bundle = old
             .bundle()
             .map_err(|err| anyhow::anyhow!("--old: {err}"))?;
-        let Some(engine) = engine_of(&bundle, false, "--old", format)? else {
+        let Some(Side { engine, .. }) = Side::of(bundle, false, "--old", format)? else {
             return Ok(None);
         };
         let hash = engine.identity().hash.clone();
@@ -175,7 +175,7 @@ fn load_old(args: &ReviewArgs, format: Format) -> anyhow::Result<Option<(SetRef,
     let (hash, seq) = last_set(&args.audit)?;
     let bundle = load_snapshot(&snapshots_dir(&args.audit), &hash)
         .with_context(|| format!("the set in force, {hash}, has no readable snapshot"))?;
-    let Some(engine) = engine_of(&bundle, true, "the set in force", format)? else {
+    let Some(Side { engine, .. }) = Side::of(bundle, true, "the set in force", format)? else {
         return Ok(None);
     };
     Ok(Some((
@@ -209,33 +209,6 @@ fn last_set(log: &Path) -> anyhow::Result<(String, u64)> {
         }
     }
     last.with_context(|| format!("{} names no policy set", log.display()))
-}
-
-/// The engine of a set with its tools, or `None` after its problems were
-/// reported; a recorded set is held to the rules of its time.
-fn engine_of(
-    bundle: &PolicyBundle,
-    recorded: bool,
-    name: &str,
-    format: Format,
-) -> anyhow::Result<Option<Engine>> {
-    let loaded = registry_for(bundle).and_then(|registry| {
-        if recorded {
-            Engine::load_recorded(bundle, &registry, &[])
-        } else {
-            Engine::load(bundle, &registry, &[])
-        }
-    });
-    match loaded {
-        Ok(engine) => Ok(Some(engine)),
-        Err(err) => {
-            if format == Format::Human {
-                eprintln!("{name} does not load:");
-            }
-            report_problems(&err.problems, format)?;
-            Ok(None)
-        }
-    }
 }
 
 fn report(old: SetRef, candidate: SetRef, diff: Diff, summary: ReplaySummary) -> Report {
