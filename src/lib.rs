@@ -26,6 +26,8 @@
 //! - [`servers`]: downstream MCP servers: `servers.toml`, the pins in
 //!   `servers.lock`, their tools in the registry, and the connections a
 //!   decided call is forwarded through.
+//! - [`bridge`]: the agent bridge: callers' conversations with a downstream
+//!   agent, each owned by its caller, in a SQLite session store.
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
@@ -42,6 +44,7 @@ pub mod approval;
 pub mod atomic_file;
 pub mod audit;
 pub mod auth;
+pub mod bridge;
 pub mod cli;
 pub mod clock;
 pub mod facts;

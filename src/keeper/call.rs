@@ -12,11 +12,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::records::Trail;
 use super::{Approval, Authorized, CallOutcome, Keeper};
+use crate::bridge::{Caller, Ended};
 use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, is_vcs_metadata};
 use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
 use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
-    CancelFlag, Invocation, Progress, RegisteredTool, Runner, ToolFailure, ToolId, ToolSpec,
+    BridgeTool, CancelFlag, Invocation, Progress, RegisteredTool, Runner, ToolFailure, ToolId,
+    ToolSpec,
 };
 
 /// The id of the default policy that refuses a tool whose required
@@ -93,11 +95,11 @@ impl Keeper {
             Ok(slot) => slot,
             Err(outcome) => return outcome,
         };
-        let outcome = this
+        let (outcome, detail) = this
             .run(&tool, arguments, call, authorized, progress, &stop)
             .await;
         drop(slot);
-        this.record_end(request_id, seq, waited_ms, &outcome, stop.why());
+        this.record_end(request_id, seq, waited_ms, &outcome, stop.why(), detail);
         outcome
     }
 
@@ -302,8 +304,9 @@ impl Keeper {
     }
 
     /// Runs the tool: a built-in off the async runtime, a downstream one
-    /// through its server. A cancel stops it and waits for it to stop, so
-    /// no side effect and no progress outlives the call.
+    /// through its server, a bridge tool through the bridge. A cancel stops
+    /// it and waits for it to stop, so no side effect and no progress
+    /// outlives the call. Beside the outcome: what its record adds.
     async fn run(
         self: &Arc<Self>,
         tool: &ToolId,
@@ -312,16 +315,20 @@ impl Keeper {
         authorized: Authorized,
         progress: Option<mpsc::UnboundedSender<Progress>>,
         stop: &Stop<'_>,
-    ) -> CallOutcome {
-        let downstream = self
-            .setting
-            .registry
-            .get(tool)
-            .is_some_and(|t| matches!(t.runner, Runner::Downstream { .. }));
-        if downstream {
-            return self
-                .forward(tool, arguments, progress, authorized, stop)
-                .await;
+    ) -> (CallOutcome, Option<Value>) {
+        match self.setting.registry.get(tool).map(|t| &t.runner) {
+            Some(Runner::Downstream { .. }) => {
+                let outcome = self
+                    .forward(tool, arguments, progress, authorized, stop)
+                    .await;
+                return (outcome, None);
+            }
+            Some(Runner::Bridge(bridge_tool)) => {
+                return self
+                    .run_bridge(*bridge_tool, &arguments, progress, authorized, stop)
+                    .await;
+            }
+            _ => {}
         }
         let cancel = CancelFlag::default();
         let keeper = Arc::clone(self);
@@ -330,7 +337,7 @@ impl Keeper {
             let cancel = cancel.clone();
             move || keeper.run_blocking(&tool, &arguments, &call, &cancel, progress, &authorized)
         });
-        tokio::select! {
+        let outcome = tokio::select! {
             joined = &mut task => match joined {
                 Ok(Ok(output)) => CallOutcome::Completed(output),
                 Ok(Err(ToolFailure::Cancelled)) => CallOutcome::Cancelled,
@@ -345,7 +352,48 @@ impl Keeper {
                 let _ = task.await;
                 CallOutcome::Cancelled
             }
-        }
+        };
+        (outcome, None)
+    }
+
+    /// Runs a bridge tool for this client on this connection. The proof is
+    /// spent here, as for a forwarded call.
+    async fn run_bridge(
+        &self,
+        tool: BridgeTool,
+        arguments: &Value,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        authorized: Authorized,
+        stop: &Stop<'_>,
+    ) -> (CallOutcome, Option<Value>) {
+        let Some(bridge) = &self.bridge else {
+            return (CallOutcome::Failed(ToolFailure::ServerUnavailable), None);
+        };
+        let _spent = authorized;
+        let caller = Caller {
+            owner: &self.client.fingerprint,
+            connection: self.connection(),
+        };
+        let ran = bridge
+            .run(
+                tool,
+                &caller,
+                arguments,
+                self.fleet.as_deref(),
+                progress,
+                stop.requested(),
+            )
+            .await;
+        let outcome = match ran.result {
+            Ok(value) => CallOutcome::Completed(value),
+            Err(Ended::Failed(failure)) => CallOutcome::Failed(failure),
+            Err(Ended::AgentError(result)) => CallOutcome::Relayed {
+                result,
+                is_error: true,
+            },
+            Err(Ended::Cancelled) => CallOutcome::Cancelled,
+        };
+        (outcome, ran.detail)
     }
 
     /// Forwards a decided call to the tool's server. The proof is spent
@@ -392,6 +440,7 @@ impl Keeper {
         waited_ms: u64,
         outcome: &CallOutcome,
         stopped: Option<&'static str>,
+        detail: Option<Value>,
     ) {
         let (status, reason, failure) = match outcome {
             CallOutcome::Completed(_)
@@ -412,10 +461,14 @@ impl Keeper {
             CallOutcome::Completed(output) => output.get("truncated").cloned(),
             _ => None,
         };
-        self.record_outcome(json!({
+        let mut body = json!({
             "decision_seq": decision_seq, "session": self.session,
             "request_id": request_id, "status": status, "reason": reason, "failure": failure,
-            "waited_ms": waited_ms, "truncated": truncated}));
+            "waited_ms": waited_ms, "truncated": truncated});
+        if let Some(detail) = detail {
+            body["bridge"] = detail;
+        }
+        self.record_outcome(body);
     }
 
     fn run_blocking(

@@ -38,12 +38,13 @@ pub use sink::{Appending, AuditSink};
 use crate::approval::{Grant, action_digest};
 use crate::audit::Kind;
 use crate::auth::StoredClient;
+use crate::bridge::Bridge;
 use crate::facts::{Root, ToolFacts, Transport};
 use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
 use crate::pdp::{Cause, Decision, Engine, Outcome, Query, ToolAction};
 use crate::servers::{Fleet, ToolStatus};
 use crate::tools::{
-    BUILTIN_SERVER, RegisteredTool, Registry, Runner, ToolFailure, ToolId, ToolSpec,
+    BUILTIN_SERVER, BridgeTool, RegisteredTool, Registry, Runner, ToolFailure, ToolId, ToolSpec,
 };
 
 /// The authenticated client a keeper serves.
@@ -180,6 +181,12 @@ pub struct Keeper {
     in_flight: Arc<tokio::sync::RwLock<()>>,
     /// The downstream servers, when the set declares any.
     fleet: Option<Arc<Fleet>>,
+    /// The agent bridge, when the set declares an agent.
+    bridge: Option<Arc<Bridge>>,
+    /// The connection this keeper's calls come on, when it is not the
+    /// keeper's own session (an HTTP client's MCP session): a bridge turn is
+    /// cancelled only from the connection that started it.
+    connection: Option<Arc<str>>,
 }
 
 /// Where a keeper serves: the policies, the tools, the root.
@@ -225,6 +232,8 @@ impl Keeper {
             shutdown: CancellationToken::new(),
             in_flight: Arc::new(tokio::sync::RwLock::new(())),
             fleet: None,
+            bridge: None,
+            connection: None,
         }
     }
 
@@ -242,6 +251,26 @@ impl Keeper {
     pub fn with_fleet(mut self, fleet: Arc<Fleet>) -> Self {
         self.fleet = Some(fleet);
         self
+    }
+
+    /// The same keeper, running the bridge's tools with `bridge`.
+    pub fn with_bridge(mut self, bridge: Arc<Bridge>) -> Self {
+        self.bridge = Some(bridge);
+        self
+    }
+
+    /// This keeper, for calls that come on `connection` (one of several
+    /// the client has open at once).
+    pub fn on_connection(&self, connection: &str) -> Self {
+        Self {
+            connection: Some(Arc::from(connection)),
+            ..self.clone()
+        }
+    }
+
+    /// The connection this keeper's calls come on.
+    fn connection(&self) -> &str {
+        self.connection.as_deref().unwrap_or(&self.session)
     }
 
     /// Stops every call in progress (each records its outcome as cancelled)
@@ -309,7 +338,10 @@ impl Keeper {
     }
 
     fn is_served(tool: &RegisteredTool) -> bool {
-        matches!(tool.runner, Runner::Builtin(_) | Runner::Downstream { .. })
+        matches!(
+            tool.runner,
+            Runner::Builtin(_) | Runner::Downstream { .. } | Runner::Bridge(_)
+        )
     }
 
     fn served(&self) -> impl Iterator<Item = &RegisteredTool> {
@@ -322,21 +354,41 @@ impl Keeper {
     /// Whether a downstream tool can be called now: its server runs and its
     /// live definition is the pinned one. A built-in tool always can.
     async fn downstream_status(&self, tool: &RegisteredTool) -> ToolStatus {
-        let Runner::Downstream { pinned } = &tool.runner else {
-            return ToolStatus::Ready;
-        };
-        match &self.fleet {
-            Some(fleet) => {
-                fleet
-                    .status(
-                        tool.spec.id.server(),
-                        tool.spec.id.name(),
-                        pinned.as_deref(),
-                    )
-                    .await
+        match &tool.runner {
+            Runner::Downstream { pinned } | Runner::Agent { pinned } => {
+                self.status_of(&tool.spec.id, pinned.as_deref()).await
             }
+            Runner::Bridge(BridgeTool::PromptSend) => self.agent_status().await,
+            Runner::Builtin(_) | Runner::Harness | Runner::Bridge(_) => ToolStatus::Ready,
+        }
+    }
+
+    async fn status_of(&self, id: &ToolId, pinned: Option<&str>) -> ToolStatus {
+        match &self.fleet {
+            Some(fleet) => fleet.status(id.server(), id.name(), pinned).await,
             None => ToolStatus::ServerUnavailable,
         }
+    }
+
+    /// Whether the agent can take a turn: it runs, and the tools the bridge
+    /// calls on it are the ones pinned (a changed agent tool may now do
+    /// something nobody reviewed).
+    async fn agent_status(&self) -> ToolStatus {
+        let Some(bridge) = &self.bridge else {
+            return ToolStatus::ServerUnavailable;
+        };
+        let (server, mapping) = bridge.agent();
+        for name in [&mapping.start_tool, &mapping.reply_tool] {
+            let id = ToolId::new(server, name.as_str());
+            let status = match self.setting.registry.get(&id).map(|t| &t.runner) {
+                Some(Runner::Agent { pinned }) => self.status_of(&id, pinned.as_deref()).await,
+                _ => self.status_of(&id, None).await,
+            };
+            if status != ToolStatus::Ready {
+                return status;
+            }
+        }
+        ToolStatus::Ready
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {

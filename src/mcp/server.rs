@@ -177,15 +177,30 @@ impl PortcullisServer {
     /// without an authenticated caller never reaches here (the guard
     /// answers 401); if one did, it is refused rather than served as
     /// anyone.
+    ///
+    /// Over HTTP the keeper is told the connection: the MCP session the
+    /// request belongs to (the guard let it through only for the client
+    /// that opened it). A 2026-07-28 request has no session: the protocol
+    /// has no connection beyond the client itself, which is what the keeper
+    /// takes then.
     fn keeper(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Keeper>, ErrorData> {
         match &self.callers {
             Callers::One(keeper) => Ok(Arc::clone(keeper)),
-            Callers::PerRequest => context
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<Caller>())
-                .map(|caller| Arc::clone(&caller.0))
-                .ok_or_else(|| errors::internal("the request has no authenticated client")),
+            Callers::PerRequest => {
+                let parts = context.extensions.get::<axum::http::request::Parts>();
+                let caller = parts
+                    .and_then(|parts| parts.extensions.get::<Caller>())
+                    .ok_or_else(|| errors::internal("the request has no authenticated client"))?;
+                let session = parts
+                    .and_then(|parts| parts.headers.get(super::http::SESSION_HEADER))
+                    .and_then(|value| value.to_str().ok());
+                Ok(match session {
+                    Some(session) => {
+                        Arc::new(caller.0.on_connection(&format!("mcp-session:{session}")))
+                    }
+                    None => Arc::clone(&caller.0),
+                })
+            }
         }
     }
 

@@ -915,6 +915,7 @@ fn every_tool_action_and_its_built_context_fit_the_schema() {
         .into_iter()
         .map(|(spec, _)| spec)
         .chain(Registry::harness().unwrap().iter().map(|t| t.spec.clone()))
+        .chain(Registry::bridge_tools().into_iter().map(|(spec, _)| spec))
         .collect();
     assert_eq!(engine.tool_types().count(), specs.len());
     for spec in specs {

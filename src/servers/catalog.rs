@@ -56,7 +56,13 @@ pub fn downstream_specs(
                 continue;
             }
             let spec = spec_for(server, &name, &definition, capabilities);
-            specs.push((spec, Runner::Downstream { pinned }));
+            // An agent's own tools would let a caller into any conversation:
+            // only the bridge calls them.
+            let runner = match server.agent {
+                Some(_) => Runner::Agent { pinned },
+                None => Runner::Downstream { pinned },
+            };
+            specs.push((spec, runner));
         }
     }
     specs

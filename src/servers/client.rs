@@ -14,11 +14,12 @@ use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ErrorData, Implementation, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    CustomNotification, ElicitRequestParams, ElicitResult, ErrorData, GetMeta, Implementation,
+    ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
+use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
 
 use super::fleet::{UpstreamRelay, UpstreamRequest};
@@ -40,9 +41,24 @@ impl ProgressRoute {
 }
 
 /// The routes of the calls in flight, by the token portcullis gave the
-/// downstream. Held locked while a call is sent, so a progress notification
-/// can never look for its route before it is there.
-pub(super) type Routes = Arc<Mutex<HashMap<ProgressToken, ProgressRoute>>>;
+/// downstream, and that token by the call's request id (an agent such as
+/// Codex reports its events as `codex/event` notifications that name the
+/// request, not a progress token).
+#[derive(Default)]
+pub(super) struct RouteTable {
+    pub by_token: HashMap<ProgressToken, ProgressRoute>,
+    pub by_request: HashMap<String, ProgressToken>,
+}
+
+/// Held locked while a call is sent, so a notification can never look for
+/// its route before it is there.
+pub(super) type Routes = Arc<Mutex<RouteTable>>;
+
+/// The notification an agent reports its events with: each names the
+/// request in `_meta.requestId` and holds the event in `msg`.
+const AGENT_EVENT: &str = "codex/event";
+/// The most of an event's text a progress message carries.
+const EVENT_TEXT: usize = 200;
 
 /// The relay to the upstream client, set once the upstream session runs.
 pub(super) type RelaySlot = Arc<OnceLock<Arc<dyn UpstreamRelay>>>;
@@ -107,7 +123,7 @@ impl ClientHandler for DownstreamClient {
         _context: NotificationContext<RoleClient>,
     ) {
         let mut routes = self.routes.lock().await;
-        let Some(route) = routes.get_mut(&params.progress_token) else {
+        let Some(route) = routes.by_token.get_mut(&params.progress_token) else {
             return;
         };
         if route.last.is_some_and(|last| params.progress <= last) {
@@ -118,6 +134,56 @@ impl ClientHandler for DownstreamClient {
             done: params.progress,
             total: params.total,
             message: params.message.unwrap_or_default(),
+        });
+    }
+
+    /// An agent's event becomes a progress step of the call it names: the
+    /// count of events so far, and the event's type (with its text, cut
+    /// short, when it has one).
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method != AGENT_EVENT {
+            tracing::debug!(server = %self.server, method = %notification.method, "a notification portcullis does not relay");
+            return;
+        }
+        let Some(request) = notification
+            .get_meta()
+            .get("requestId")
+            .map(Value::to_string)
+        else {
+            return;
+        };
+        let msg = notification.params.as_ref().and_then(|p| p.get("msg"));
+        let kind = msg
+            .and_then(|m| m.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("event");
+        let message = match msg
+            .and_then(|m| m.get("message").or_else(|| m.get("delta")))
+            .and_then(Value::as_str)
+        {
+            Some(text) => format!(
+                "{kind}: {}",
+                text.chars().take(EVENT_TEXT).collect::<String>()
+            ),
+            None => kind.to_owned(),
+        };
+        let mut routes = self.routes.lock().await;
+        let Some(token) = routes.by_request.get(&request).cloned() else {
+            return;
+        };
+        let Some(route) = routes.by_token.get_mut(&token) else {
+            return;
+        };
+        let done = route.last.map_or(1.0, |last| last.floor() + 1.0);
+        route.last = Some(done);
+        let _ = route.sender.send(Progress {
+            done,
+            total: None,
+            message,
         });
     }
 

@@ -13,6 +13,7 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use super::agent::{AgentMapping, MappingFields};
 use crate::facts::{PathArgument, PathRole};
 use crate::pdp::{Problem, ProblemKind, SourceFile};
 use crate::tools::{BUILTIN_SERVER, Effect, HARNESS_SERVER};
@@ -53,6 +54,9 @@ pub struct ServerConfig {
     pub root: Option<PathBuf>,
     /// In file order: the first whose glob matches a tool name declares it.
     pub rules: Vec<ToolRule>,
+    /// For `kind = "agent"`: how the bridge holds conversations with it.
+    /// Its own tools are then called only by the bridge.
+    pub agent: Option<AgentMapping>,
 }
 
 /// How portcullis reaches a server.
@@ -113,6 +117,13 @@ impl ServersConfig {
         self.servers.iter().find(|server| server.name == name)
     }
 
+    /// The agent the bridge talks to, when the set declares one.
+    pub fn agent(&self) -> Option<(&ServerConfig, &AgentMapping)> {
+        self.servers
+            .iter()
+            .find_map(|server| server.agent.as_ref().map(|agent| (server, agent)))
+    }
+
     /// The servers of a set: none when it has no `servers.toml`.
     pub fn of(file: Option<&SourceFile>) -> Result<Self, Vec<Problem>> {
         file.map_or_else(|| Ok(Self::default()), Self::parse)
@@ -142,6 +153,17 @@ impl ServersConfig {
                         .map(|(offset, message)| at(offset.unwrap_or(name.span().start), message)),
                 ),
             }
+        }
+        let agents: Vec<&ServerConfig> = servers.iter().filter(|s| s.agent.is_some()).collect();
+        if let [_, second, ..] = agents[..] {
+            problems.push(Problem::new(
+                ProblemKind::Servers,
+                &file.display,
+                format!(
+                    "server `{}`: only one server may be `kind = \"agent\"` (the bridge talks to one agent)",
+                    second.name
+                ),
+            ));
         }
         if problems.is_empty() {
             Ok(Self { servers })
@@ -186,6 +208,14 @@ struct RawServer {
     root: Option<String>,
     #[serde(default)]
     tools: OrderedRules,
+    kind: Option<Spanned<String>>,
+    preset: Option<String>,
+    start_tool: Option<String>,
+    reply_tool: Option<String>,
+    prompt_argument: Option<String>,
+    session_argument: Option<String>,
+    session_from: Option<String>,
+    reply_from: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -279,6 +309,7 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
         errors.push((None, problem));
     }
     let endpoint = endpoint(name, &raw, &mut errors);
+    let agent = agent(name, &raw, &mut errors);
     let timeout = duration(raw.timeout, DEFAULT_TIMEOUT, &mut errors);
     let start_timeout = duration(raw.start_timeout, DEFAULT_START_TIMEOUT, &mut errors);
     let mut rules = Vec::new();
@@ -297,8 +328,68 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             pass_errors: raw.pass_errors,
             root: raw.root.map(PathBuf::from),
             rules,
+            agent,
         }),
         _ => Err(errors),
+    }
+}
+
+/// The agent mapping of a `kind = "agent"` server; the mapping keys on
+/// any other server are a mistake.
+fn agent(name: &str, raw: &RawServer, errors: &mut Errors) -> Option<AgentMapping> {
+    let fields = MappingFields {
+        preset: raw.preset.clone(),
+        start_tool: raw.start_tool.clone(),
+        reply_tool: raw.reply_tool.clone(),
+        prompt_argument: raw.prompt_argument.clone(),
+        session_argument: raw.session_argument.clone(),
+        session_from: raw.session_from.clone(),
+        reply_from: raw.reply_from.clone(),
+    };
+    match raw.kind.as_ref() {
+        Some(kind) if kind.get_ref() == "agent" => match AgentMapping::from_fields(name, fields) {
+            Ok(mapping) => Some(mapping),
+            Err(found) => {
+                errors.extend(found.into_iter().map(|e| (Some(kind.span().start), e)));
+                None
+            }
+        },
+        Some(kind) if kind.get_ref() == "tools" => {
+            agent_keys_misplaced(name, &fields, errors);
+            None
+        }
+        Some(kind) => {
+            errors.push((
+                Some(kind.span().start),
+                format!(
+                    "server `{name}`: kind `{}` is not known: `tools` (the default) or `agent`",
+                    kind.get_ref()
+                ),
+            ));
+            None
+        }
+        None => {
+            agent_keys_misplaced(name, &fields, errors);
+            None
+        }
+    }
+}
+
+fn agent_keys_misplaced(name: &str, fields: &MappingFields, errors: &mut Errors) {
+    let given = fields.preset.is_some()
+        || fields.start_tool.is_some()
+        || fields.reply_tool.is_some()
+        || fields.prompt_argument.is_some()
+        || fields.session_argument.is_some()
+        || fields.session_from.is_some()
+        || fields.reply_from.is_some();
+    if given {
+        errors.push((
+            None,
+            format!(
+                "server `{name}`: preset and the agent mapping keys are for a `kind = \"agent\"` server"
+            ),
+        ));
     }
 }
 
@@ -486,6 +577,23 @@ effects = ["read"]
     }
 
     #[test]
+    fn an_agent_server_with_the_codex_preset_needs_five_lines() {
+        let config = ServersConfig::parse(&file(
+            "[servers.codex]\ncommand = \"npx\"\nargs = [\"-y\", \"@openai/codex@0.153.4\", \"mcp-server\"]\nkind = \"agent\"\npreset = \"codex\"\n",
+        ))
+        .unwrap();
+        let (server, mapping) = config.agent().unwrap();
+        assert_eq!(server.name, "codex");
+        assert_eq!(*mapping, AgentMapping::codex());
+        assert!(
+            ServersConfig::parse(&file(FILES))
+                .unwrap()
+                .agent()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn an_http_server_and_an_empty_file() {
         let config = ServersConfig::parse(&file(
             "[servers.gh]\nurl = \"https://example.com/mcp\"\nbearer_from = \"GH_TOKEN\"\n",
@@ -584,6 +692,31 @@ effects = ["read"]
                 "not an argument name",
             ),
             ("[[servers]]\n", "1:", "servers"),
+            (
+                "[servers.a]\ncommand = \"x\"\nkind = \"robot\"\n",
+                "3:8",
+                "kind `robot` is not known",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nkind = \"agent\"\n",
+                "3:8",
+                "an agent needs `start_tool`",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nkind = \"agent\"\npreset = \"gpt\"\n",
+                "3:8",
+                "preset `gpt` is not known",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\npreset = \"codex\"\n",
+                "1:10",
+                "are for a `kind = \"agent\"` server",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nkind = \"agent\"\npreset = \"codex\"\n[servers.b]\ncommand = \"x\"\nkind = \"agent\"\npreset = \"codex\"\n",
+                "",
+                "only one server may be `kind = \"agent\"`",
+            ),
         ];
         for (text, place, message) in cases {
             let found = problems(text);

@@ -7,7 +7,7 @@
     reason = "sampling and roots are deprecated from 2026-07-28 on, and servers of the 2025 era still ask for them: each ask is decided like a call"
 )]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::pin::Pin as StdPin;
 use std::sync::{Arc, OnceLock};
@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::{Mutex, RwLock, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::client::{ProgressRoute, RelaySlot, Routes};
+use super::client::{ProgressRoute, RelaySlot, RouteTable, Routes};
 use super::config::{ServerConfig, ServersConfig};
 use super::connection::Connection;
 use crate::facts::Root;
@@ -158,7 +158,7 @@ impl Fleet {
                             root,
                             state: RwLock::new(ServerState::Starting),
                             connection: RwLock::new(None),
-                            routes: Arc::new(Mutex::new(HashMap::new())),
+                            routes: Arc::new(Mutex::new(RouteTable::default())),
                         }),
                     )
                 })
@@ -398,8 +398,14 @@ impl Fleet {
             }
         };
         let routed = routes.is_some();
+        let request = serde_json::to_string(&handle.id).unwrap_or_default();
         if let (Some(mut routes), Some(sender)) = (routes, progress) {
-            routes.insert(handle.progress_token.clone(), ProgressRoute::new(sender));
+            routes
+                .by_token
+                .insert(handle.progress_token.clone(), ProgressRoute::new(sender));
+            routes
+                .by_request
+                .insert(request.clone(), handle.progress_token.clone());
         }
         let token = handle.progress_token.clone();
         let id = handle.id.clone();
@@ -410,7 +416,9 @@ impl Fleet {
         // No progress of this call is relayed from here on: the route and
         // its sender go before the result is returned.
         if routed {
-            supervised.routes.lock().await.remove(&token);
+            let mut routes = supervised.routes.lock().await;
+            routes.by_token.remove(&token);
+            routes.by_request.remove(&request);
         }
         let Some(answer) = answered else {
             let note = CancelledNotificationParam::new(

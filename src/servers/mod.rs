@@ -6,6 +6,7 @@
 //! any other; the keeper decides and records a call before `Fleet`
 //! forwards it.
 
+mod agent;
 mod catalog;
 mod client;
 mod config;
@@ -19,6 +20,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+pub use agent::AgentMapping;
 pub use catalog::{all_capabilities, downstream_specs, exposable};
 pub use client::refused as relay_refused;
 pub use config::{
@@ -58,6 +60,9 @@ impl Servers {
     ) -> Result<Registry, LoadError> {
         let mut specs = Registry::builtin_specs();
         specs.extend(self.specs(bundle, live)?);
+        if self.config.agent().is_some() {
+            specs.extend(Registry::bridge_tools());
+        }
         Self::checked(bundle, specs)
     }
 

@@ -7,6 +7,7 @@
 //! they come from here, never from a client or a downstream server's claims.
 
 mod arguments;
+mod bridge;
 mod builtin;
 pub mod confined;
 mod harness;
@@ -15,6 +16,7 @@ mod run;
 mod spec;
 
 pub use arguments::{ArgumentError, ArgumentValidator, SchemaError};
+pub use bridge::{BRIDGE_SERVER, BridgeTool, MAX_PROMPT, bridge_specs};
 pub use builtin::{BUILTIN_SERVER, Builtin};
 pub use harness::{HARNESS_SERVER, SHELL_FOLDER};
 pub use registry::{RegisteredTool, Registry, RegistryError, Runner};

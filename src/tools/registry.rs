@@ -10,6 +10,7 @@ use thiserror::Error;
 use crate::audit::sha256_hex;
 
 use super::arguments::{ArgumentValidator, SchemaError};
+use super::bridge::{BridgeTool, bridge_specs};
 use super::builtin::Builtin;
 use super::harness::harness_specs;
 use super::spec::{ToolId, ToolSpec};
@@ -37,6 +38,15 @@ pub enum Runner {
     Downstream {
         pinned: Option<String>,
     },
+    /// A downstream agent's own tool (`codex`, `codex-reply`): pinned and
+    /// checked like any downstream tool, but called only by the bridge,
+    /// which keeps each conversation to the client that started it.
+    Agent {
+        pinned: Option<String>,
+    },
+    /// One of the bridge's tools, run against the session store and the
+    /// agent.
+    Bridge(BridgeTool),
 }
 
 /// A tool known to portcullis, with its compiled argument validator.
@@ -73,7 +83,15 @@ impl Registry {
             .collect()
     }
 
-    /// Every tool built into this binary (workspace and harness tools) as
+    /// The bridge's tools, which a set has when it declares an agent.
+    pub fn bridge_tools() -> Vec<(ToolSpec, Runner)> {
+        BridgeTool::ALL
+            .iter()
+            .map(|tool| (tool.spec(), Runner::Bridge(*tool)))
+            .collect()
+    }
+
+    /// Every tool built into this binary (workspace, harness and bridge tools) as
     /// the definitions their Cedar input types are generated from: id,
     /// input schema, redacted arguments. A policy set carries this text,
     /// so its hash and its audit snapshot name the tool types it was
@@ -83,6 +101,7 @@ impl Registry {
             .into_iter()
             .map(|(spec, _)| spec)
             .chain(harness_specs())
+            .chain(bridge_specs())
             .map(|spec| {
                 json!({"id": spec.id.to_string(), "input_schema": spec.input_schema, "redact": spec.redact})
             })
@@ -138,6 +157,9 @@ impl Registry {
             let id = spec.id.clone();
             let definition = match &runner {
                 Runner::Downstream {
+                    pinned: Some(pinned),
+                }
+                | Runner::Agent {
                     pinned: Some(pinned),
                 } => pinned.clone(),
                 _ => sha256_hex(&json!({

@@ -115,6 +115,10 @@ pub enum ToolFailure {
     TimedOut,
     #[error("the tool reported an error")]
     Downstream,
+    #[error("no such session")]
+    SessionNotFound,
+    #[error("the session has a turn in flight; wait for its reply or cancel it")]
+    SessionBusy,
     #[error("the tool failed")]
     Internal,
 }
@@ -138,6 +142,8 @@ impl ToolFailure {
             ToolFailure::ServerUnavailable => "server_unavailable",
             ToolFailure::TimedOut => "timed_out",
             ToolFailure::Downstream => "downstream_error",
+            ToolFailure::SessionNotFound => "session_not_found",
+            ToolFailure::SessionBusy => "session_busy",
             ToolFailure::Internal => "internal",
         }
     }

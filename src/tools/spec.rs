@@ -19,16 +19,20 @@ pub enum Effect {
     Worktree,
     Network,
     Destructive,
+    /// It makes an agent act (the bridge's `prompt_send`): what the agent
+    /// then does is its own harness's to gate.
+    Agent,
 }
 
 impl Effect {
-    pub const ALL: [Effect; 6] = [
+    pub const ALL: [Effect; 7] = [
         Effect::Read,
         Effect::Write,
         Effect::Process,
         Effect::Worktree,
         Effect::Network,
         Effect::Destructive,
+        Effect::Agent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +43,7 @@ impl Effect {
             Effect::Worktree => "worktree",
             Effect::Network => "network",
             Effect::Destructive => "destructive",
+            Effect::Agent => "agent",
         }
     }
 }

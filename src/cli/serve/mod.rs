@@ -27,6 +27,7 @@ use crate::audit::{
 use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
 };
+use crate::bridge::Bridge;
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
 use arc_swap::ArcSwap;
@@ -76,6 +77,11 @@ pub struct ServeArgs {
     /// one in force waits for `portcullis policy apply`).
     #[arg(long, value_enum, default_value = "watch", value_name = "WHEN")]
     pub reload: ReloadMode,
+    /// The agent bridge's session store (SQLite), used when servers.toml
+    /// declares a `kind = "agent"` server [default: sessions.sqlite3 in the
+    /// token store's folder].
+    #[arg(long, env = "PORTCULLIS_SESSIONS", value_name = "FILE")]
+    pub sessions: Option<PathBuf>,
     #[command(flatten)]
     pub http: HttpArgs,
 }
@@ -141,6 +147,9 @@ struct World {
     lock: ServersLock,
     live: BTreeMap<String, Vec<serde_json::Value>>,
     fleet: Option<Arc<Fleet>>,
+    /// The agent bridge, with the sessions whose turn was cut off when
+    /// portcullis last stopped (recorded at start).
+    bridge: Option<(Arc<Bridge>, Vec<String>)>,
     /// The setting in force; a reload replaces it for every keeper.
     settings: Arc<ArcSwap<Setting>>,
     clients: Vec<StoredClient>,
@@ -208,6 +217,23 @@ impl World {
                     return Ok(None);
                 }
             };
+        let bridge = match servers.config.agent() {
+            Some((server, mapping)) => {
+                let path = sessions_path(args.sessions.as_deref(), &args.store)?;
+                let opened =
+                    Bridge::open(&path, &server.name, mapping.clone(), Arc::new(SystemClock));
+                match opened {
+                    Ok((bridge, interrupted)) => Some((Arc::new(bridge), interrupted)),
+                    Err(err) => {
+                        if let Some(fleet) = &fleet {
+                            runtime.block_on(fleet.shut_down());
+                        }
+                        return Err(anyhow::Error::from(err));
+                    }
+                }
+            }
+            None => None,
+        };
         let audit_path = audit_path(args.audit.as_deref())?;
         let signer = signer_for(&args.store, &audit_path)?;
         // The log is checked on its writer's thread while the session starts:
@@ -235,6 +261,7 @@ impl World {
             lock: servers.lock,
             live,
             fleet,
+            bridge,
             settings: Arc::new(ArcSwap::from_pointee(setting)),
             clients,
             audit: Arc::new(audit),
@@ -267,8 +294,12 @@ impl World {
                     self.session.clone(),
                 )
                 .with_limits(self.limits);
-                Arc::new(match &self.fleet {
+                let keeper = match &self.fleet {
                     Some(fleet) => keeper.with_fleet(Arc::clone(fleet)),
+                    None => keeper,
+                };
+                Arc::new(match &self.bridge {
+                    Some((bridge, _)) => keeper.with_bridge(Arc::clone(bridge)),
                     None => keeper,
                 })
             })
@@ -287,6 +318,7 @@ impl World {
             lock,
             live,
             fleet,
+            bridge,
             settings,
             clients,
             audit,
@@ -325,6 +357,15 @@ impl World {
                 fields.extend(start);
             }
             audit.submit(Kind::System, record)?;
+            if let Some((bridge, interrupted)) = &bridge
+                && !interrupted.is_empty()
+            {
+                tracing::warn!(sessions = interrupted.len(), "agent turns in flight when portcullis last stopped are marked interrupted");
+                audit.submit(Kind::System, json!({
+                    "event": "turns_interrupted", "session": session,
+                    "agent": bridge.agent().0, "sessions": interrupted,
+                }))?;
+            }
             for found in drift(&lock, &live) {
                 tracing::warn!(server = %found.server, tool = %found.tool, drift = found.kind.as_str(),
                     "a downstream tool is not as pinned: it cannot be called until it is pinned again");
@@ -391,6 +432,20 @@ pub(crate) fn audit_path(given: Option<&std::path::Path>) -> anyhow::Result<Path
         None => default_store_path()
             .and_then(|p| p.parent().map(|d| d.join("audit").join("audit.jsonl")))
             .context("no audit log: set --audit, PORTCULLIS_AUDIT, XDG_STATE_HOME or HOME"),
+    }
+}
+
+/// The bridge's session store: as given, or `sessions.sqlite3` beside the
+/// token store.
+fn sessions_path(given: Option<&std::path::Path>, store: &StoreArgs) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(path) => Ok(path.to_owned()),
+        None => store
+            .resolve()
+            .and_then(|p| p.parent().map(|d| d.join("sessions.sqlite3")))
+            .context(
+                "no session store: set --sessions, PORTCULLIS_SESSIONS, XDG_STATE_HOME or HOME",
+            ),
     }
 }
 

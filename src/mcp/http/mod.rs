@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use clients::Clients;
 use guard::Guard;
+pub(crate) use guard::SESSION_HEADER;
 use owners::SessionOwners;
 
 use super::{Ended, PortcullisServer, SHUTDOWN_GRACE, ServeError};

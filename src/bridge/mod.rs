@@ -1,0 +1,371 @@
+//! The agent bridge: conversations of external callers with one downstream
+//! agent (`kind = "agent"`), each owned by the client that started it.
+//!
+//! The keeper decides and records every bridge call like any tool call;
+//! only an allowed, recorded call reaches [`Bridge::run`]. Here a prompt
+//! becomes a turn: written to the session store before the agent is asked,
+//! forwarded to the agent's start or reply tool, ended with its reply (or
+//! how it failed). A turn in flight can be cancelled by the caller that
+//! started it, on the connection it started it on.
+//!
+//! What it may not do: decide, or show one client another's session (a
+//! foreign session is answered exactly as one that does not exist).
+
+mod store;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use store::{SessionStore, SessionSummary, StoreError, Turn, TurnSlot, TurnState};
+
+use crate::clock::Clock;
+use crate::servers::{AgentMapping, Fleet, Forwarded};
+use crate::tools::{BridgeTool, Progress, ToolFailure};
+use sha2::{Digest, Sha256};
+
+/// Who is calling a bridge tool, as the bridge tells callers apart.
+#[derive(Debug, Clone)]
+pub struct Caller<'a> {
+    /// The client's fingerprint: sessions are owned by it.
+    pub owner: &'a str,
+    /// The connection the call came on: a turn is cancelled only from the
+    /// one it started on.
+    pub connection: &'a str,
+}
+
+/// How a bridge call ended, and what its outcome record adds: the session
+/// and turn, and the SHA-256 of the prompt and the reply (the words stay
+/// in the store).
+#[derive(Debug)]
+pub struct Ran {
+    pub result: Result<Value, Ended>,
+    pub detail: Option<Value>,
+}
+
+/// How a bridge call that produced no result ended.
+#[derive(Debug)]
+pub enum Ended {
+    Failed(ToolFailure),
+    /// The agent's own error result, for a server that passes errors on.
+    AgentError(Value),
+    /// The caller's request was cancelled (or the service stopped): no
+    /// answer is sent.
+    Cancelled,
+}
+
+/// A turn in flight, by session id.
+struct InFlight {
+    owner: String,
+    connection: String,
+    cancel: CancellationToken,
+}
+
+pub struct Bridge {
+    store: Arc<Mutex<SessionStore>>,
+    server: String,
+    mapping: AgentMapping,
+    in_flight: Mutex<HashMap<String, InFlight>>,
+}
+
+impl Bridge {
+    /// Opens the store for the agent `server`. Returns the sessions whose
+    /// turn was in flight when portcullis last stopped, now interrupted.
+    pub fn open(
+        path: &Path,
+        server: &str,
+        mapping: AgentMapping,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Self, Vec<String>), StoreError> {
+        let (store, interrupted) = SessionStore::open(path, clock)?;
+        Ok((
+            Self {
+                store: Arc::new(Mutex::new(store)),
+                server: server.to_owned(),
+                mapping,
+                in_flight: Mutex::new(HashMap::new()),
+            },
+            interrupted,
+        ))
+    }
+
+    /// The agent's server and the tools the bridge calls on it.
+    pub fn agent(&self) -> (&str, &AgentMapping) {
+        (&self.server, &self.mapping)
+    }
+
+    /// Runs one decided bridge call.
+    pub async fn run(
+        &self,
+        tool: BridgeTool,
+        caller: &Caller<'_>,
+        arguments: &Value,
+        fleet: Option<&Fleet>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        stop: impl Future<Output = ()>,
+    ) -> Ran {
+        let session_id = arguments
+            .get("session_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match tool {
+            BridgeTool::SessionsList => {
+                let owner = caller.owner.to_owned();
+                let listed = self.with_store(move |store| store.list(&owner)).await;
+                Ran::plain(listed.map(|sessions| json!({ "sessions": sessions })))
+            }
+            BridgeTool::SessionGet => {
+                let owner = caller.owner.to_owned();
+                let id = session_id.unwrap_or_default();
+                let found = self.with_store(move |store| store.get(&owner, &id)).await;
+                Ran::plain(match found {
+                    Ok(Some((session, turns))) => Ok(json!({"session": session, "turns": turns})),
+                    Ok(None) => Err(Ended::Failed(ToolFailure::SessionNotFound)),
+                    Err(failed) => Err(failed),
+                })
+            }
+            BridgeTool::PromptCancel => {
+                let cancelled = self.cancel(caller, session_id.as_deref().unwrap_or_default());
+                Ran::plain(Ok(json!({ "cancelled": cancelled })))
+            }
+            BridgeTool::PromptSend => {
+                let prompt = arguments
+                    .get("prompt")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                self.send(caller, prompt, session_id, fleet, progress, stop)
+                    .await
+            }
+        }
+    }
+
+    /// Cancels the caller's own turn in flight in `session_id`, started on
+    /// this connection. Anything else is simply not cancelled.
+    fn cancel(&self, caller: &Caller<'_>, session_id: &str) -> bool {
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match in_flight.get(session_id) {
+            Some(turn)
+                if turn.owner == caller.owner
+                    && turn.connection == caller.connection
+                    && !turn.cancel.is_cancelled() =>
+            {
+                turn.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// One turn: recorded in the store, sent to the agent, ended with its
+    /// reply or how it failed.
+    async fn send(
+        &self,
+        caller: &Caller<'_>,
+        prompt: String,
+        session_id: Option<String>,
+        fleet: Option<&Fleet>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        stop: impl Future<Output = ()>,
+    ) -> Ran {
+        let owner = caller.owner.to_owned();
+        let agent = self.server.clone();
+        let text = prompt.clone();
+        let opened = self
+            .with_store(move |store| match session_id {
+                None => store.start(&owner, &agent, &text).map(Ok),
+                Some(id) => store.continue_session(&owner, &id, &text),
+            })
+            .await;
+        let slot = match opened {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(store::Refused::NotFound)) => {
+                return Ran::plain(Err(Ended::Failed(ToolFailure::SessionNotFound)));
+            }
+            Ok(Err(store::Refused::Busy)) => {
+                return Ran::plain(Err(Ended::Failed(ToolFailure::SessionBusy)));
+            }
+            Err(failed) => return Ran::plain(Err(failed)),
+        };
+        let cancel = CancellationToken::new();
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                slot.session_id.clone(),
+                InFlight {
+                    owner: caller.owner.to_owned(),
+                    connection: caller.connection.to_owned(),
+                    cancel: cancel.clone(),
+                },
+            );
+        let (tool, arguments) = self.request(&slot, &prompt);
+        let forwarded = match fleet {
+            Some(fleet) => {
+                fleet
+                    .forward(&self.server, &tool, arguments, progress, async {
+                        tokio::select! {
+                            () = stop => {}
+                            () = cancel.cancelled() => {}
+                        }
+                    })
+                    .await
+            }
+            None => Forwarded::Unavailable,
+        };
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&slot.session_id);
+        let (state, reply, conversation, result) = self.ended(forwarded, &cancel, fleet);
+        let mut detail = json!({
+            "session_id": slot.session_id,
+            "turn": slot.n,
+            "state": state,
+            "prompt_sha256": text_sha256(&prompt),
+        });
+        if let Some(reply) = &reply {
+            detail["reply_sha256"] = json!(text_sha256(reply));
+        }
+        let ended_slot = slot.clone();
+        let stored = self
+            .with_store(move |store| {
+                store.finish(
+                    &ended_slot,
+                    state,
+                    reply.as_deref(),
+                    conversation.as_deref(),
+                )
+            })
+            .await;
+        let result = match (result, stored) {
+            (Ok(reply), Ok(())) => Ok(json!({"session_id": slot.session_id, "reply": reply})),
+            (Ok(_), Err(failed)) => Err(failed),
+            (Err(ended), _) => Err(ended),
+        };
+        Ran {
+            result,
+            detail: Some(detail),
+        }
+    }
+
+    /// The agent tool a turn calls, and its arguments.
+    fn request(&self, slot: &TurnSlot, prompt: &str) -> (String, Value) {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(
+            self.mapping.prompt_argument.clone(),
+            Value::String(prompt.to_owned()),
+        );
+        match &slot.conversation {
+            Some(conversation) => {
+                arguments.insert(
+                    self.mapping.session_argument.clone(),
+                    Value::String(conversation.clone()),
+                );
+                (self.mapping.reply_tool.clone(), Value::Object(arguments))
+            }
+            None => (self.mapping.start_tool.clone(), Value::Object(arguments)),
+        }
+    }
+
+    /// How a forwarded turn ended: its state, reply and conversation id for
+    /// the store, and what the caller gets.
+    fn ended(
+        &self,
+        forwarded: Forwarded,
+        cancel: &CancellationToken,
+        fleet: Option<&Fleet>,
+    ) -> (
+        TurnState,
+        Option<String>,
+        Option<String>,
+        Result<String, Ended>,
+    ) {
+        let failed = |failure| (TurnState::Failed, None, None, Err(Ended::Failed(failure)));
+        match forwarded {
+            Forwarded::Result {
+                result,
+                is_error: false,
+            } => {
+                let reply = self.mapping.reply_in(&result);
+                let conversation = self.mapping.session_in(&result);
+                (
+                    TurnState::Completed,
+                    Some(reply.clone()),
+                    conversation,
+                    Ok(reply),
+                )
+            }
+            Forwarded::Result { result, .. } => {
+                let conversation = self.mapping.session_in(&result);
+                let passes = fleet.is_some_and(|f| f.passes_errors(&self.server));
+                let reply = self.mapping.reply_in(&result);
+                let told = if passes {
+                    Ended::AgentError(result)
+                } else {
+                    Ended::Failed(ToolFailure::Downstream)
+                };
+                (TurnState::Failed, Some(reply), conversation, Err(told))
+            }
+            // A cancel by prompt_cancel answers the prompt_send with a
+            // failure; a protocol cancel of the request answers nothing.
+            Forwarded::Cancelled if cancel.is_cancelled() => (
+                TurnState::Cancelled,
+                None,
+                None,
+                Err(Ended::Failed(ToolFailure::Cancelled)),
+            ),
+            Forwarded::Cancelled => (TurnState::Cancelled, None, None, Err(Ended::Cancelled)),
+            Forwarded::Unavailable => failed(ToolFailure::ServerUnavailable),
+            Forwarded::TimedOut => failed(ToolFailure::TimedOut),
+            Forwarded::Failed => failed(ToolFailure::Internal),
+        }
+    }
+
+    /// Runs `work` on the store off the async runtime (SQLite waits for the
+    /// disk). A store error is logged and becomes a fixed failure.
+    async fn with_store<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut SessionStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, Ended> {
+        let store = Arc::clone(&self.store);
+        let done = tokio::task::spawn_blocking(move || {
+            let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+            work(&mut store)
+        })
+        .await;
+        match done {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => {
+                tracing::error!(error = %err, "the session store failed");
+                Err(Ended::Failed(ToolFailure::Internal))
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "the session store task failed");
+                Err(Ended::Failed(ToolFailure::Internal))
+            }
+        }
+    }
+}
+
+/// SHA-256 of a text's UTF-8 bytes, lower-case hex: what an auditor holding
+/// the words (from the store, or the caller) can check them against.
+fn text_sha256(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+impl Ran {
+    fn plain(result: Result<Value, Ended>) -> Self {
+        Self {
+            result,
+            detail: None,
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! How the bridge talks to a downstream agent (`kind = "agent"` in
+//! `servers.toml`): which of its tools starts a conversation, which
+//! continues one and under which argument, and where in a result the
+//! conversation id and the reply are. `preset = "codex"` is Codex's
+//! `codex mcp-server`.
+
+use serde_json::Value;
+
+/// The agents portcullis knows the mapping of.
+pub const PRESETS: [&str; 1] = ["codex"];
+
+/// The mapping of one agent's tools onto the bridge's turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentMapping {
+    /// The tool that starts a conversation.
+    pub start_tool: String,
+    /// The tool that continues one.
+    pub reply_tool: String,
+    /// The argument of both that carries the prompt.
+    pub prompt_argument: String,
+    /// The argument of `reply_tool` that names the conversation.
+    pub session_argument: String,
+    /// A JSON pointer into a result (`/structuredContent/threadId`) to the
+    /// conversation id.
+    pub session_from: String,
+    /// A JSON pointer into a result to the reply text; without one, the
+    /// result's text content, joined.
+    pub reply_from: Option<String>,
+}
+
+/// What a team wrote of the mapping; a preset fills in what it leaves out.
+#[derive(Debug, Default)]
+pub(super) struct MappingFields {
+    pub preset: Option<String>,
+    pub start_tool: Option<String>,
+    pub reply_tool: Option<String>,
+    pub prompt_argument: Option<String>,
+    pub session_argument: Option<String>,
+    pub session_from: Option<String>,
+    pub reply_from: Option<String>,
+}
+
+impl AgentMapping {
+    /// Codex's `codex mcp-server`: `codex` starts, `codex-reply` continues
+    /// by `threadId`, and both answer `{threadId, content}` as structured
+    /// content.
+    pub fn codex() -> Self {
+        Self {
+            start_tool: "codex".to_owned(),
+            reply_tool: "codex-reply".to_owned(),
+            prompt_argument: "prompt".to_owned(),
+            session_argument: "threadId".to_owned(),
+            session_from: "/structuredContent/threadId".to_owned(),
+            reply_from: Some("/structuredContent/content".to_owned()),
+        }
+    }
+
+    /// The mapping `fields` describe, or what is wrong with them.
+    pub(super) fn from_fields(server: &str, fields: MappingFields) -> Result<Self, Vec<String>> {
+        let base = match fields.preset.as_deref() {
+            Some("codex") => Some(Self::codex()),
+            Some(other) => {
+                return Err(vec![format!(
+                    "server `{server}`: preset `{other}` is not known (known: {})",
+                    PRESETS.join(", ")
+                )]);
+            }
+            None => None,
+        };
+        let mut errors = Vec::new();
+        let mut take =
+            |given: Option<String>, preset: Option<String>, key: &str| match given.or(preset) {
+                Some(value) if !value.trim().is_empty() => value,
+                Some(_) => {
+                    errors.push(format!("server `{server}`: `{key}` is empty"));
+                    String::new()
+                }
+                None => {
+                    errors.push(format!(
+                        "server `{server}`: an agent needs `{key}` (or `preset = \"codex\"`)"
+                    ));
+                    String::new()
+                }
+            };
+        let mapping = Self {
+            start_tool: take(
+                fields.start_tool,
+                base.as_ref().map(|b| b.start_tool.clone()),
+                "start_tool",
+            ),
+            reply_tool: take(
+                fields.reply_tool,
+                base.as_ref().map(|b| b.reply_tool.clone()),
+                "reply_tool",
+            ),
+            prompt_argument: take(
+                fields.prompt_argument,
+                Some(
+                    base.as_ref()
+                        .map_or_else(|| "prompt".to_owned(), |b| b.prompt_argument.clone()),
+                ),
+                "prompt_argument",
+            ),
+            session_argument: take(
+                fields.session_argument,
+                base.as_ref().map(|b| b.session_argument.clone()),
+                "session_argument",
+            ),
+            session_from: take(
+                fields.session_from,
+                base.as_ref().map(|b| b.session_from.clone()),
+                "session_from",
+            ),
+            reply_from: fields
+                .reply_from
+                .or_else(|| base.as_ref().and_then(|b| b.reply_from.clone())),
+        };
+        for (key, pointer) in [
+            ("session_from", Some(&mapping.session_from)),
+            ("reply_from", mapping.reply_from.as_ref()),
+        ] {
+            if let Some(pointer) = pointer.filter(|p| !p.is_empty() && !p.starts_with('/')) {
+                errors.push(format!(
+                    "server `{server}`: `{key}` = `{pointer}` is not a JSON pointer such as \"/structuredContent/threadId\""
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(mapping)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The conversation id in a result, when it has one: a non-empty
+    /// string, or a number.
+    pub fn session_in(&self, result: &Value) -> Option<String> {
+        match result.pointer(&self.session_from)? {
+            Value::String(id) if !id.is_empty() => Some(id.clone()),
+            Value::Number(id) => Some(id.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The agent's reply in a result: the string at `reply_from`, or the
+    /// result's text content joined by newlines.
+    pub fn reply_in(&self, result: &Value) -> String {
+        if let Some(reply) = self
+            .reply_from
+            .as_deref()
+            .and_then(|pointer| result.pointer(pointer))
+            .and_then(Value::as_str)
+        {
+            return reply.to_owned();
+        }
+        result
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|item| item.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|item| item.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_codex_preset_reads_codex_results() {
+        let codex = AgentMapping::codex();
+        let result = json!({"content": [{"type": "text", "text": "hi"}],
+            "structuredContent": {"threadId": "t-1", "content": "hello"}});
+        assert_eq!(codex.session_in(&result).as_deref(), Some("t-1"));
+        assert_eq!(codex.reply_in(&result), "hello");
+        assert_eq!(codex.session_in(&json!({"content": []})), None);
+        assert_eq!(
+            codex.reply_in(&json!({"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]})),
+            "a\nb"
+        );
+    }
+
+    #[test]
+    fn a_mapping_is_a_preset_with_overrides_or_complete() {
+        let overridden = AgentMapping::from_fields(
+            "a",
+            MappingFields {
+                preset: Some("codex".into()),
+                reply_tool: Some("continue".into()),
+                ..MappingFields::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(overridden.reply_tool, "continue");
+        assert_eq!(overridden.start_tool, "codex");
+        let errors = AgentMapping::from_fields("a", MappingFields::default()).unwrap_err();
+        assert!(
+            errors.iter().any(|e| e.contains("`start_tool`")),
+            "{errors:?}"
+        );
+        assert!(!errors.iter().any(|e| e.contains("prompt_argument")));
+        let unknown = AgentMapping::from_fields(
+            "a",
+            MappingFields {
+                preset: Some("claude".into()),
+                ..MappingFields::default()
+            },
+        )
+        .unwrap_err();
+        assert!(unknown[0].contains("preset `claude`"), "{unknown:?}");
+        let pointer = AgentMapping::from_fields(
+            "a",
+            MappingFields {
+                preset: Some("codex".into()),
+                session_from: Some("threadId".into()),
+                ..MappingFields::default()
+            },
+        )
+        .unwrap_err();
+        assert!(pointer[0].contains("not a JSON pointer"), "{pointer:?}");
+    }
+}
