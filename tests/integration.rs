@@ -10,6 +10,7 @@ mod approvals;
 mod arguments;
 mod audit;
 mod audit_integrity;
+mod bridge;
 mod cli_check;
 mod cli_init;
 mod cli_policy;
