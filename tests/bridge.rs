@@ -106,6 +106,16 @@ async fn call(client: &Client, name: &str, arguments: Value) -> CallToolResult {
         .unwrap()
 }
 
+async fn tool_names(client: &Client) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 fn structured(result: &CallToolResult) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
 }
@@ -118,13 +128,7 @@ fn sha256(text: &str) -> String {
 async fn a_conversation_is_decided_recorded_by_hash_and_replays() {
     let agent = Agent::new(ALLOW_BRIDGE, "paired");
     let client = connect(&agent.served).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     for tool in [
         "bridge__sessions_list",
         "bridge__session_get",
@@ -232,13 +236,7 @@ async fn a_conversation_is_decided_recorded_by_hash_and_replays() {
 async fn the_bridge_is_hidden_by_the_empty_allowlist_and_prompt_send_needs_the_agent_capability() {
     let hidden = Agent::new("// nothing allowed\n", "paired");
     let client = connect(&hidden.served).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     assert_eq!(names, ["tools_list", "tool_call", "gate"]);
     client.cancel().await.unwrap();
 
