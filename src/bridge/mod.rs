@@ -206,7 +206,7 @@ impl Bridge {
                     cancel: cancel.clone(),
                 },
             );
-        let (tool, arguments) = self.request(&slot, &prompt);
+        let (tool, arguments) = self.mapping.request(slot.conversation.as_deref(), &prompt);
         let forwarded = match fleet {
             Some(fleet) => {
                 fleet
@@ -253,25 +253,6 @@ impl Bridge {
         Ran {
             result,
             detail: Some(detail),
-        }
-    }
-
-    /// The agent tool a turn calls, and its arguments.
-    fn request(&self, slot: &TurnSlot, prompt: &str) -> (String, Value) {
-        let mut arguments = serde_json::Map::new();
-        arguments.insert(
-            self.mapping.prompt_argument.clone(),
-            Value::String(prompt.to_owned()),
-        );
-        match &slot.conversation {
-            Some(conversation) => {
-                arguments.insert(
-                    self.mapping.session_argument.clone(),
-                    Value::String(conversation.clone()),
-                );
-                (self.mapping.reply_tool.clone(), Value::Object(arguments))
-            }
-            None => (self.mapping.start_tool.clone(), Value::Object(arguments)),
         }
     }
 

@@ -26,6 +26,9 @@ pub struct AgentMapping {
     /// A JSON pointer into a result to the reply text; without one, the
     /// result's text content, joined.
     pub reply_from: Option<String>,
+    /// Arguments the team fixes for every start (Codex's `sandbox`,
+    /// `approval-policy`, `cwd`): the caller sends only the prompt.
+    pub start_arguments: serde_json::Map<String, Value>,
 }
 
 /// What a team wrote of the mapping; a preset fills in what it leaves out.
@@ -38,6 +41,7 @@ pub(super) struct MappingFields {
     pub session_argument: Option<String>,
     pub session_from: Option<String>,
     pub reply_from: Option<String>,
+    pub start_arguments: serde_json::Map<String, Value>,
 }
 
 impl AgentMapping {
@@ -52,6 +56,7 @@ impl AgentMapping {
             session_argument: "threadId".to_owned(),
             session_from: "/structuredContent/threadId".to_owned(),
             reply_from: Some("/structuredContent/content".to_owned()),
+            start_arguments: serde_json::Map::new(),
         }
     }
 
@@ -114,7 +119,17 @@ impl AgentMapping {
             reply_from: fields
                 .reply_from
                 .or_else(|| base.as_ref().and_then(|b| b.reply_from.clone())),
+            start_arguments: fields.start_arguments,
         };
+        if mapping
+            .start_arguments
+            .contains_key(&mapping.prompt_argument)
+        {
+            errors.push(format!(
+                "server `{server}`: `start_arguments` may not set `{}`: the caller's prompt goes there",
+                mapping.prompt_argument
+            ));
+        }
         for (key, pointer) in [
             ("session_from", Some(&mapping.session_from)),
             ("reply_from", mapping.reply_from.as_ref()),
@@ -129,6 +144,34 @@ impl AgentMapping {
             Ok(mapping)
         } else {
             Err(errors)
+        }
+    }
+
+    /// The agent tool a turn calls, and its arguments: the start tool (with
+    /// the team's fixed arguments) for a new conversation, else the reply
+    /// tool naming the agent's `conversation`.
+    pub fn request(&self, conversation: Option<&str>, prompt: &str) -> (String, Value) {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(
+            self.prompt_argument.clone(),
+            Value::String(prompt.to_owned()),
+        );
+        match conversation {
+            Some(conversation) => {
+                arguments.insert(
+                    self.session_argument.clone(),
+                    Value::String(conversation.to_owned()),
+                );
+                (self.reply_tool.clone(), Value::Object(arguments))
+            }
+            None => {
+                for (name, value) in &self.start_arguments {
+                    arguments
+                        .entry(name.clone())
+                        .or_insert_with(|| value.clone());
+                }
+                (self.start_tool.clone(), Value::Object(arguments))
+            }
         }
     }
 
@@ -181,6 +224,28 @@ mod tests {
         assert_eq!(
             codex.reply_in(&json!({"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]})),
             "a\nb"
+        );
+    }
+
+    #[test]
+    fn a_turn_starts_with_the_fixed_arguments_and_continues_by_id() {
+        let mut codex = AgentMapping::codex();
+        codex
+            .start_arguments
+            .insert("sandbox".into(), json!("read-only"));
+        assert_eq!(
+            codex.request(None, "hi"),
+            (
+                "codex".to_owned(),
+                json!({"prompt": "hi", "sandbox": "read-only"})
+            )
+        );
+        assert_eq!(
+            codex.request(Some("t-1"), "more"),
+            (
+                "codex-reply".to_owned(),
+                json!({"prompt": "more", "threadId": "t-1"})
+            )
         );
     }
 

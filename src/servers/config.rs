@@ -216,6 +216,7 @@ struct RawServer {
     session_argument: Option<String>,
     session_from: Option<String>,
     reply_from: Option<String>,
+    start_arguments: Option<toml::Table>,
 }
 
 #[derive(Deserialize)]
@@ -345,6 +346,15 @@ fn agent(name: &str, raw: &RawServer, errors: &mut Errors) -> Option<AgentMappin
         session_argument: raw.session_argument.clone(),
         session_from: raw.session_from.clone(),
         reply_from: raw.reply_from.clone(),
+        start_arguments: raw
+            .start_arguments
+            .clone()
+            .and_then(|table| serde_json::to_value(table).ok())
+            .and_then(|value| match value {
+                serde_json::Value::Object(map) => Some(map),
+                _ => None,
+            })
+            .unwrap_or_default(),
     };
     match raw.kind.as_ref() {
         Some(kind) if kind.get_ref() == "agent" => match AgentMapping::from_fields(name, fields) {
@@ -382,7 +392,8 @@ fn agent_keys_misplaced(name: &str, fields: &MappingFields, errors: &mut Errors)
         || fields.prompt_argument.is_some()
         || fields.session_argument.is_some()
         || fields.session_from.is_some()
-        || fields.reply_from.is_some();
+        || fields.reply_from.is_some()
+        || !fields.start_arguments.is_empty();
     if given {
         errors.push((
             None,
@@ -574,6 +585,23 @@ effects = ["read"]
         assert_eq!(write.required_capabilities, ["write"]);
         assert_eq!(write.paths[0].role, PathRole::Write);
         assert_eq!(files.rule_for("anything").unwrap().pattern, "*");
+    }
+
+    #[test]
+    fn an_agent_can_have_fixed_start_arguments_but_not_the_prompt() {
+        let config = ServersConfig::parse(&file(
+            "[servers.codex]\ncommand = \"codex\"\nkind = \"agent\"\npreset = \"codex\"\nstart_arguments = { sandbox = \"read-only\", config = { x = 1 } }\n",
+        ))
+        .unwrap();
+        let (_, mapping) = config.agent().unwrap();
+        assert_eq!(
+            serde_json::Value::Object(mapping.start_arguments.clone()),
+            serde_json::json!({"sandbox": "read-only", "config": {"x": 1}})
+        );
+        let found = problems(
+            "[servers.codex]\ncommand = \"codex\"\nkind = \"agent\"\npreset = \"codex\"\nstart_arguments = { prompt = \"x\" }\n",
+        );
+        assert!(found.contains("may not set `prompt`"), "{found}");
     }
 
     #[test]
