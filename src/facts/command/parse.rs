@@ -188,7 +188,7 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
             if node.is_error() || node.is_missing() || !known.get(id).copied().unwrap_or(false) {
                 return false;
             }
-            if node.kind() == "expansion" && text(node, source).contains("@P") {
+            if kind(node) == Kind::Expansion && text(node, source).contains("@P") {
                 return false;
             }
         }
@@ -206,13 +206,106 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
     }
 }
 
+/// The node kinds the walk reads, by name. `Node::kind` would look the
+/// name up, check it is UTF-8 and compare strings at every node; the walk
+/// reads the kind of each node several times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    AnsiCString,
+    Command,
+    CommandName,
+    CommandSubstitution,
+    Comment,
+    Concatenation,
+    DeclarationCommand,
+    Expansion,
+    FileRedirect,
+    ForStatement,
+    FunctionDefinition,
+    HeredocBody,
+    HeredocRedirect,
+    HerestringRedirect,
+    Number,
+    Pipeline,
+    ProcessSubstitution,
+    RawString,
+    RedirectedStatement,
+    String,
+    StringContent,
+    Subscript,
+    TestCommand,
+    UnsetCommand,
+    VariableAssignment,
+    Word,
+    Other,
+}
+
+impl Kind {
+    fn named(name: &str) -> Self {
+        match name {
+            "ansi_c_string" => Kind::AnsiCString,
+            "command" => Kind::Command,
+            "command_name" => Kind::CommandName,
+            "command_substitution" => Kind::CommandSubstitution,
+            "comment" => Kind::Comment,
+            "concatenation" => Kind::Concatenation,
+            "declaration_command" => Kind::DeclarationCommand,
+            "expansion" => Kind::Expansion,
+            "file_redirect" => Kind::FileRedirect,
+            "for_statement" => Kind::ForStatement,
+            "function_definition" => Kind::FunctionDefinition,
+            "heredoc_body" => Kind::HeredocBody,
+            "heredoc_redirect" => Kind::HeredocRedirect,
+            "herestring_redirect" => Kind::HerestringRedirect,
+            "number" => Kind::Number,
+            "pipeline" => Kind::Pipeline,
+            "process_substitution" => Kind::ProcessSubstitution,
+            "raw_string" => Kind::RawString,
+            "redirected_statement" => Kind::RedirectedStatement,
+            "string" => Kind::String,
+            "string_content" => Kind::StringContent,
+            "subscript" => Kind::Subscript,
+            "test_command" => Kind::TestCommand,
+            "unset_command" => Kind::UnsetCommand,
+            "variable_assignment" => Kind::VariableAssignment,
+            "word" => Kind::Word,
+            _ => Kind::Other,
+        }
+    }
+}
+
+/// Every kind id of the grammar as the walk reads it, built once: an id
+/// maps to its name's `Kind`, so aliases (several ids of one name) read
+/// alike, exactly as their names would.
+fn kinds() -> &'static [Kind] {
+    static KINDS: OnceLock<Vec<Kind>> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        let language: Language = tree_sitter_bash::LANGUAGE.into();
+        (0..language.node_kind_count())
+            .map(|id| {
+                u16::try_from(id)
+                    .ok()
+                    .and_then(|id| language.node_kind_for_id(id))
+                    .map_or(Kind::Other, Kind::named)
+            })
+            .collect()
+    })
+}
+
+fn kind(node: Node<'_>) -> Kind {
+    kinds()
+        .get(usize::from(node.kind_id()))
+        .copied()
+        .unwrap_or(Kind::Other)
+}
+
 fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
     source.get(node.byte_range()).unwrap_or("")
 }
 
 fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
-    match node.kind() {
-        "command" => {
+    match kind(node) {
+        Kind::Command => {
             out.commands.push(simple(node, source, piped_into, None));
             // Substitutions inside the words are commands too.
             let mut cursor = node.walk();
@@ -220,38 +313,38 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
                 walk_inner(child, source, out);
             }
         }
-        "redirected_statement" => {
+        Kind::RedirectedStatement => {
             let mut stdin_text = None;
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
-                match child.kind() {
-                    "heredoc_redirect" => stdin_text = heredoc_body(child, source),
-                    "herestring_redirect" => {
+                match kind(child) {
+                    Kind::HeredocRedirect => stdin_text = heredoc_body(child, source),
+                    Kind::HerestringRedirect => {
                         let mut c = child.walk();
                         stdin_text = child
                             .named_children(&mut c)
                             .last()
                             .and_then(|w| literal(w, source));
                     }
-                    "file_redirect" => redirect(child, source, out),
+                    Kind::FileRedirect => redirect(child, source, out),
                     _ => {}
                 }
             }
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
-                if child.kind() == "command" && node.child_by_field_name("body") == Some(child) {
+                if kind(child) == Kind::Command && node.child_by_field_name("body") == Some(child) {
                     out.commands
                         .push(simple(child, source, piped_into, stdin_text.clone()));
                     let mut c = child.walk();
                     for grandchild in child.children(&mut c) {
                         walk_inner(grandchild, source, out);
                     }
-                } else if !matches!(child.kind(), "file_redirect") {
+                } else if kind(child) != Kind::FileRedirect {
                     walk(child, source, out, piped_into);
                 }
             }
         }
-        "pipeline" => {
+        Kind::Pipeline => {
             let mut cursor = node.walk();
             let mut first = true;
             for child in node.named_children(&mut cursor) {
@@ -259,20 +352,20 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
                 first = false;
             }
         }
-        "file_redirect" => redirect(node, source, out),
-        "variable_assignment" => {
+        Kind::FileRedirect => redirect(node, source, out),
+        Kind::VariableAssignment => {
             if let Some(name) = assigned_name(node, source) {
                 out.assignments.push(name);
             }
             walk_children(node, source, out, piped_into);
         }
-        "for_statement" => {
+        Kind::ForStatement => {
             if let Some(variable) = node.child_by_field_name("variable") {
                 out.assignments.push(text(variable, source).to_owned());
             }
             walk_children(node, source, out, piped_into);
         }
-        "function_definition" => {
+        Kind::FunctionDefinition => {
             if let Some(name) = node.child_by_field_name("name") {
                 out.functions
                     .push(literal(name, source).unwrap_or_else(|| text(name, source).to_owned()));
@@ -281,13 +374,13 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
         }
         // `[ ... ]`, `[[ ... ]]` and `export`/`declare`/`local`/`readonly`
         // are commands too, though the grammar names them apart.
-        "test_command" | "declaration_command" | "unset_command" => {
+        Kind::TestCommand | Kind::DeclarationCommand | Kind::UnsetCommand => {
             let mut words = Vec::new();
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
                 if child.is_named() {
                     words.push(literal(child, source).or_else(|| {
-                        (child.kind() == "variable_assignment")
+                        (kind(child) == Kind::VariableAssignment)
                             .then(|| text(child, source).to_owned())
                     }));
                     walk_inner(child, source, out);
@@ -313,6 +406,10 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
 }
 
 fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
+    // A leaf has nothing to walk: no cursor (an allocation) for it.
+    if node.child_count() == 0 {
+        return;
+    }
     let mut cursor = node.walk();
     for child in node.children(&mut cursor) {
         walk(child, source, out, piped_into);
@@ -324,8 +421,8 @@ fn assigned_name(node: Node<'_>, source: &str) -> Option<String> {
     let name = node
         .child_by_field_name("name")
         .or_else(|| node.named_child(0))?;
-    let name = match name.kind() {
-        "subscript" => name.child_by_field_name("name").unwrap_or(name),
+    let name = match kind(name) {
+        Kind::Subscript => name.child_by_field_name("name").unwrap_or(name),
         _ => name,
     };
     Some(text(name, source).to_owned())
@@ -333,14 +430,15 @@ fn assigned_name(node: Node<'_>, source: &str) -> Option<String> {
 
 /// Walks the parts of a command's words for nested commands.
 fn walk_inner(node: Node<'_>, source: &str, out: &mut Parsed) {
-    match node.kind() {
-        "command_substitution" | "process_substitution" => {
+    match kind(node) {
+        Kind::CommandSubstitution | Kind::ProcessSubstitution => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
                 walk(child, source, out, false);
             }
         }
-        "file_redirect" => redirect(node, source, out),
+        Kind::FileRedirect => redirect(node, source, out),
+        _ if node.child_count() == 0 => {}
         _ => {
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
@@ -367,7 +465,7 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     let target = literal(destination, source);
     // `>&2`, `2>&1`, `<&3`, `>&-` name descriptors; `>& FILE` is a file.
     let descriptor = operator.contains('&')
-        && (destination.kind() == "number" || target.as_deref() == Some("-"));
+        && (kind(destination) == Kind::Number || target.as_deref() == Some("-"));
     if descriptor {
         return;
     }
@@ -383,7 +481,7 @@ fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
     let mut cursor = node.walk();
     let body = node
         .children(&mut cursor)
-        .find(|c| c.kind() == "heredoc_body")?;
+        .find(|c| kind(*c) == Kind::HeredocBody)?;
     Some(text(body, source).to_owned())
 }
 
@@ -393,8 +491,8 @@ fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<Str
     let mut stdin_text = stdin_text;
     let mut cursor = node.walk();
     for child in node.named_children(&mut cursor) {
-        match child.kind() {
-            "herestring_redirect" => {
+        match kind(child) {
+            Kind::HerestringRedirect => {
                 let mut c = child.walk();
                 stdin_text = child
                     .named_children(&mut c)
@@ -402,9 +500,9 @@ fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<Str
                     .and_then(|w| literal(w, source));
             }
             // `VAR=x cmd`: the assignment is not part of argv.
-            "variable_assignment" => assignments.extend(assigned_name(child, source)),
-            "file_redirect" | "comment" => {}
-            "command_name" => {
+            Kind::VariableAssignment => assignments.extend(assigned_name(child, source)),
+            Kind::FileRedirect | Kind::Comment => {}
+            Kind::CommandName => {
                 let mut c = child.walk();
                 let word = child.named_children(&mut c).next();
                 words.push(word.and_then(|w| argument(w, source)));
@@ -426,35 +524,35 @@ fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<Str
 /// several words).
 fn argument(node: Node<'_>, source: &str) -> Option<String> {
     literal(node, source).or_else(|| {
-        matches!(node.kind(), "string" | "process_substitution")
+        matches!(kind(node), Kind::String | Kind::ProcessSubstitution)
             .then(|| QUOTED_EXPANSION.to_owned())
     })
 }
 
 /// The literal value of a word, or `None` if it depends on the environment.
 pub fn literal(node: Node<'_>, source: &str) -> Option<String> {
-    match node.kind() {
-        "word" | "number" => Some(unescape(text(node, source))),
-        "raw_string" => {
+    match kind(node) {
+        Kind::Word | Kind::Number => Some(unescape(text(node, source))),
+        Kind::RawString => {
             let t = text(node, source);
             Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_owned())
         }
-        "ansi_c_string" => {
+        Kind::AnsiCString => {
             let t = text(node, source);
             Some(ansi_c(t.get(2..t.len().saturating_sub(1)).unwrap_or("")))
         }
-        "string" => {
+        Kind::String => {
             let mut value = String::new();
             let mut cursor = node.walk();
             for child in node.named_children(&mut cursor) {
-                match child.kind() {
-                    "string_content" => value.push_str(&unescape_double(text(child, source))),
+                match kind(child) {
+                    Kind::StringContent => value.push_str(&unescape_double(text(child, source))),
                     _ => return None,
                 }
             }
             Some(value)
         }
-        "concatenation" => {
+        Kind::Concatenation => {
             let mut value = String::new();
             let mut cursor = node.walk();
             for child in node.named_children(&mut cursor) {
