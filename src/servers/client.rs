@@ -14,12 +14,11 @@ use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    CustomNotification, ElicitRequestParams, ElicitResult, ErrorData, GetMeta, Implementation,
-    ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ElicitRequestParams, ElicitResult, ErrorData, Implementation, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
-use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
 
 use super::fleet::{UpstreamRelay, UpstreamRequest};
@@ -28,9 +27,7 @@ use crate::tools::Progress;
 /// Where the progress of one forwarded call goes.
 pub(super) struct ProgressRoute {
     pub sender: mpsc::UnboundedSender<Progress>,
-    /// The last value relayed: notifications are handled on separate tasks,
-    /// and progress only ever increases, so one that does not is late and
-    /// dropped rather than relayed out of order.
+    /// The last value relayed.
     last: Option<f64>,
 }
 
@@ -50,22 +47,51 @@ pub(super) struct RouteTable {
     pub by_request: HashMap<String, ProgressToken>,
 }
 
+impl RouteTable {
+    /// Progress only ever increases: a step that does not is dropped
+    /// rather than relayed out of order.
+    pub fn progress(&mut self, progress: ProgressNotificationParam) {
+        let Some(route) = self.by_token.get_mut(&progress.progress_token) else {
+            return;
+        };
+        if route.last.is_some_and(|last| progress.progress <= last) {
+            return;
+        }
+        route.last = Some(progress.progress);
+        let _ = route.sender.send(Progress {
+            done: progress.progress,
+            total: progress.total,
+            message: progress.message.unwrap_or_default(),
+        });
+    }
+
+    /// An agent's event is the next whole step of the call it names.
+    pub fn agent_event(&mut self, request: &str, message: String) {
+        let Some(token) = self.by_request.get(request) else {
+            return;
+        };
+        let Some(route) = self.by_token.get_mut(token) else {
+            return;
+        };
+        let done = route.last.map_or(1.0, |last| last.floor() + 1.0);
+        route.last = Some(done);
+        let _ = route.sender.send(Progress {
+            done,
+            total: None,
+            message,
+        });
+    }
+}
+
 /// Held locked while a call is sent, so a notification can never look for
 /// its route before it is there.
 pub(super) type Routes = Arc<Mutex<RouteTable>>;
-
-/// The notification an agent reports its events with: each names the
-/// request in `_meta.requestId` and holds the event in `msg`.
-const AGENT_EVENT: &str = "codex/event";
-/// The most of an event's text a progress message carries.
-const EVENT_TEXT: usize = 200;
 
 /// The relay to the upstream client, set once the upstream session runs.
 pub(super) type RelaySlot = Arc<OnceLock<Arc<dyn UpstreamRelay>>>;
 
 pub(super) struct DownstreamClient {
     pub server: String,
-    pub routes: Routes,
     pub relay: RelaySlot,
     /// Told when the server says its tool list changed, so the live
     /// definitions are listed again and checked against their pins.
@@ -115,76 +141,6 @@ impl ClientHandler for DownstreamClient {
             capabilities,
             Implementation::new("portcullis", env!("CARGO_PKG_VERSION")),
         )
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let mut routes = self.routes.lock().await;
-        let Some(route) = routes.by_token.get_mut(&params.progress_token) else {
-            return;
-        };
-        if route.last.is_some_and(|last| params.progress <= last) {
-            return;
-        }
-        route.last = Some(params.progress);
-        let _ = route.sender.send(Progress {
-            done: params.progress,
-            total: params.total,
-            message: params.message.unwrap_or_default(),
-        });
-    }
-
-    /// An agent's event becomes a progress step of the call it names: the
-    /// count of events so far, and the event's type (with its text, cut
-    /// short, when it has one).
-    async fn on_custom_notification(
-        &self,
-        notification: CustomNotification,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if notification.method != AGENT_EVENT {
-            tracing::debug!(server = %self.server, method = %notification.method, "a notification portcullis does not relay");
-            return;
-        }
-        let Some(request) = notification
-            .get_meta()
-            .get("requestId")
-            .map(Value::to_string)
-        else {
-            return;
-        };
-        let msg = notification.params.as_ref().and_then(|p| p.get("msg"));
-        let kind = msg
-            .and_then(|m| m.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("event");
-        let message = match msg
-            .and_then(|m| m.get("message").or_else(|| m.get("delta")))
-            .and_then(Value::as_str)
-        {
-            Some(text) => format!(
-                "{kind}: {}",
-                text.chars().take(EVENT_TEXT).collect::<String>()
-            ),
-            None => kind.to_owned(),
-        };
-        let mut routes = self.routes.lock().await;
-        let Some(token) = routes.by_request.get(&request).cloned() else {
-            return;
-        };
-        let Some(route) = routes.by_token.get_mut(&token) else {
-            return;
-        };
-        let done = route.last.map_or(1.0, |last| last.floor() + 1.0);
-        route.last = Some(done);
-        let _ = route.sender.send(Progress {
-            done,
-            total: None,
-            message,
-        });
     }
 
     async fn on_logging_message(

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use super::client::{DownstreamClient, RelaySlot, Routes};
 use super::config::{Endpoint, ServerConfig};
 use super::guard::GUARD_SUBCOMMAND;
+use super::ordered::{self, Arrivals, InOrder};
 use super::pins::{definition_hash, pinned_definition};
 
 #[derive(Debug, Error)]
@@ -60,6 +61,8 @@ pub(super) type Session = RunningService<rmcp::RoleClient, DownstreamClient>;
 pub(super) struct Connection {
     /// Where calls are sent.
     pub peer: Peer<RoleClient>,
+    /// The queue this server's progress is routed through, in order.
+    pub arrivals: Arrivals,
     /// Each listed tool's definition (the pinned part), by name.
     pub tools: BTreeMap<String, Value>,
     /// The hash of each listed tool's definition, by name.
@@ -76,9 +79,10 @@ impl Connection {
         relay: RelaySlot,
         list_changed: mpsc::UnboundedSender<()>,
     ) -> Result<(Self, Session), ConnectError> {
+        let (arrivals, routed) = mpsc::unbounded_channel();
+        tokio::spawn(ordered::route(routed, routes));
         let client = DownstreamClient {
             server: server.name.clone(),
-            routes,
             relay,
             list_changed,
         };
@@ -90,6 +94,7 @@ impl Connection {
                 env_from,
             } => {
                 let transport = spawn(&server.name, folder, command, args, env, env_from)?;
+                let transport = InOrder::new(transport, arrivals.clone());
                 start(client, transport, server.start_timeout).await
             }
             Endpoint::Http { url, bearer_from } => {
@@ -103,12 +108,14 @@ impl Connection {
                 // call finds it chosen.
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = InOrder::new(transport, arrivals.clone());
                 start(client, transport, server.start_timeout).await
             }
         };
         let (service, listed) = started?;
         let mut connection = Self {
             peer: service.peer().clone(),
+            arrivals,
             tools: BTreeMap::new(),
             hashes: BTreeMap::new(),
         };

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{ProgressRoute, RelaySlot, RouteTable, Routes};
 use super::config::{ServerConfig, ServersConfig};
 use super::connection::Connection;
+use super::ordered;
 use crate::facts::Root;
 use crate::tools::Progress;
 
@@ -373,7 +374,10 @@ impl Fleet {
         let Some(connection) = supervised.connection.read().await.clone() else {
             return Forwarded::Unavailable;
         };
-        let peer = connection.read().await.peer.clone();
+        let (peer, arrivals) = {
+            let connection = connection.read().await;
+            (connection.peer.clone(), connection.arrivals.clone())
+        };
         let arguments: JsonObject = match arguments {
             Value::Object(map) => map,
             _ => JsonObject::new(),
@@ -413,9 +417,13 @@ impl Fleet {
             answer = handle.await_response() => Some(answer),
             () = stop => None,
         };
-        // No progress of this call is relayed from here on: the route and
-        // its sender go before the result is returned.
+        // Every step the server sent before its answer is relayed, and none
+        // from here on: the route and its sender go before the result is
+        // returned.
         if routed {
+            if answered.is_some() {
+                ordered::settle(&arrivals).await;
+            }
             let mut routes = supervised.routes.lock().await;
             routes.by_token.remove(&token);
             routes.by_request.remove(&request);

@@ -14,6 +14,7 @@ mod connection;
 mod drift;
 mod fleet;
 mod guard;
+mod ordered;
 mod pins;
 
 use std::collections::BTreeMap;

@@ -86,11 +86,8 @@ async def test_a_conversation_belongs_to_the_client_that_started_it(setup, mode)
         assert not first.is_error, first
         session_id = first.structured_content["session_id"]
         assert first.structured_content["reply"].startswith("turn 1 of ")
-        # In order and before the reply. The agent's last step comes just
-        # before its result, and a step that reaches portcullis after the
-        # result is dropped rather than relayed late, so only the first is
-        # sure to arrive.
-        assert steps in ([(1, "thinking")], [(1, "thinking"), (2, "answering")]), steps
+        # Every step, in order, before the reply.
+        assert steps == [(1, "thinking"), (2, "answering")], steps
         second = await alice.call_tool("bridge__prompt_send", {"prompt": "go on", "session_id": session_id})
         reply = second.structured_content["reply"]
         assert "turn 2 of" in reply and "first you said: hello agent" in reply, reply
