@@ -55,10 +55,14 @@ pub async fn serve_stdio(
     server: PortcullisServer,
     stop: impl Future<Output = &'static str>,
 ) -> Result<Ended, ServeError> {
-    let transport = pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    ));
+    // Pipes (as every MCP client starts a server) are read and written on
+    // the IO reactor: tokio's stdin and stdout hand each read and write to
+    // a blocking thread, two thread hops per message, and a read of them
+    // cannot be cancelled. Anything else (a file, a terminal) falls back to
+    // those handles.
+    let (reader, writer) = rmcp::transport::stdio_pipes();
+    let transport =
+        pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(reader, writer));
     let running = server
         .serve(transport)
         .await
