@@ -425,3 +425,6 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
 }
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

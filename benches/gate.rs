@@ -125,3 +125,6 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
 }
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

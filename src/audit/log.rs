@@ -18,6 +18,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use thiserror::Error;
@@ -30,8 +31,16 @@ use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 use super::verify::{Break, End, end_against_head, scan};
 use crate::clock::{Clock, SystemClock};
 
-/// Most records written in one batch.
+/// Most records taken into one batch (a group from `append_many` is
+/// never split, so a batch may go past it by one group).
 const MAX_BATCH: usize = 4096;
+
+/// How long records nobody waits for (an outcome, after its effect) are
+/// held for a record someone does wait for, so both share one batch and
+/// one pair of fsyncs. An agent's next call usually comes within a
+/// millisecond of the last one's answer, whose outcome is then written
+/// with the next decision instead of in a batch of its own ahead of it.
+const LINGER: Duration = Duration::from_millis(2);
 
 #[derive(Debug, Error, Clone)]
 pub enum AuditError {
@@ -75,12 +84,39 @@ struct Job {
     body: Vec<u8>,
     /// The last record this process writes: nothing after it is accepted.
     closes: bool,
-    done: oneshot::Sender<Result<u64, AuditError>>,
+    /// Whoever waits for the record to be durable; `None` when nobody
+    /// does, and the record may linger for the next batch.
+    done: Option<oneshot::Sender<Result<u64, AuditError>>>,
+}
+
+impl Job {
+    fn awaited(
+        kind: Kind,
+        body: &Value,
+        closes: bool,
+    ) -> (Self, oneshot::Receiver<Result<u64, AuditError>>) {
+        let (done, wait) = oneshot::channel();
+        let job = Self {
+            kind,
+            body: encode(body),
+            closes,
+            done: Some(done),
+        };
+        (job, wait)
+    }
+
+    fn answer(self, result: Result<u64, AuditError>) {
+        if let Some(done) = self.done {
+            let _ = done.send(result);
+        }
+    }
 }
 
 /// A handle on the log; cheap to share behind an `Arc`.
 pub struct AuditLog {
-    jobs: mpsc::Sender<Job>,
+    /// Records go over in groups, each a whole `append_many`: a group is
+    /// never split between batches, so its records share one write.
+    jobs: mpsc::Sender<Vec<Job>>,
     path: PathBuf,
 }
 
@@ -124,7 +160,7 @@ impl AuditLog {
         signer: Option<Signer>,
         clock: Arc<dyn Clock>,
     ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
-        Self::start(path, signer, clock, Check::Whole)
+        Self::start(path, signer, clock, Check::Whole, LINGER)
     }
 
     fn start(
@@ -132,6 +168,7 @@ impl AuditLog {
         signer: Option<Signer>,
         clock: Arc<dyn Clock>,
         check: Check,
+        linger: Duration,
     ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
         let open_error = |message: String| AuditError::Open {
             path: path.to_owned(),
@@ -157,6 +194,7 @@ impl AuditLog {
             clock,
             broken: None,
             closed: false,
+            linger,
         };
         let (jobs, receiver) = mpsc::channel();
         let (checked, answer) = oneshot::channel();
@@ -169,8 +207,8 @@ impl AuditLog {
                 match refusal {
                     None => writer.run(&receiver),
                     Some(error) => {
-                        while let Ok(job) = receiver.recv() {
-                            let _ = job.done.send(Err(error.clone()));
+                        while let Ok(group) = receiver.recv() {
+                            Writer::refuse(group, &error);
                         }
                     }
                 }
@@ -198,7 +236,7 @@ impl AuditLog {
         signer: Option<Signer>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, AuditError> {
-        let (log, checked) = Self::start(path, signer, clock, Check::End)?;
+        let (log, checked) = Self::start(path, signer, clock, Check::End, LINGER)?;
         checked.blocking_recv().map_err(|_| AuditError::Stopped)??;
         Ok(log)
     }
@@ -213,16 +251,13 @@ impl AuditLog {
         body: Value,
         closes: bool,
     ) -> Result<oneshot::Receiver<Result<u64, AuditError>>, AuditError> {
-        let (done, wait) = oneshot::channel();
-        self.jobs
-            .send(Job {
-                kind,
-                body: encode(&body),
-                closes,
-                done,
-            })
-            .map_err(|_| AuditError::Stopped)?;
+        let (job, wait) = Job::awaited(kind, &body, closes);
+        self.queue(vec![job])?;
         Ok(wait)
+    }
+
+    fn queue(&self, group: Vec<Job>) -> Result<(), AuditError> {
+        self.jobs.send(group).map_err(|_| AuditError::Stopped)
     }
 
     /// Appends a record and waits until it is durable; returns its seq.
@@ -243,10 +278,11 @@ impl AuditLog {
 
     /// Appends several records in one batch; their seqs once all are durable.
     pub async fn append_many(&self, records: Vec<(Kind, Value)>) -> Result<Vec<u64>, AuditError> {
-        let mut waits = Vec::with_capacity(records.len());
-        for (kind, body) in records {
-            waits.push(self.send(kind, body, false)?);
-        }
+        let (group, waits): (Vec<Job>, Vec<_>) = records
+            .into_iter()
+            .map(|(kind, body)| Job::awaited(kind, &body, false))
+            .unzip();
+        self.queue(group)?;
         let mut seqs = Vec::with_capacity(waits.len());
         for wait in waits {
             seqs.push(wait.await.map_err(|_| AuditError::Stopped)??);
@@ -255,9 +291,16 @@ impl AuditLog {
     }
 
     /// Queues a record without waiting for it: for records nothing waits
-    /// on (an outcome, after its effect). The writer keeps order.
+    /// on (an outcome, after its effect). The writer keeps order, and may
+    /// hold the record a moment (`LINGER`) to write it with the next
+    /// record someone waits for.
     pub fn submit(&self, kind: Kind, body: Value) -> Result<(), AuditError> {
-        self.send(kind, body, false).map(drop)
+        self.queue(vec![Job {
+            kind,
+            body: encode(&body),
+            closes: false,
+            done: None,
+        }])
     }
 
     /// As `append`, for callers outside an async runtime.
@@ -316,6 +359,7 @@ struct Writer {
     /// fails, rather than chain onto a damaged file.
     broken: Option<String>,
     closed: bool,
+    linger: Duration,
 }
 
 impl Writer {
@@ -484,22 +528,57 @@ impl Writer {
         Ok(self.settle(tail)?)
     }
 
-    fn run(mut self, receiver: &mpsc::Receiver<Job>) {
-        while let Ok(first) = receiver.recv() {
-            let mut batch = vec![first];
+    /// Writes what is queued, a batch at a time. A batch of records nobody
+    /// waits for is held up to `linger` for one somebody does; it is
+    /// written when that comes, when the linger is over, or when the last
+    /// handle on the log is dropped, whichever is first.
+    fn run(mut self, receiver: &mpsc::Receiver<Vec<Job>>) {
+        let mut batch: Vec<Job> = Vec::new();
+        // When the held batch must be written: the linger runs from the
+        // first record held, so a stream of them cannot hold it longer.
+        let mut due = Instant::now();
+        loop {
+            let next = if batch.is_empty() {
+                receiver
+                    .recv()
+                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+            } else {
+                receiver.recv_timeout(due.saturating_duration_since(Instant::now()))
+            };
+            match next {
+                Ok(group) => {
+                    if batch.is_empty() {
+                        due = Instant::now() + self.linger;
+                    }
+                    batch.extend(group);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.write_batch(std::mem::take(&mut batch));
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    if !batch.is_empty() {
+                        self.write_batch(batch);
+                    }
+                    return;
+                }
+            }
             while batch.len() < MAX_BATCH {
                 match receiver.try_recv() {
-                    Ok(job) => batch.push(job),
+                    Ok(group) => batch.extend(group),
                     Err(_) => break,
                 }
             }
-            self.write_batch(batch);
+            let awaited = batch.iter().any(|job| job.done.is_some());
+            if awaited || batch.len() >= MAX_BATCH {
+                self.write_batch(std::mem::take(&mut batch));
+            }
         }
     }
 
     fn refuse(batch: Vec<Job>, error: &AuditError) {
         for job in batch {
-            let _ = job.done.send(Err(error.clone()));
+            job.answer(Err(error.clone()));
         }
     }
 
@@ -531,7 +610,7 @@ impl Writer {
         match written {
             Ok(seqs) => {
                 for (job, seq) in batch.into_iter().zip(seqs) {
-                    let _ = job.done.send(Ok(seq));
+                    job.answer(Ok(seq));
                 }
             }
             Err(err) => {
@@ -822,5 +901,134 @@ mod tests {
         log.append_blocking(Kind::System, json!({"n": 4})).unwrap();
         drop(log);
         assert_eq!(verify(&path).unwrap().unwrap().scan.records, 4);
+    }
+
+    /// A signed log whose writer holds records nobody waits for `linger`.
+    fn lingering(path: &Path, linger: Duration) -> AuditLog {
+        let signer = Signer::new(ed25519_dalek::SigningKey::from_bytes(&[5; 32]));
+        let (log, checked) = AuditLog::start(
+            path,
+            Some(signer),
+            Arc::new(SystemClock),
+            Check::Whole,
+            linger,
+        )
+        .unwrap();
+        checked.blocking_recv().unwrap().unwrap();
+        log
+    }
+
+    fn kinds(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap()["kind"].to_string())
+            .collect()
+    }
+
+    /// Waits for the log to hold `count` records; the writer is on its own
+    /// thread. A minute is far past any linger the tests use that should
+    /// end, and far short of the hour of the ones that should not.
+    fn wait_for_records(path: &Path, count: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let kinds = kinds(path);
+            if kinds.len() >= count || Instant::now() > deadline {
+                return kinds;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_record_nobody_waits_for_shares_the_batch_of_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = lingering(&path, HOUR);
+        log.submit(Kind::Outcome, json!({"status": "executed"}))
+            .unwrap();
+        log.append_blocking(Kind::Decision, json!({"decision": "allow"}))
+            .unwrap();
+        // One batch, so one checkpoint after both.
+        assert_eq!(
+            kinds(&path),
+            ["\"outcome\"", "\"decision\"", "\"checkpoint\""]
+        );
+        assert!(verify(&path).unwrap().is_ok());
+    }
+
+    #[test]
+    fn the_records_of_one_append_many_are_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = lingering(&path, HOUR);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..20 {
+            let records = (0..3).map(|n| (Kind::Decision, json!({"n": n}))).collect();
+            runtime.block_on(log.append_many(records)).unwrap();
+        }
+        let kinds = kinds(&path);
+        for batch in kinds.chunks(4) {
+            assert_eq!(
+                batch,
+                [
+                    "\"decision\"",
+                    "\"decision\"",
+                    "\"decision\"",
+                    "\"checkpoint\""
+                ]
+            );
+        }
+        assert_eq!(kinds.len(), 80);
+    }
+
+    #[test]
+    fn a_record_nobody_waits_for_is_written_when_the_linger_is_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = lingering(&path, Duration::from_millis(1));
+        log.submit(Kind::Outcome, json!({"status": "executed"}))
+            .unwrap();
+        assert_eq!(
+            wait_for_records(&path, 2),
+            ["\"outcome\"", "\"checkpoint\""]
+        );
+        drop(log);
+    }
+
+    #[test]
+    fn held_records_are_written_when_the_last_handle_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = lingering(&path, HOUR);
+        for n in 0..3 {
+            log.submit(Kind::Outcome, json!({"n": n})).unwrap();
+        }
+        drop(log);
+        assert_eq!(wait_for_records(&path, 4).len(), 4);
+        assert!(verify(&path).unwrap().is_ok());
+    }
+
+    #[test]
+    fn held_records_are_written_before_the_closing_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = lingering(&path, HOUR);
+        log.submit(Kind::Outcome, json!({"status": "executed"}))
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(log.close(Kind::System, json!({"event": "shutdown"})))
+            .unwrap();
+        assert_eq!(
+            kinds(&path),
+            ["\"outcome\"", "\"system\"", "\"checkpoint\""]
+        );
     }
 }
