@@ -126,5 +126,6 @@ fn main() {
     Criterion::default().configure_from_args().final_summary();
 }
 
+/// The allocator the binary uses.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
