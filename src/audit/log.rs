@@ -823,9 +823,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let log = AuditLog::open(&path, None).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let runtime = current_thread();
         runtime.block_on(async {
             log.append(Kind::System, json!({"event": "start"}))
                 .await
@@ -942,6 +940,12 @@ mod tests {
 
     const HOUR: Duration = Duration::from_secs(3600);
 
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn a_record_nobody_waits_for_shares_the_batch_of_the_next_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -964,9 +968,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let log = lingering(&path, HOUR);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let runtime = current_thread();
         for _ in 0..20 {
             let records = (0..3).map(|n| (Kind::Decision, json!({"n": n}))).collect();
             runtime.block_on(log.append_many(records)).unwrap();
@@ -1020,9 +1022,7 @@ mod tests {
         let log = lingering(&path, HOUR);
         log.submit(Kind::Outcome, json!({"status": "executed"}))
             .unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let runtime = current_thread();
         runtime
             .block_on(log.close(Kind::System, json!({"event": "shutdown"})))
             .unwrap();
