@@ -105,6 +105,10 @@ impl Job {
         (job, wait)
     }
 
+    fn any_awaited(group: &[Self]) -> bool {
+        group.iter().any(|job| job.done.is_some())
+    }
+
     fn answer(self, result: Result<u64, AuditError>) {
         if let Some(done) = self.done {
             let _ = done.send(result);
@@ -534,6 +538,9 @@ impl Writer {
     /// handle on the log is dropped, whichever is first.
     fn run(mut self, receiver: &mpsc::Receiver<Vec<Job>>) {
         let mut batch: Vec<Job> = Vec::new();
+        // Whether someone waits for a record of the batch: then it is
+        // written now.
+        let mut awaited = false;
         // When the held batch must be written: the linger runs from the
         // first record held, so a stream of them cannot hold it longer.
         let mut due = Instant::now();
@@ -545,12 +552,12 @@ impl Writer {
             } else {
                 receiver.recv_timeout(due.saturating_duration_since(Instant::now()))
             };
-            match next {
+            let mut group = match next {
                 Ok(group) => {
                     if batch.is_empty() {
                         due = Instant::now() + self.linger;
                     }
-                    batch.extend(group);
+                    Some(group)
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.write_batch(std::mem::take(&mut batch));
@@ -562,16 +569,18 @@ impl Writer {
                     }
                     return;
                 }
+            };
+            // Whatever else is queued joins it, up to a full batch.
+            while let Some(taken) = group {
+                awaited |= Job::any_awaited(&taken);
+                batch.extend(taken);
+                group = (batch.len() < MAX_BATCH)
+                    .then(|| receiver.try_recv().ok())
+                    .flatten();
             }
-            while batch.len() < MAX_BATCH {
-                match receiver.try_recv() {
-                    Ok(group) => batch.extend(group),
-                    Err(_) => break,
-                }
-            }
-            let awaited = batch.iter().any(|job| job.done.is_some());
             if awaited || batch.len() >= MAX_BATCH {
                 self.write_batch(std::mem::take(&mut batch));
+                awaited = false;
             }
         }
     }
@@ -999,7 +1008,6 @@ mod tests {
             wait_for_records(&path, 2),
             ["\"outcome\"", "\"checkpoint\""]
         );
-        drop(log);
     }
 
     #[test]
