@@ -2,11 +2,16 @@
 //! `read_file` of a small file) sent to a downstream MCP server directly,
 //! and through portcullis, in one run. The downstream is portcullis itself
 //! serving its built-in tools (a real rmcp server, fast enough that the
-//! difference is the proxy's): p50 and p99 over sequential calls, with the
-//! proxy's audit log on disk and on a tmpfs path. Beside each, the durable
-//! write alone: the proxy's own decision record appended to a fresh signed
-//! log on the same filesystem, in process, so what the proxy adds beyond
-//! the write it must wait for is measured in the same run.
+//! difference is the proxy's). Three clients are connected at once, direct,
+//! through a proxy whose audit log is on disk and through one whose log is
+//! on a tmpfs path, and their calls take turns, so a drift in the machine
+//! (a busier disk, a neighbour's burst) lands on all three alike: p50 and
+//! p99 over sequential calls. Each client has a downstream of its own, whose
+//! log is on tmpfs when there is one: its fsyncs would add the disk's noise
+//! to both sides of the difference. Beside each proxy, the durable write
+//! alone: the proxy's own decision record appended to a fresh signed log on
+//! the same filesystem, in process, so what the proxy adds beyond the write
+//! it must wait for is measured in the same run.
 
 #![allow(
     clippy::unwrap_used,
@@ -39,8 +44,19 @@ const SAMPLES: usize = 2000;
 
 struct Setup {
     _dir: tempfile::TempDir,
+    _tmpfs: Option<tempfile::TempDir>,
     base: PathBuf,
+    /// A tmpfs folder, when the machine has one: the downstreams' logs
+    /// and the tmpfs proxy's go there.
+    tmpfs: Option<PathBuf>,
     token: String,
+}
+
+impl Setup {
+    /// Where the downstreams log.
+    fn downstream_logs(&self) -> &Path {
+        self.tmpfs.as_deref().unwrap_or(&self.base)
+    }
 }
 
 fn policies(base: &Path, name: &str) -> PathBuf {
@@ -69,8 +85,7 @@ fn serve_args(base: &Path, policies: &Path, audit: &Path) -> Vec<String> {
     .collect()
 }
 
-/// The downstream's tree (`inner`), and the proxy's (`outer`) whose
-/// servers.toml runs the downstream, pinned.
+/// The workspace, the token, and the downstream's policy tree (`inner`).
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().to_owned();
@@ -78,9 +93,24 @@ fn setup() -> Setup {
     fs::write(base.join("ws/small.txt"), "a small file\nof two lines\n").unwrap();
     fs::create_dir_all(base.join("state")).unwrap();
     let token = support::bench_token(&base.join("state/tokens.json"));
-    let inner = policies(&base, "inner");
-    let outer = policies(&base, "outer");
-    let args: Vec<String> = serve_args(&base, &inner, &base.join("inner-audit/audit.jsonl"))
+    policies(&base, "inner");
+    let shm = Path::new("/dev/shm");
+    let tmpfs = shm.is_dir().then(|| tempfile::tempdir_in(shm).unwrap());
+    Setup {
+        base,
+        tmpfs: tmpfs.as_ref().map(|t| t.path().to_owned()),
+        _tmpfs: tmpfs,
+        _dir: dir,
+        token,
+    }
+}
+
+/// A proxy's policy tree, `name`, whose servers.toml runs a downstream of
+/// its own (logging to `downstream_log`), pinned.
+fn proxy_tree(setup: &Setup, name: &str, downstream_log: &Path) -> PathBuf {
+    let base = &setup.base;
+    let outer = policies(base, name);
+    let args: Vec<String> = serve_args(base, &base.join("inner"), downstream_log)
         .into_iter()
         .map(|a| format!("{a:?}"))
         .collect();
@@ -98,7 +128,7 @@ fn setup() -> Setup {
         .arg(outer.join("policies"))
         .arg("--schema")
         .arg(outer.join("schemas"))
-        .env("BENCH_INNER_TOKEN", &token)
+        .env("BENCH_INNER_TOKEN", &setup.token)
         .output()
         .unwrap();
     assert!(
@@ -106,17 +136,13 @@ fn setup() -> Setup {
         "{}",
         String::from_utf8_lossy(&pinned.stderr)
     );
-    Setup {
-        _dir: dir,
-        base,
-        token,
-    }
+    outer
 }
 
-async fn connect(setup: &Setup, tree: &str, audit: &Path) -> RunningService<RoleClient, ()> {
+async fn connect(setup: &Setup, tree: &Path, audit: &Path) -> RunningService<RoleClient, ()> {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
     command
-        .args(serve_args(&setup.base, &setup.base.join(tree), audit))
+        .args(serve_args(&setup.base, tree, audit))
         .env("PORTCULLIS_TOKEN", &setup.token)
         .env("BENCH_INNER_TOKEN", &setup.token);
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
@@ -133,17 +159,30 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// p50 and p99 of `SAMPLES` sequential calls.
-async fn measure(client: &RunningService<RoleClient, ()>, name: &str) -> (Duration, Duration) {
-    let mut samples = Vec::with_capacity(SAMPLES);
-    for _ in 0..SAMPLES {
-        let start = Instant::now();
-        let result = client.call_tool(params(name)).await.unwrap();
-        samples.push(start.elapsed());
-        assert_ne!(result.is_error, Some(true), "{result:?}");
+/// One client and the name it calls the tool by.
+type Caller<'a> = (&'a RunningService<RoleClient, ()>, &'a str);
+
+/// p50 and p99 of `SAMPLES` sequential calls by each caller, the callers
+/// taking turns (and the first turn rotating, so none is always first).
+async fn measure(callers: &[Caller<'_>]) -> Vec<(Duration, Duration)> {
+    let mut samples = vec![Vec::with_capacity(SAMPLES); callers.len()];
+    for round in 0..SAMPLES {
+        for turn in 0..callers.len() {
+            let which = (round + turn) % callers.len();
+            let (client, name) = callers[which];
+            let start = Instant::now();
+            let result = client.call_tool(params(name)).await.unwrap();
+            samples[which].push(start.elapsed());
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+        }
     }
-    samples.sort();
-    (percentile(&samples, 0.50), percentile(&samples, 0.99))
+    samples
+        .into_iter()
+        .map(|mut s| {
+            s.sort();
+            (percentile(&s, 0.50), percentile(&s, 0.99))
+        })
+        .collect()
 }
 
 /// The body of the last decision record in `log`: what the proxy wrote
@@ -181,35 +220,48 @@ async fn durable_write(dir: &Path, body: &Value) -> Duration {
 
 fn proxy(c: &mut Criterion) {
     let setup = setup();
+    let logs = setup.downstream_logs().to_owned();
+    let disk_tree = proxy_tree(&setup, "outer-disk", &logs.join("inner-disk/audit.jsonl"));
+    let tmpfs_tree = setup
+        .tmpfs
+        .as_ref()
+        .map(|_| proxy_tree(&setup, "outer-tmpfs", &logs.join("inner-tmpfs/audit.jsonl")));
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let shm = Path::new("/dev/shm");
-    let tmpfs = shm.is_dir().then(|| tempfile::tempdir_in(shm).unwrap());
-    let (direct, (on_disk, disk_write), on_tmpfs) = runtime.block_on(async {
-        let direct_client = connect(
+    let disk_log = setup.base.join("outer-disk-audit/audit.jsonl");
+    let (figures, disk_write, tmpfs_write) = runtime.block_on(async {
+        let direct = connect(
             &setup,
-            "inner",
-            &setup.base.join("direct-audit/audit.jsonl"),
+            &setup.base.join("inner"),
+            &logs.join("direct/audit.jsonl"),
         )
         .await;
-        let direct = measure(&direct_client, "read_file").await;
-        let _ = direct_client.cancel().await;
-        let outer_log = setup.base.join("outer-audit/audit.jsonl");
-        let proxied = connect(&setup, "outer", &outer_log).await;
-        let on_disk = measure(&proxied, "inner__read_file").await;
-        let _ = proxied.cancel().await;
-        let body = decision_body(&outer_log);
-        let on_disk = (on_disk, durable_write(&setup.base, &body).await);
-        let on_tmpfs = match &tmpfs {
-            Some(dir) => {
-                let proxied = connect(&setup, "outer", &dir.path().join("audit/audit.jsonl")).await;
-                let figures = measure(&proxied, "inner__read_file").await;
-                let _ = proxied.cancel().await;
-                Some((figures, durable_write(dir.path(), &body).await))
+        let on_disk = connect(&setup, &disk_tree, &disk_log).await;
+        let on_tmpfs = match (&tmpfs_tree, &setup.tmpfs) {
+            (Some(tree), Some(dir)) => {
+                Some(connect(&setup, tree, &dir.join("outer-audit/audit.jsonl")).await)
             }
+            _ => None,
+        };
+        let mut callers = vec![(&direct, "read_file"), (&on_disk, "inner__read_file")];
+        if let Some(proxied) = &on_tmpfs {
+            callers.push((proxied, "inner__read_file"));
+        }
+        let figures = measure(&callers).await;
+        for client in [Some(direct), Some(on_disk), on_tmpfs]
+            .into_iter()
+            .flatten()
+        {
+            let _ = client.cancel().await;
+        }
+        let body = decision_body(&disk_log);
+        let disk_write = durable_write(&setup.base, &body).await;
+        let tmpfs_write = match &setup.tmpfs {
+            Some(dir) => Some(durable_write(dir, &body).await),
             None => None,
         };
-        (direct, on_disk, on_tmpfs)
+        (figures, disk_write, tmpfs_write)
     });
+    let direct = figures[0];
     let beyond = |p50: Duration, write: Duration| {
         let adds = p50.saturating_sub(direct.0);
         format!(
@@ -221,21 +273,21 @@ fn proxy(c: &mut Criterion) {
         "read_file to a downstream: direct p50 {:?} p99 {:?}; through portcullis (audit on disk) p50 {:?} p99 {:?}, {}",
         direct.0,
         direct.1,
-        on_disk.0,
-        on_disk.1,
-        beyond(on_disk.0, disk_write)
+        figures[1].0,
+        figures[1].1,
+        beyond(figures[1].0, disk_write)
     );
-    match on_tmpfs {
-        Some(((p50, p99), write)) => println!(
+    match (figures.get(2), tmpfs_write) {
+        (Some((p50, p99)), Some(write)) => println!(
             "through portcullis (audit on tmpfs) p50 {p50:?} p99 {p99:?}, {}",
-            beyond(p50, write)
+            beyond(*p50, write)
         ),
-        None => println!("no /dev/shm here: the tmpfs figure was not measured"),
+        _ => println!("no /dev/shm here: the tmpfs figure was not measured"),
     }
 
     let proxied = runtime.block_on(connect(
         &setup,
-        "outer",
+        &disk_tree,
         &setup.base.join("outer-audit-criterion/audit.jsonl"),
     ));
     c.bench_function("proxy/read_file_through_portcullis", |b| {
@@ -245,6 +297,9 @@ fn proxy(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    // Ended before the folders go: a proxy still running would find its
+    // log gone from under it.
+    let _ = runtime.block_on(proxied.cancel());
 }
 
 /// The allocator the binary uses, for the in-process durable write.

@@ -24,7 +24,7 @@ pub const HARDLINKED: &str = "hardlinked";
 pub const UNRESOLVABLE: &str = "unresolvable";
 
 /// How the request reached portcullis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
     Cli,

@@ -109,42 +109,11 @@ where
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        let value: Value = match serde_json::from_slice(line) {
-            Ok(value) => value,
-            Err(_) => {
-                tracing::warn!(
-                    bytes = line.len(),
-                    "refused a frame that is not JSON (-32700)"
-                );
-                self.reply_error(Value::Null, PARSE_ERROR, "Parse error");
-                return None;
-            }
-        };
-        let id = value
-            .get("id")
-            .filter(|id| id.is_string() || id.is_number())
-            .cloned();
-        let message = match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value.clone()) {
-            Ok(message) => message,
-            Err(_) if id.is_none() && value.get("method").is_some_and(Value::is_string) => {
-                // A notification nothing here knows: notifications get no
-                // answer, not even an error.
-                tracing::warn!("ignored a notification that is not an MCP notification");
-                return None;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    bytes = line.len(),
-                    has_id = id.is_some(),
-                    "refused a frame that is not a JSON-RPC message (-32600)"
-                );
-                self.reply_error(
-                    id.unwrap_or(Value::Null),
-                    INVALID_REQUEST,
-                    "Invalid Request",
-                );
-                return None;
-            }
+        // A well-formed message is parsed once, straight into its type;
+        // only a line that is not one is looked at again, to say why.
+        let Ok(message) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) else {
+            self.refuse(line);
+            return None;
         };
         if let JsonRpcMessage::Request(request) = &message
             && matches!(request.request, ClientRequest::InitializeRequest(_))
@@ -152,7 +121,7 @@ where
             if self.initialized {
                 tracing::warn!("refused a second initialize (-32600)");
                 self.reply_error(
-                    id.unwrap_or(Value::Null),
+                    serde_json::to_value(&request.id).unwrap_or(Value::Null),
                     INVALID_REQUEST,
                     "Invalid Request: the session is already initialized",
                 );
@@ -161,6 +130,38 @@ where
             self.initialized = true;
         }
         Some(message)
+    }
+
+    /// Answers a line that is not an MCP message: not JSON at all, a
+    /// request or response that is not JSON-RPC, or a notification nothing
+    /// here knows (which gets no answer, not even an error).
+    fn refuse(&mut self, line: &[u8]) {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            tracing::warn!(
+                bytes = line.len(),
+                "refused a frame that is not JSON (-32700)"
+            );
+            self.reply_error(Value::Null, PARSE_ERROR, "Parse error");
+            return;
+        };
+        let id = value
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+            .cloned();
+        if id.is_none() && value.get("method").is_some_and(Value::is_string) {
+            tracing::warn!("ignored a notification that is not an MCP notification");
+            return;
+        }
+        tracing::warn!(
+            bytes = line.len(),
+            has_id = id.is_some(),
+            "refused a frame that is not a JSON-RPC message (-32600)"
+        );
+        self.reply_error(
+            id.unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            "Invalid Request",
+        );
     }
 }
 

@@ -165,7 +165,14 @@ impl Engine {
     /// Approved, one pass with `approved = true`: allow only if Cedar allows
     /// with no errors (a policy may still refuse the channel). Any error in
     /// any pass is a deny: Cedar skips a policy that errors, even a forbid.
+    /// A discovery this engine answered before gets the same answer
+    /// (`discovery_memo.rs`).
     pub fn decide(&self, query: &Query<'_>) -> Decision {
+        self.discoveries.answer(query, || self.decide_fresh(query))
+    }
+
+    /// The decision, with the shadow set's beside it when they differ.
+    fn decide_fresh(&self, query: &Query<'_>) -> Decision {
         let (mut decision, shadow_may_differ) = self.decide_enforced(query, self.shadow.as_deref());
         if let Some(shadow) = self.shadow.as_deref().filter(|_| shadow_may_differ) {
             let (beside, _) = shadow.engine.decide_enforced(query, None);

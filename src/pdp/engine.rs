@@ -13,6 +13,7 @@ use super::context::{
     CommandShape, command_context, policy_context, request_context, tool_context,
 };
 use super::decision::PolicySetIdentity;
+use super::discovery_memo::DiscoveryMemo;
 use super::entities::{self, ClientRecord};
 use super::input::{InputError, ToolType, ToolTypes};
 use super::load::{self, PolicyOrigin, Provenance};
@@ -89,6 +90,7 @@ pub struct Engine {
     /// Where each entity of `entities_json` is, by type and id: every
     /// decision record names four of them, however many tools there are.
     entity_index: HashMap<(String, String), usize>,
+    pub(super) discoveries: DiscoveryMemo,
 }
 
 impl Engine {
@@ -387,6 +389,7 @@ impl Engine {
             entity_index: index_entities(&entities_json),
             entities_json,
             shadow,
+            discoveries: DiscoveryMemo::default(),
         })
     }
 

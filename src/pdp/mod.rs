@@ -9,6 +9,7 @@ mod decide;
 mod decision;
 mod defaults;
 mod diff;
+mod discovery_memo;
 mod engine;
 mod entities;
 mod fixtures;

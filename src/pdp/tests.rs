@@ -1196,3 +1196,44 @@ fn only_requests_that_can_meet_a_differing_policy_are_decided_twice() {
         engine.entities()
     ));
 }
+
+#[test]
+fn a_remembered_discovery_is_the_answer_cedar_gives_each_client() {
+    let bundle = with_shadow(
+        r#"@id("shadow.no_search") @reason("trying out")
+        forbid (principal, action, resource == Portcullis::Tool::"builtin/search");"#,
+    );
+    let remembering = engine(&bundle);
+    for tool in ["builtin/search", "builtin/write_file", "builtin/read_file"] {
+        for client in ["alice", "rita", "nobody"] {
+            let first = decide(&remembering, client, ToolAction::Discover, tool, &clean());
+            let again = decide(&remembering, client, ToolAction::Discover, tool, &clean());
+            let fresh = decide(
+                &engine(&bundle),
+                client,
+                ToolAction::Discover,
+                tool,
+                &clean(),
+            );
+            for answer in [&again, &fresh] {
+                assert_eq!(answer.outcome, first.outcome, "{client} {tool}");
+                assert_eq!(answer.cause, first.cause, "{client} {tool}");
+                assert_eq!(ids(answer), ids(&first), "{client} {tool}");
+                assert_eq!(answer.shadow, first.shadow, "{client} {tool}");
+            }
+        }
+    }
+    assert_eq!(remembering.discoveries.len(), 9);
+    let search = decide(
+        &remembering,
+        "alice",
+        ToolAction::Discover,
+        "builtin/search",
+        &clean(),
+    );
+    assert_eq!(search.outcome, Outcome::Allow);
+    assert!(
+        search.shadow.is_some(),
+        "the shadow's answer is remembered too"
+    );
+}
