@@ -127,6 +127,16 @@ fn decide(c: &mut Criterion) {
     assert_eq!(engine.decide(&allow).outcome, Outcome::Allow);
     assert_eq!(engine.decide(&ask).outcome, Outcome::Ask);
     assert_eq!(engine.decide(&deny).outcome, Outcome::Deny);
+    // Asked for every tool of every listing and again before every call:
+    // after the first time, the engine's remembered answer.
+    let discover = Query::tool(
+        "alice",
+        ToolAction::Discover,
+        &read,
+        &clean,
+        "client_elicitation",
+    );
+    assert_eq!(engine.decide(&discover).outcome, Outcome::Allow);
 
     let path = R::new_record([("path".to_owned(), R::new_string("a.txt".into()))]).unwrap();
     let request = bare_request(&engine, "builtin/read_file", path);
@@ -135,7 +145,12 @@ fn decide(c: &mut Criterion) {
         "decide",
         &engine,
         &request,
-        &[("allow", &allow), ("ask", &ask), ("deny", &deny)],
+        &[
+            ("allow", &allow),
+            ("ask", &ask),
+            ("deny", &deny),
+            ("discover_remembered", &discover),
+        ],
     );
 }
 
