@@ -241,36 +241,15 @@ mod tests {
         );
     }
 
-    use std::sync::Arc;
-
     use rmcp::model::ErrorCode;
 
     use super::*;
     use crate::approval::Reply;
-    use crate::pdp::{DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity};
+    use crate::pdp::{DecisionError, Outcome};
     use crate::tools::ToolFailure;
 
     fn decision(outcome: Outcome, cause: Cause, policies: &[&str]) -> Decision {
-        Decision {
-            outcome,
-            cause,
-            policies: policies
-                .iter()
-                .map(|id| DeterminingPolicy {
-                    id: (*id).to_owned(),
-                    reason: format!("because {id}").into(),
-                    file: "policies/x.cedar".into(),
-                })
-                .collect(),
-            errors: Vec::new(),
-            policy_set: Arc::new(PolicySetIdentity {
-                hash: "h".into(),
-                portcullis_version: "v".into(),
-                cedar_sdk_version: "s".into(),
-                cedar_lang_version: "l".into(),
-            }),
-            shadow: None,
-        }
+        Decision::for_tests(outcome, cause, policies)
     }
 
     /// The structured body of an `isError` result.

@@ -138,6 +138,34 @@ pub struct Decision {
     pub shadow: Option<Box<ShadowDecision>>,
 }
 
+#[cfg(test)]
+impl Decision {
+    /// A decision as a test needs one: these determining policies, each
+    /// with a reason that names it, under a stand-in policy set.
+    pub(crate) fn for_tests(outcome: Outcome, cause: Cause, policies: &[&str]) -> Self {
+        Self {
+            outcome,
+            cause,
+            policies: policies
+                .iter()
+                .map(|id| DeterminingPolicy {
+                    id: (*id).to_owned(),
+                    reason: format!("because {id}").into(),
+                    file: "policies/x.cedar".into(),
+                })
+                .collect(),
+            errors: Vec::new(),
+            policy_set: Arc::new(PolicySetIdentity {
+                hash: "h".into(),
+                portcullis_version: "v".into(),
+                cedar_sdk_version: "s".into(),
+                cedar_lang_version: "l".into(),
+            }),
+            shadow: None,
+        }
+    }
+}
+
 /// A decision of the shadow set (`policies/shadow/`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShadowDecision {

@@ -112,28 +112,14 @@ impl DiscoveryMemo {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-    use std::sync::Arc;
-
     use cedar_policy::{Entities, EntityUid};
+    use std::cell::Cell;
 
     use super::*;
-    use crate::pdp::{Cause, Outcome, PolicySetIdentity};
+    use crate::pdp::{Cause, Outcome};
 
     fn decision(outcome: Outcome) -> Decision {
-        Decision {
-            outcome,
-            cause: Cause::Permitted,
-            policies: Vec::new(),
-            errors: Vec::new(),
-            policy_set: Arc::new(PolicySetIdentity {
-                hash: "h".into(),
-                portcullis_version: "v".into(),
-                cedar_sdk_version: "s".into(),
-                cedar_lang_version: "l".into(),
-            }),
-            shadow: None,
-        }
+        Decision::for_tests(outcome, Cause::Permitted, &[])
     }
 
     fn discovery<'a>(client: &'a str, tool: &'a ToolId, facts: &'a ToolFacts) -> Query<'a> {
