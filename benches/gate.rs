@@ -125,7 +125,3 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
 }
-
-/// The allocator the binary uses.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -302,9 +302,5 @@ fn proxy(c: &mut Criterion) {
     let _ = runtime.block_on(proxied.cancel());
 }
 
-/// The allocator the binary uses, for the in-process durable write.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 criterion_group!(benches, proxy);
 criterion_main!(benches);

@@ -910,11 +910,14 @@ mod tests {
         assert_eq!(verify(&path).unwrap().unwrap().scan.records, 4);
     }
 
-    /// A signed log whose writer holds records nobody waits for `linger`.
-    fn lingering(path: &Path, linger: Duration) -> AuditLog {
+    /// A new signed log in a new folder, whose writer holds records nobody
+    /// waits for `linger`; the folder lives as long as the first value.
+    fn lingering(linger: Duration) -> (tempfile::TempDir, PathBuf, AuditLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
         let signer = Signer::new(ed25519_dalek::SigningKey::from_bytes(&[5; 32]));
         let (log, checked) = AuditLog::start(
-            path,
+            &path,
             Some(signer),
             Arc::new(SystemClock),
             Check::Whole,
@@ -922,7 +925,7 @@ mod tests {
         )
         .unwrap();
         checked.blocking_recv().unwrap().unwrap();
-        log
+        (dir, path, log)
     }
 
     fn kinds(path: &Path) -> Vec<String> {
@@ -957,9 +960,7 @@ mod tests {
 
     #[test]
     fn a_record_nobody_waits_for_shares_the_batch_of_the_next_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = lingering(&path, HOUR);
+        let (_dir, path, log) = lingering(HOUR);
         log.submit(Kind::Outcome, json!({"status": "executed"}))
             .unwrap();
         log.append_blocking(Kind::Decision, json!({"decision": "allow"}))
@@ -974,9 +975,7 @@ mod tests {
 
     #[test]
     fn the_records_of_one_append_many_are_one_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = lingering(&path, HOUR);
+        let (_dir, path, log) = lingering(HOUR);
         let runtime = current_thread();
         for _ in 0..20 {
             let records = (0..3).map(|n| (Kind::Decision, json!({"n": n}))).collect();
@@ -999,9 +998,7 @@ mod tests {
 
     #[test]
     fn a_record_nobody_waits_for_is_written_when_the_linger_is_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = lingering(&path, Duration::from_millis(1));
+        let (_dir, path, log) = lingering(Duration::from_millis(1));
         log.submit(Kind::Outcome, json!({"status": "executed"}))
             .unwrap();
         assert_eq!(
@@ -1012,9 +1009,7 @@ mod tests {
 
     #[test]
     fn held_records_are_written_when_the_last_handle_is_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = lingering(&path, HOUR);
+        let (_dir, path, log) = lingering(HOUR);
         for n in 0..3 {
             log.submit(Kind::Outcome, json!({"n": n})).unwrap();
         }
@@ -1025,9 +1020,7 @@ mod tests {
 
     #[test]
     fn held_records_are_written_before_the_closing_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = lingering(&path, HOUR);
+        let (_dir, path, log) = lingering(HOUR);
         log.submit(Kind::Outcome, json!({"status": "executed"}))
             .unwrap();
         let runtime = current_thread();

@@ -6,17 +6,14 @@
 //! for every tool and every call asks it again before its own decision:
 //! the second time, the answer is the one Cedar gave the first.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
+use super::bounded_memo::BoundedMemo;
 use super::decide::{Asked, Asker, Query, ToolAction, ToolRef};
 use super::decision::Decision;
 use crate::facts::{ToolFacts, Transport};
 use crate::tools::ToolId;
 
-/// The most answers kept. Past it the memo starts again empty: memory
-/// stays bounded whatever the number of clients and tools, and a forgotten
-/// answer costs one decision.
+/// The most answers kept (`BoundedMemo`): one per client, tool, transport
+/// and channel that met.
 const CAPACITY: usize = 65_536;
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -60,53 +57,35 @@ impl Key {
 
 #[derive(Debug)]
 pub(super) struct DiscoveryMemo {
-    answers: Mutex<HashMap<Key, Decision>>,
-    capacity: usize,
+    answers: BoundedMemo<Key, Decision>,
 }
 
 impl Default for DiscoveryMemo {
     fn default() -> Self {
-        Self::with_capacity(CAPACITY)
+        Self {
+            answers: BoundedMemo::new(CAPACITY),
+        }
     }
 }
 
 impl DiscoveryMemo {
-    fn with_capacity(capacity: usize) -> Self {
-        Self {
-            answers: Mutex::default(),
-            capacity,
-        }
-    }
-
     /// The remembered answer to `query`, or `decide`'s, remembered when the
     /// query is one whose answer cannot change.
     pub fn answer(&self, query: &Query<'_>, decide: impl FnOnce() -> Decision) -> Decision {
         let Some(key) = Key::of(query) else {
             return decide();
         };
-        if let Some(known) = self.lock().get(&key) {
-            return known.clone();
+        if let Some(known) = self.answers.get(&key) {
+            return known;
         }
         let decision = decide();
-        let mut answers = self.lock();
-        if answers.len() >= self.capacity {
-            answers.clear();
-        }
-        answers.insert(key, decision.clone());
+        self.answers.insert(key, decision.clone());
         decision
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Decision>> {
-        // A panic while the map was held leaves it whole (each step is one
-        // insert, clear or clone): its answers are still Cedar's.
-        self.answers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.answers.len()
     }
 }
 
@@ -254,34 +233,5 @@ mod tests {
         }
         assert_eq!(asked.get(), 8);
         assert_eq!(memo.len(), 0);
-    }
-
-    #[test]
-    fn a_full_memo_starts_again_empty() {
-        let memo = DiscoveryMemo::with_capacity(2);
-        let facts = ToolFacts::without_paths(Transport::Stdio);
-        let tools = [
-            ToolId::new("files", "a"),
-            ToolId::new("files", "b"),
-            ToolId::new("files", "c"),
-        ];
-        let asked = Cell::new(0);
-        for tool in &tools {
-            ask(
-                &memo,
-                &discovery("alice", tool, &facts),
-                &asked,
-                Outcome::Allow,
-            );
-        }
-        assert_eq!(memo.len(), 1);
-        // The first answer was forgotten: Cedar is asked again.
-        ask(
-            &memo,
-            &discovery("alice", &tools[0], &facts),
-            &asked,
-            Outcome::Allow,
-        );
-        assert_eq!(asked.get(), 4);
     }
 }

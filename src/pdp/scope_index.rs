@@ -16,12 +16,14 @@
 //! resource with their ancestors.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use cedar_policy::{
     ActionConstraint, Entities, EntityTypeName, EntityUid, Policy, PolicySet, PrincipalConstraint,
     Request, ResourceConstraint, Schema,
 };
+
+use super::bounded_memo::BoundedMemo;
 
 /// At most this many slices are kept; past it the cache starts over (a
 /// replay of a long log meets many principals).
@@ -96,7 +98,7 @@ pub(super) struct ScopeIndex {
     /// For each action of the schema, the entries whose action scope can
     /// match it.
     by_action: HashMap<EntityUid, Vec<usize>>,
-    slices: RwLock<HashMap<SliceKey, Arc<PolicySet>>>,
+    slices: BoundedMemo<SliceKey, Arc<PolicySet>>,
 }
 
 impl ScopeIndex {
@@ -139,7 +141,7 @@ impl ScopeIndex {
             entries,
             templates,
             by_action,
-            slices: RwLock::new(HashMap::new()),
+            slices: BoundedMemo::new(MAX_SLICES),
         })
     }
 
@@ -194,16 +196,11 @@ impl ScopeIndex {
             resource: resource.clone(),
             resource_above: above(resource),
         };
-        if let Some(slice) = self.slices.read().ok()?.get(&key) {
-            return Some(Arc::clone(slice));
+        if let Some(slice) = self.slices.get(&key) {
+            return Some(slice);
         }
         let slice = Arc::new(self.build(candidates, &key)?);
-        if let Ok(mut slices) = self.slices.write() {
-            if slices.len() >= MAX_SLICES {
-                slices.clear();
-            }
-            slices.insert(key, Arc::clone(&slice));
-        }
+        self.slices.insert(key, Arc::clone(&slice));
         Some(slice)
     }
 
