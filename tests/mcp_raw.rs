@@ -192,6 +192,36 @@ fn a_second_initialize_is_refused() {
 }
 
 #[test]
+fn a_refusal_carries_the_id_as_sent_and_a_frame_with_two_readings_is_not_taken() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut session = Session::start(&served);
+    session.initialize();
+    // A second initialize with a string id: the refusal names that id.
+    session.send(r#"{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"2"}}}"#);
+    let answer = session.next();
+    assert_eq!(answer["id"], "again", "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    // A key given twice could be read either way: refused, not guessed.
+    for frame in [
+        r#"{"jsonrpc":"2.0","id":11,"id":12,"method":"tools/list","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":13,"method":"tools/list","method":"tools/call","params":{}}"#,
+    ] {
+        session.send(frame);
+        let answer = session.next();
+        assert_eq!(answer["error"]["code"], -32600, "{frame}: {answer}");
+    }
+    // A call naming two tools runs neither.
+    session.send(r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"read_file","name":"write_file","arguments":{"path":"a.txt","content":"x"}}}"#);
+    let answer = session.next();
+    assert_eq!(answer["id"], 15, "{answer}");
+    assert!(answer["error"].is_object(), "{answer}");
+    assert!(!served.root.path().join("a.txt").exists());
+    session.send(r#"{"jsonrpc":"2.0","id":14,"method":"tools/list","params":{}}"#);
+    assert_eq!(session.next()["id"], 14);
+    session.finish();
+}
+
+#[test]
 fn debug_logs_never_hold_a_frame_body() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
     std::fs::write(
