@@ -254,6 +254,20 @@ mod default_secrets {
             "terraform.tfstate.backup",
             "credentials.json",
             "credentials-prod.json",
+            ".vault-token",
+            ".htpasswd",
+            ".terraformrc",
+            "release.jks",
+            "app.keystore",
+            ".cargo/credentials.toml",
+            ".gem/credentials",
+            ".config/gcloud/application_default_credentials.json",
+            ".azure/accessTokens.json",
+            ".password-store/bank.gpg",
+            ".local/share/keyrings/login.keyring",
+            ".bash_history",
+            ".zsh_history",
+            ".python_history",
         ] {
             assert!(is_secret(&table, name), "{name}");
             assert!(
@@ -265,7 +279,26 @@ mod default_secrets {
                 "{name} in capitals"
             );
         }
+        for system in [
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/sudoers",
+            "/etc/sudoers.d/90-cloud",
+            "/etc/ssl/private/server.key",
+            "/proc/self/environ",
+            "/proc/1/environ",
+            "/proc/1/task/7/environ",
+            "/run/secrets/db_password",
+            "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        ] {
+            assert!(is_secret(&table, system), "{system}");
+        }
         for plain in [
+            "/etc/passwd",
+            "/etc/hosts",
+            "/proc/cpuinfo",
+            "/proc/self/status",
+            "history.md",
             "src/main.rs",
             "README.md",
             "keys.md",

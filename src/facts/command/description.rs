@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use super::pattern::Pattern;
 
-use super::parse::{QUOTED_EXPANSION, UNQUOTED_EXPANSION};
+use super::parse::{UNQUOTED_EXPANSION, is_quoted_expansion};
 
 /// Which operands a program writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl Description {
                     .unless
                     .as_ref()
                     .is_none_or(|u| !u.is_match_or(text, true));
-                if !whole || !clean || *text == UNQUOTED_EXPANSION || *text == QUOTED_EXPANSION {
+                if !whole || !clean || *text == UNQUOTED_EXPANSION || is_quoted_expansion(text) {
                     scan.fits = false;
                 }
             }

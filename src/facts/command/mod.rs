@@ -10,6 +10,7 @@ mod pattern;
 mod quote;
 mod table;
 mod unwrap;
+mod values;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,6 +25,7 @@ use unwrap::OPAQUE;
 
 use super::paths::{Root, resolve};
 use unwrap::{Unwrapped, unwrap_source};
+use values::Expanded;
 
 /// Redirection targets that are not files.
 const DEVICES: [&str; 5] = [
@@ -37,6 +39,9 @@ const DEVICES: [&str; 5] = [
 const SOCKETS: [&str; 2] = ["/dev/tcp/", "/dev/udp/"];
 /// The class of a network connection.
 const NETWORK: &str = "network";
+/// The class of a program whose words expand to something the gate cannot
+/// see: a variable from the environment, or data used as a name.
+pub const UNKNOWN_VALUE: &str = "unknown_value";
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CommandError {
@@ -142,6 +147,14 @@ pub fn command_facts(
                 }
             }
         }
+        let unseen = run.expanded.iter().any(|value| match value {
+            Expanded::Environment(name) => !table.readable(name),
+            Expanded::Data => !table.takes_free_words(&run.name),
+            Expanded::Unknown => true,
+        });
+        if unseen {
+            classes.insert(UNKNOWN_VALUE.to_owned());
+        }
         if unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program) {
             // A function or alias of that name: not the program.
             classes.insert(OPAQUE.to_owned());
@@ -158,6 +171,7 @@ pub fn command_facts(
             classes,
         });
     }
+    judge_named_words(&unwrapped, table, glob_cwd, home.as_deref(), &mut facts);
     judge_assignments(&unwrapped, table, &mut facts);
     judge_files(&writes, &unwrapped.reads, &paths, &mut facts);
     if facts.parts.is_empty() && !facts.opaque {
@@ -169,6 +183,34 @@ pub fn command_facts(
         facts.classes.insert(OPAQUE.to_owned());
     }
     Ok(facts)
+}
+
+/// Words named outside the commands' arguments (redirect sources, assigned
+/// values, `for` lists), and the words their patterns expand to, judged by
+/// the rules that apply whatever the program.
+fn judge_named_words(
+    unwrapped: &Unwrapped,
+    table: &CommandClasses,
+    glob_cwd: Option<&Path>,
+    home: Option<&Path>,
+    facts: &mut CommandFacts,
+) {
+    let named = unwrapped
+        .named_words
+        .iter()
+        .chain(unwrapped.reads.iter().flatten());
+    for word in named {
+        facts.classes.extend(table.classify_word(word));
+        match globs::expand(word, glob_cwd, home) {
+            globs::Expansion::Plain => {}
+            globs::Expansion::Unknown => facts.opaque = true,
+            globs::Expansion::Words(words) => {
+                for expanded in words.iter().filter(|w| *w != word) {
+                    facts.classes.extend(table.classify_word(expanded));
+                }
+            }
+        }
+    }
 }
 
 /// Variable assignments in any form: harmless ones pass, the rest change

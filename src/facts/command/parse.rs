@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 
 use tree_sitter::{Language, Node, Parser, Tree};
 
+use super::values::{Expanded, Origin, Use, Values, origin_of, read_variables, uses_in};
+
 /// Longest command text accepted, in bytes.
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
 /// Deepest nesting of `bash -c`, `eval` and heredocs followed.
@@ -20,9 +22,15 @@ pub const MAX_DEPTH: usize = 8;
 /// (an unquoted expansion or substitution). A source literal that happens
 /// to read the same is only judged more strictly.
 pub const UNQUOTED_EXPANSION: &str = "$?";
-/// An argument that is a double-quoted string with an expansion inside: one
-/// word, of unknown text.
+/// The mark in front of an argument that is a double-quoted string with an
+/// expansion inside: one word, of unknown text. The string's source text
+/// follows the mark, so a rule still reads what it names (`"$HOME/.ssh/x"`).
 pub const QUOTED_EXPANSION: &str = "\"$…\"";
+
+/// Whether an argument is one word of unknown text.
+pub fn is_quoted_expansion(word: &str) -> bool {
+    word.starts_with(QUOTED_EXPANSION)
+}
 
 /// The named node kinds of tree-sitter-bash the gate knows how to read.
 /// A tree with any other named node (an `ERROR`, a kind a newer grammar
@@ -99,6 +107,9 @@ pub struct Simple {
     pub piped_into: bool,
     /// Variables assigned in front of it (`VAR=x cmd`).
     pub assignments: Vec<String>,
+    /// What its words, here-string and heredoc expand that the text does
+    /// not spell out.
+    pub expanded: Vec<Expanded>,
 }
 
 /// What the parser found in a piece of shell text.
@@ -113,10 +124,21 @@ pub struct Parsed {
     pub assignments: Vec<String>,
     /// Names of functions the text defines.
     pub functions: Vec<String>,
+    /// Literal words the text names outside a command's arguments: values
+    /// it assigns, `for` lists. Secrets are judged in them as in arguments.
+    pub named_words: Vec<String>,
     /// The text did not parse cleanly, or holds something the gate does
     /// not read (an unknown node kind, a `${var@P}` prompt expansion, which
     /// runs the substitutions in the variable's value).
     pub unparseable: bool,
+    /// Every assignment, for tracing the expansions.
+    values: Values,
+    /// Expansions by the index of the command they belong to, resolved once
+    /// every assignment is known.
+    uses: Vec<(usize, Vec<Use>)>,
+    /// Expansions in a redirect of a compound statement (`while read l;
+    /// do ...; done <<< "$X"`): they reach every command of the text.
+    statement_uses: Vec<Use>,
 }
 
 thread_local! {
@@ -152,6 +174,14 @@ pub fn parse(source: &str) -> Parsed {
         ..Parsed::default()
     };
     walk(root, source, &mut parsed, false);
+    let everywhere = parsed.values.resolve(&parsed.statement_uses);
+    for (index, uses) in std::mem::take(&mut parsed.uses) {
+        let mut expanded = parsed.values.resolve(&uses);
+        expanded.extend(everywhere.iter().cloned());
+        if let Some(command) = parsed.commands.get_mut(index) {
+            command.expanded = expanded;
+        }
+    }
     parsed
 }
 
@@ -210,8 +240,9 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
 /// name up, check it is UTF-8 and compare strings at every node; the walk
 /// reads the kind of each node several times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     AnsiCString,
+    ArithmeticExpansion,
     Command,
     CommandName,
     CommandSubstitution,
@@ -230,12 +261,15 @@ enum Kind {
     ProcessSubstitution,
     RawString,
     RedirectedStatement,
+    SimpleExpansion,
+    SpecialVariableName,
     String,
     StringContent,
     Subscript,
     TestCommand,
     UnsetCommand,
     VariableAssignment,
+    VariableName,
     Word,
     Other,
 }
@@ -244,6 +278,7 @@ impl Kind {
     fn named(name: &str) -> Self {
         match name {
             "ansi_c_string" => Kind::AnsiCString,
+            "arithmetic_expansion" => Kind::ArithmeticExpansion,
             "command" => Kind::Command,
             "command_name" => Kind::CommandName,
             "command_substitution" => Kind::CommandSubstitution,
@@ -262,12 +297,15 @@ impl Kind {
             "process_substitution" => Kind::ProcessSubstitution,
             "raw_string" => Kind::RawString,
             "redirected_statement" => Kind::RedirectedStatement,
+            "simple_expansion" => Kind::SimpleExpansion,
+            "special_variable_name" => Kind::SpecialVariableName,
             "string" => Kind::String,
             "string_content" => Kind::StringContent,
             "subscript" => Kind::Subscript,
             "test_command" => Kind::TestCommand,
             "unset_command" => Kind::UnsetCommand,
             "variable_assignment" => Kind::VariableAssignment,
+            "variable_name" => Kind::VariableName,
             "word" => Kind::Word,
             _ => Kind::Other,
         }
@@ -292,21 +330,21 @@ fn kinds() -> &'static [Kind] {
     })
 }
 
-fn kind(node: Node<'_>) -> Kind {
+pub(super) fn kind(node: Node<'_>) -> Kind {
     kinds()
         .get(usize::from(node.kind_id()))
         .copied()
         .unwrap_or(Kind::Other)
 }
 
-fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
+pub(super) fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
     source.get(node.byte_range()).unwrap_or("")
 }
 
 fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
     match kind(node) {
         Kind::Command => {
-            out.commands.push(simple(node, source, piped_into, None));
+            push_simple(node, source, piped_into, None, Vec::new(), out);
             // Substitutions inside the words are commands too.
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
@@ -315,26 +353,35 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
         }
         Kind::RedirectedStatement => {
             let mut stdin_text = None;
+            let mut stdin_uses = Vec::new();
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
                 match kind(child) {
-                    Kind::HeredocRedirect => stdin_text = heredoc_body(child, source),
+                    Kind::HeredocRedirect => {
+                        stdin_text = heredoc_body(child, source);
+                        uses_in(child, source, &mut stdin_uses);
+                    }
                     Kind::HerestringRedirect => {
                         let mut c = child.walk();
                         stdin_text = child
                             .named_children(&mut c)
                             .last()
                             .and_then(|w| literal(w, source));
+                        uses_in(child, source, &mut stdin_uses);
                     }
                     Kind::FileRedirect => redirect(child, source, out),
                     _ => {}
                 }
             }
+            let body = node.child_by_field_name("body");
+            if body.is_none_or(|b| kind(b) != Kind::Command) {
+                out.statement_uses.append(&mut stdin_uses);
+            }
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
-                if kind(child) == Kind::Command && node.child_by_field_name("body") == Some(child) {
-                    out.commands
-                        .push(simple(child, source, piped_into, stdin_text.clone()));
+                if kind(child) == Kind::Command && body == Some(child) {
+                    let uses = std::mem::take(&mut stdin_uses);
+                    push_simple(child, source, piped_into, stdin_text.clone(), uses, out);
                     let mut c = child.walk();
                     for grandchild in child.children(&mut c) {
                         walk_inner(grandchild, source, out);
@@ -355,13 +402,31 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
         Kind::FileRedirect => redirect(node, source, out),
         Kind::VariableAssignment => {
             if let Some(name) = assigned_name(node, source) {
+                assign(node, &name, source, out);
                 out.assignments.push(name);
             }
             walk_children(node, source, out, piped_into);
         }
         Kind::ForStatement => {
             if let Some(variable) = node.child_by_field_name("variable") {
-                out.assignments.push(text(variable, source).to_owned());
+                let name = text(variable, source).to_owned();
+                let mut cursor = node.walk();
+                let values: Vec<Node<'_>> =
+                    node.children_by_field_name("value", &mut cursor).collect();
+                // `for x; do`: the positional parameters, not followed.
+                let mut origin = if values.is_empty() {
+                    Origin::Unknown
+                } else {
+                    Origin::Literal
+                };
+                for value in values {
+                    match literal(value, source) {
+                        Some(word) => out.named_words.push(word),
+                        None => origin = origin.max(origin_of(Some(value), source)),
+                    }
+                }
+                out.values.assign(&name, node.start_byte(), origin);
+                out.assignments.push(name);
             }
             walk_children(node, source, out, piped_into);
         }
@@ -376,6 +441,7 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
         // are commands too, though the grammar names them apart.
         Kind::TestCommand | Kind::DeclarationCommand | Kind::UnsetCommand => {
             let mut words = Vec::new();
+            let mut uses = Vec::new();
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
                 if child.is_named() {
@@ -383,6 +449,12 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
                         (kind(child) == Kind::VariableAssignment)
                             .then(|| text(child, source).to_owned())
                     }));
+                    if kind(child) == Kind::VariableAssignment
+                        && let Some(name) = assigned_name(child, source)
+                    {
+                        assign(child, &name, source, out);
+                    }
+                    uses_in(child, source, &mut uses);
                     walk_inner(child, source, out);
                 } else if words.is_empty() {
                     let keyword = text(child, source);
@@ -394,11 +466,13 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
                     words.push(Some(name.to_owned()));
                 }
             }
+            out.uses.push((out.commands.len(), uses));
             out.commands.push(Simple {
                 words,
                 stdin_text: None,
                 piped_into,
                 assignments: Vec::new(),
+                expanded: Vec::new(),
             });
         }
         _ => walk_children(node, source, out, piped_into),
@@ -414,6 +488,17 @@ fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: boo
     for child in node.children(&mut cursor) {
         walk(child, source, out, piped_into);
     }
+}
+
+/// Notes where an assignment's value comes from; a literal value is a
+/// named word.
+fn assign(node: Node<'_>, name: &str, source: &str, out: &mut Parsed) {
+    let value = node.child_by_field_name("value");
+    if let Some(word) = value.and_then(|v| literal(v, source)) {
+        out.named_words.push(word);
+    }
+    out.values
+        .assign(name, node.start_byte(), origin_of(value, source));
 }
 
 /// The variable a `NAME=value` (or `NAME[i]=value`) assigns.
@@ -485,7 +570,16 @@ fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
     Some(text(body, source).to_owned())
 }
 
-fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<String>) -> Simple {
+/// Reads one simple command and adds it to `out`, with the expansions of
+/// its words (and of the heredoc or here-string `uses` came from).
+fn push_simple(
+    node: Node<'_>,
+    source: &str,
+    piped_into: bool,
+    stdin_text: Option<String>,
+    mut uses: Vec<Use>,
+    out: &mut Parsed,
+) {
     let mut words = Vec::new();
     let mut assignments = Vec::new();
     let mut stdin_text = stdin_text;
@@ -498,39 +592,69 @@ fn simple(node: Node<'_>, source: &str, piped_into: bool, stdin_text: Option<Str
                     .named_children(&mut c)
                     .last()
                     .and_then(|w| literal(w, source));
+                uses_in(child, source, &mut uses);
             }
-            // `VAR=x cmd`: the assignment is not part of argv.
-            Kind::VariableAssignment => assignments.extend(assigned_name(child, source)),
+            // `VAR=x cmd`: the assignment is not part of argv, and sets
+            // the variable for the program only, not for these words.
+            Kind::VariableAssignment => {
+                if let Some(word) = child
+                    .child_by_field_name("value")
+                    .and_then(|v| literal(v, source))
+                {
+                    out.named_words.push(word);
+                }
+                uses_in(child, source, &mut uses);
+                assignments.extend(assigned_name(child, source));
+            }
             Kind::FileRedirect | Kind::Comment => {}
             Kind::CommandName => {
                 let mut c = child.walk();
                 let word = child.named_children(&mut c).next();
                 words.push(word.and_then(|w| argument(w, source)));
             }
-            _ => words.push(argument(child, source)),
+            _ => {
+                uses_in(child, source, &mut uses);
+                words.push(argument(child, source));
+            }
         }
     }
-    Simple {
+    if words.first().is_some_and(|w| w.as_deref() == Some("read")) {
+        // What `read` assigns is data from its stdin.
+        for name in read_variables(&words[1..]) {
+            out.values.assign(&name, node.start_byte(), Origin::Data);
+        }
+    }
+    out.uses.push((out.commands.len(), uses));
+    out.commands.push(Simple {
         words,
         stdin_text,
         piped_into,
         assignments,
-    }
+        expanded: Vec::new(),
+    });
 }
 
-/// A word as an argument: its literal text, `QUOTED_EXPANSION` for one
-/// word of unknown text (a double-quoted string with an expansion, a
-/// process substitution's `/dev/fd/N`), or `None` (it may split into
-/// several words).
+/// A word as an argument: its literal text, `QUOTED_EXPANSION` and the
+/// string's text for one word of unknown text (a double-quoted string
+/// with an expansion, a process substitution's `/dev/fd/N`), or `None` (it
+/// may split into several words).
 fn argument(node: Node<'_>, source: &str) -> Option<String> {
-    literal(node, source).or_else(|| {
-        matches!(kind(node), Kind::String | Kind::ProcessSubstitution)
-            .then(|| QUOTED_EXPANSION.to_owned())
+    literal(node, source).or_else(|| match kind(node) {
+        Kind::String => {
+            let quoted = text(node, source);
+            let inner = quoted
+                .strip_prefix('"')
+                .and_then(|q| q.strip_suffix('"'))
+                .unwrap_or(quoted);
+            Some(format!("{QUOTED_EXPANSION}{inner}"))
+        }
+        Kind::ProcessSubstitution => Some(QUOTED_EXPANSION.to_owned()),
+        _ => None,
     })
 }
 
 /// The literal value of a word, or `None` if it depends on the environment.
-pub fn literal(node: Node<'_>, source: &str) -> Option<String> {
+pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
     match kind(node) {
         Kind::Word | Kind::Number => Some(unescape(text(node, source))),
         Kind::RawString => {
@@ -688,7 +812,7 @@ mod tests {
                 Some("-rf".into()),
                 Some("/".into()),
                 Some("rm".into()),
-                Some(QUOTED_EXPANSION.into())
+                Some(format!("{QUOTED_EXPANSION}$HOME"))
             ]]
         );
         assert_eq!(argvs("$CMD arg"), vec![vec![None, Some("arg".into())]]);

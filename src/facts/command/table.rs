@@ -226,6 +226,9 @@ pub struct CommandClasses {
     rules: Vec<Rule>,
     /// Every rule's program pattern, matched in one pass.
     programs_of_rules: PatternSet,
+    /// The rules that name no program in particular (their pattern takes
+    /// the empty name too): they judge words wherever they stand.
+    word_rules: Vec<usize>,
     programs: HashMap<String, Vec<Description>>,
     globals: HashMap<String, Globals>,
     environment: Environment,
@@ -352,9 +355,13 @@ impl CommandClasses {
         };
         let programs_of_rules =
             PatternSet::new(&rules.iter().map(|r| &r.program).collect::<Vec<_>>());
+        let word_rules = (0..rules.len())
+            .filter(|&index| rules[index].program.matches_whole_or("", true))
+            .collect();
         Ok(Self {
             rules,
             programs_of_rules,
+            word_rules,
             programs,
             globals,
             environment,
@@ -424,6 +431,39 @@ impl CommandClasses {
             classified.classes.insert(UNKNOWN.to_owned());
         }
         classified
+    }
+
+    /// The classes of a word named outside a command's arguments (a
+    /// redirect's source, an assigned value, a `for` list) by the rules
+    /// that apply whatever the program: `cat < .env` reads a secret too.
+    pub fn classify_word(&self, word: &str) -> BTreeSet<String> {
+        self.word_rules
+            .iter()
+            .map(|&index| &self.rules[index])
+            .filter(|rule| rule.args.as_ref().is_none_or(|r| r.is_match_or(word, true)))
+            .filter(|rule| {
+                rule.unless_args
+                    .as_ref()
+                    .is_none_or(|r| !r.is_match_or(word, false))
+            })
+            .map(|rule| rule.class.clone())
+            .collect()
+    }
+
+    /// Whether a program's description takes every word as an operand it
+    /// only prints or compares (`echo`, `test`): data in its words is
+    /// harmless, where as a file name it would be unknown.
+    pub fn takes_free_words(&self, program: &str) -> bool {
+        self.programs
+            .get(program)
+            .is_some_and(|descriptions| descriptions.iter().any(|d| d.free_words))
+    }
+
+    /// Whether the value of an environment variable may be used and shown:
+    /// only those the `[environment]` table lists as harmless (not every
+    /// lower-case name, which is harmless to assign but may hold anything).
+    pub fn readable(&self, name: &str) -> bool {
+        self.environment.harmless.is_match(name)
     }
 
     /// What assigning to `name` means, by the `[environment]` table.
@@ -696,6 +736,38 @@ lowercase_harmless = true
         assert_eq!(t.assignment("LD_PRELOAD"), Assignment::Loading);
         assert_eq!(t.assignment("GIT_PAGER"), Assignment::Loading);
         assert_eq!(t.assignment("FOO"), Assignment::Change);
+    }
+
+    #[test]
+    fn only_variables_the_table_calls_harmless_may_be_read() {
+        let t = table(GIT).unwrap();
+        assert!(t.readable("LANG") && t.readable("LC_ALL"));
+        // Harmless to assign, but its value may be anything.
+        assert!(!t.readable("line"));
+        assert!(!t.readable("GITHUB_TOKEN") && !t.readable("HOME"));
+    }
+
+    #[test]
+    fn words_outside_arguments_are_judged_by_the_rules_for_every_program() {
+        let t = table(
+            "[[rule]]\nclass = \"secrets\"\nprogram = \".*\"\nargs = '(^|/)\\.env$'\n\
+             [[rule]]\nclass = \"destructive\"\nprogram = \"rm\"\n\
+             [[rule]]\nclass = \"network\"\nprogram = \".*\"\nargs = 'http'\nunless_args = 'localhost'\n\
+             [[program]]\nprogram = \"echo\"\nclass = \"read_only\"\nfree_words = true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.classify_word("sub/.env"),
+            BTreeSet::from(["secrets".into()])
+        );
+        assert_eq!(
+            t.classify_word("http://x"),
+            BTreeSet::from(["network".into()])
+        );
+        assert!(t.classify_word("http://localhost").is_empty());
+        // A rule for one program does not judge a bare word.
+        assert!(t.classify_word("rm").is_empty());
+        assert!(t.takes_free_words("echo") && !t.takes_free_words("cat"));
     }
 
     #[test]

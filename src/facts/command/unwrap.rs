@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::parse::{MAX_DEPTH, Parsed, QUOTED_EXPANSION, Simple, UNQUOTED_EXPANSION, parse};
+use super::parse::{MAX_DEPTH, Parsed, Simple, UNQUOTED_EXPANSION, is_quoted_expansion, parse};
+use super::values::{Expanded, read_variables};
 
 /// Folders whose programs are the system's own.
 const SYSTEM_DIRS: [&str; 6] = [
@@ -33,6 +34,9 @@ pub struct Run {
     pub args: Vec<String>,
     /// Classes that come from how it is run, not from the table.
     pub extra: BTreeSet<String>,
+    /// What the words it was written with expand that the text does not
+    /// spell out (a wrapper's words count for what it runs).
+    pub expanded: Vec<Expanded>,
 }
 
 /// Everything that would run.
@@ -43,6 +47,9 @@ pub struct Unwrapped {
     pub writes: Vec<Option<String>>,
     /// Input redirection sources (`None`: not a literal).
     pub reads: Vec<Option<String>>,
+    /// Literal words named outside the commands' arguments (assigned
+    /// values, `for` lists).
+    pub named_words: Vec<String>,
     /// Every variable the text assigns, in any form (`VAR=x cmd`,
     /// `env VAR=x`, `export`, `declare`, `read VAR`, `for VAR in`, a plain
     /// `VAR=x`).
@@ -67,6 +74,7 @@ pub fn unwrap_source(source: &str, depth: usize, out: &mut Unwrapped) {
     out.writes.extend(parsed.writes);
     out.reads.extend(parsed.reads);
     out.assignments.extend(parsed.assignments);
+    out.named_words.extend(parsed.named_words);
     out.defined.extend(parsed.functions);
     for simple in parsed.commands {
         unwrap_simple(&simple, depth, out);
@@ -74,6 +82,18 @@ pub fn unwrap_source(source: &str, depth: usize, out: &mut Unwrapped) {
 }
 
 fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
+    let before = out.runs.len();
+    unwrap_words(simple, depth, out);
+    for run in &mut out.runs[before..] {
+        for value in &simple.expanded {
+            if !run.expanded.contains(value) {
+                run.expanded.push(value.clone());
+            }
+        }
+    }
+}
+
+fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
     let mut words: Vec<Option<String>> = simple.words.clone();
     let mut extra = BTreeSet::new();
     out.assignments.extend(simple.assignments.iter().cloned());
@@ -86,7 +106,7 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
         let Some(first) = words.first() else {
             return;
         };
-        let Some(first) = first.clone().filter(|w| w != QUOTED_EXPANSION) else {
+        let Some(first) = first.clone().filter(|w| !is_quoted_expansion(w)) else {
             // A variable or substitution in command position.
             out.opaque = true;
             return;
@@ -108,7 +128,7 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
             "env" => {
                 let (after, split) = skip_env_options(&rest, out);
                 if let Some(script) = split {
-                    match script.filter(|s| s != QUOTED_EXPANSION) {
+                    match script.filter(|s| !is_quoted_expansion(s)) {
                         Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
                         _ => out.opaque = true,
                     }
@@ -257,7 +277,7 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 out.directories.push(match (name.as_str(), operand) {
                     ("popd", _) => None,
                     (_, None) => Some("~".to_owned()),
-                    (_, Some(word)) => word.clone().filter(|w| w != "-" && w != QUOTED_EXPANSION),
+                    (_, Some(word)) => word.clone().filter(|w| w != "-" && !is_quoted_expansion(w)),
                 });
                 record(out, &first, &name, &literals(&rest), &extra);
                 return;
@@ -358,6 +378,7 @@ fn unwrap_find(
                     stdin_text: None,
                     piped_into: false,
                     assignments: Vec::new(),
+                    expanded: Vec::new(),
                 };
                 unwrap_simple(&simple, depth + 1, out);
             } else {
@@ -392,6 +413,7 @@ fn record(
         name: name.to_owned(),
         args: args.to_vec(),
         extra,
+        expanded: Vec::new(),
     });
 }
 
@@ -406,31 +428,7 @@ fn literals(words: &[Option<String>]) -> Vec<String> {
 /// A word that is shell text to run (`eval`, `bash -c`, `trap`), when
 /// its text is known.
 fn script_word(word: &Option<String>) -> Option<String> {
-    word.clone().filter(|w| w != QUOTED_EXPANSION)
-}
-
-/// The variables `read` assigns: its operands and the value of `-a`.
-fn read_variables(words: &[Option<String>]) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut index = 0;
-    while index < words.len() {
-        let word = words[index].as_deref().unwrap_or(UNQUOTED_EXPANSION);
-        index += 1;
-        if let Some(flags) = word.strip_prefix('-').filter(|f| !f.is_empty()) {
-            // The last flag of a cluster may take the next word.
-            match flags.chars().last() {
-                Some('a') => {
-                    names.extend(words.get(index).cloned().flatten());
-                    index += 1;
-                }
-                Some('d' | 'i' | 'n' | 'N' | 'p' | 't' | 'u') => index += 1,
-                _ => {}
-            }
-        } else {
-            names.push(word.to_owned());
-        }
-    }
-    names
+    word.clone().filter(|w| !is_quoted_expansion(w))
 }
 
 fn basename(program: &str) -> &str {
