@@ -154,6 +154,102 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 }
             }
             "nice" => words = skip_options(&rest, &["-n", "--adjustment"]),
+            "setsid" | "unbuffer" => words = skip_options(&rest, &[]),
+            "ionice" => {
+                words = skip_options(
+                    &rest,
+                    &[
+                        "-c",
+                        "-n",
+                        "-p",
+                        "-P",
+                        "-u",
+                        "--class",
+                        "--classdata",
+                        "--pid",
+                        "--pgid",
+                        "--uid",
+                    ],
+                );
+            }
+            // `chrt [options] PRIORITY CMD`, `taskset [options] MASK CMD`.
+            "chrt" | "taskset" => {
+                words = skip_options(
+                    &rest,
+                    &[
+                        "-T",
+                        "-P",
+                        "-D",
+                        "--sched-runtime",
+                        "--sched-period",
+                        "--sched-deadline",
+                    ],
+                );
+                if !words.is_empty() {
+                    words.remove(0);
+                }
+            }
+            // `busybox APPLET ARGS`: the applet is the program.
+            "busybox" => words = rest,
+            "flock" => {
+                // `flock [options] FILE -c CMD` runs CMD with `sh -c`;
+                // `flock [options] FILE CMD ARGS` runs CMD. Either way
+                // FILE is created when it does not exist: a write.
+                let after = skip_options(
+                    &rest,
+                    &[
+                        "-w",
+                        "--wait",
+                        "--timeout",
+                        "-E",
+                        "--conflict-exit-code",
+                        "-c",
+                        "--command",
+                    ],
+                );
+                if let Some(file) = after.first() {
+                    out.writes.push(file.clone());
+                }
+                let script = rest
+                    .iter()
+                    .position(|w| matches!(w.as_deref(), Some("-c" | "--command")))
+                    .map(|at| rest.get(at + 1).cloned().flatten());
+                if let Some(script) = script {
+                    match script.filter(|s| !is_quoted_expansion(s)) {
+                        Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
+                        _ => out.opaque = true,
+                    }
+                    return;
+                }
+                words = after.get(1..).map(<[_]>::to_vec).unwrap_or_default();
+            }
+            "watch" => {
+                // `watch CMD ARGS` joins its words and runs them with `sh -c`.
+                let after = skip_options(&rest, &["-n", "--interval", "-q", "--equexit"]);
+                let script: Option<Vec<String>> = after.iter().map(script_word).collect();
+                match script {
+                    Some(script) if !script.is_empty() && depth < MAX_DEPTH => {
+                        unwrap_source(&script.join(" "), depth + 1, out)
+                    }
+                    _ => out.opaque = true,
+                }
+                return;
+            }
+            "script" => {
+                // `script -c CMD` runs CMD with a shell; without it, an
+                // interactive shell: nothing to see.
+                let command = rest
+                    .iter()
+                    .position(|w| matches!(w.as_deref(), Some("-c" | "--command")))
+                    .and_then(|at| rest.get(at + 1).cloned().flatten())
+                    .filter(|s| !is_quoted_expansion(s));
+                match command {
+                    Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
+                    _ => out.opaque = true,
+                }
+                record(out, &first, &name, &literals(&rest), &extra);
+                return;
+            }
             "stdbuf" => words = skip_options(&rest, &["-i", "-o", "-e"]),
             "nohup" | "builtin" | "time" => words = skip_options(&rest, &[]),
             "exec" => {
