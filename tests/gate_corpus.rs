@@ -125,3 +125,64 @@ fn the_fuzzers_inputs_keep_their_properties() {
     }
     assert!(allowed > 0, "some inputs are plain read-only commands");
 }
+
+/// A command that reads every file of a tree reads the secrets in it: the
+/// tree is looked through, as the program would walk it.
+#[test]
+fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["src", "config", "big"]);
+    let ws = root.path();
+    fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
+    let decide = |command: &str| {
+        judge(engine, "agent", root, None, command, Transport::Cli)
+            .unwrap()
+            .decision
+            .outcome
+    };
+    let clean = [
+        "grep -r TOKEN .",
+        "grep -rn TOKEN",
+        "rg TOKEN",
+        "find . -name '*.rs' -exec wc -l {} +",
+        "diff -r src config",
+    ];
+    for command in clean {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+    fs::write(ws.join("config/.env"), "TOKEN=1").unwrap();
+    for command in [
+        "grep -r TOKEN .",
+        "grep -rn TOKEN",
+        "grep -R TOKEN config",
+        "egrep -ri token .",
+        "rg --hidden TOKEN",
+        "rg -uu TOKEN config",
+        "find . -type f -exec cat {} +",
+        "find config -exec grep -H TOKEN {} ;",
+        "diff -r src config",
+    ] {
+        assert_eq!(decide(command), Outcome::Deny, "{command}");
+    }
+    // What the walk does not reach stays allowed: another folder, a file,
+    // and ripgrep's own walk, which skips hidden files.
+    for command in [
+        "grep -r TOKEN src",
+        "grep TOKEN src/main.rs",
+        "rg TOKEN",
+        "rg TOKEN config",
+    ] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+    // A secret that is not hidden is read by ripgrep too, unless an ignore
+    // file leaves it out.
+    fs::write(ws.join("config/deploy.pem"), "key").unwrap();
+    assert_eq!(decide("rg TOKEN"), Outcome::Deny);
+    fs::write(ws.join(".ignore"), "*.pem\n").unwrap();
+    assert_eq!(decide("rg TOKEN"), Outcome::Allow);
+    // A tree too large to look through is not proven free of secrets.
+    for i in 0..20_001 {
+        fs::write(ws.join("big").join(i.to_string()), "").unwrap();
+    }
+    assert_eq!(decide("grep -r TOKEN big"), Outcome::Ask);
+    assert_eq!(decide("grep TOKEN src/main.rs"), Outcome::Allow);
+}

@@ -32,6 +32,31 @@ pub struct Script {
     pub unless: Option<Pattern>,
 }
 
+/// How a program reads every file under the folders it is given (`grep
+/// -r`, `rg`, `find -exec`): what such a walk reaches is read too, secrets
+/// included.
+#[derive(Debug, Clone, Default)]
+pub struct Walk {
+    /// It reads folders without being asked (`rg`).
+    pub always: bool,
+    /// Flags that make it read folders (`grep -r`, `find -exec`).
+    pub flags: HashSet<String>,
+    /// It skips hidden files and what ignore files exclude, as ripgrep does.
+    pub visible_only: bool,
+    /// Flags that make a `visible_only` walk read everything (`rg -u`).
+    pub everything_flags: HashSet<String>,
+}
+
+/// The folders a command reads every file under.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalkScope {
+    /// Its operands (those that are folders are walked; with none, and at
+    /// most one operand, which is then a pattern, the current folder).
+    pub operands: Vec<String>,
+    /// Hidden and ignored files are read too.
+    pub everything: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct Description {
     pub names: Vec<String>,
@@ -62,6 +87,7 @@ pub struct Description {
     /// they may carry an attached suffix (`-i.bak`, `--in-place=.bak`).
     pub output_flags: HashSet<String>,
     pub output_operands: OutputOperands,
+    pub walk: Walk,
 }
 
 /// What a description makes of a program's words.
@@ -71,6 +97,8 @@ pub struct Scan {
     pub fits: bool,
     /// Files the words say the program writes.
     pub writes: Vec<String>,
+    /// The folders it reads every file under.
+    pub walk: Option<WalkScope>,
 }
 
 enum Word<'a> {
@@ -106,6 +134,8 @@ impl Description {
         let mut operands: Vec<&str> = Vec::new();
         let mut scripts: Vec<&str> = Vec::new();
         let mut in_place = false;
+        let mut walking = self.walk.always;
+        let mut everything = !self.walk.visible_only;
         let mut index = 0;
         let mut options_end = self.free_words;
         while index < words.len() {
@@ -122,6 +152,14 @@ impl Description {
             if word == "--" && !self.whole_words {
                 options_end = true;
                 continue;
+            }
+            if self.walk.flags.contains(word) || self.cluster_holds(word, &self.walk.flags) {
+                walking = true;
+            }
+            if self.walk.everything_flags.contains(word)
+                || self.cluster_holds(word, &self.walk.everything_flags)
+            {
+                everything = true;
             }
             for item in self.read_option(word, words, &mut index) {
                 match item {
@@ -169,11 +207,32 @@ impl Description {
             _ => &[],
         };
         scan.writes.extend(written.iter().map(|w| (*w).to_owned()));
+        if walking {
+            scan.walk = Some(WalkScope {
+                operands: operands.iter().map(|o| (*o).to_owned()).collect(),
+                everything,
+            });
+        }
         if !scan.writes.is_empty() {
             // A program that writes a file is not what its class says.
             scan.fits = false;
         }
         scan
+    }
+
+    /// Whether a cluster of short flags (`-rn`) holds one of `flags`.
+    fn cluster_holds(&self, word: &str, flags: &HashSet<String>) -> bool {
+        if self.whole_words || word.starts_with("--") || flags.is_empty() {
+            return false;
+        }
+        word.chars()
+            .skip(1)
+            .map(|c| format!("-{c}"))
+            .take_while(|name| {
+                // A value-taking option ends the cluster: the rest is its value.
+                !self.options.contains(name) || self.flags.contains(name)
+            })
+            .any(|name| flags.contains(&name))
     }
 
     /// One option word: a long option, a single-dash long option, or a
@@ -303,6 +362,7 @@ mod tests {
             output_options: set(&["-o", "--output"]),
             output_flags: HashSet::new(),
             output_operands: OutputOperands::None,
+            walk: Walk::default(),
         }
     }
 

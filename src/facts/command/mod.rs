@@ -11,6 +11,7 @@ mod quote;
 mod table;
 mod unwrap;
 mod values;
+mod walk;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -119,8 +120,10 @@ pub fn command_facts(
     let inside_root = |folder: &str| paths.inside_root(folder);
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let glob_cwd = (!unwrapped.changes_directory).then_some(cwd);
+    let mut walks = Vec::new();
     for run in &unwrapped.runs {
         let classified = table.classify(&run.name, &run.args, &inside_root);
+        walks.extend(classified.walks);
         let mut classes = classified.classes;
         classes.extend(run.extra.iter().cloned());
         // A pattern is judged by the words the shell turns it into.
@@ -136,6 +139,7 @@ pub fn command_facts(
                         let mut args = run.args.clone();
                         args[index].clone_from(word);
                         let expanded = table.classify(&run.name, &args, &inside_root);
+                        walks.extend(expanded.walks);
                         classes.extend(expanded.classes);
                         writes.extend(expanded.writes.into_iter().map(Some));
                         if !paths.resolve(word).is_some_and(|r| r.inside_root) {
@@ -172,6 +176,7 @@ pub fn command_facts(
         });
     }
     judge_named_words(&unwrapped, table, glob_cwd, home.as_deref(), &mut facts);
+    judge_walks(&walks, &paths, table, &mut facts);
     judge_assignments(&unwrapped, table, &mut facts);
     judge_files(&writes, &unwrapped.reads, &paths, &mut facts);
     if facts.parts.is_empty() && !facts.opaque {
@@ -209,6 +214,48 @@ fn judge_named_words(
                     facts.classes.extend(table.classify_word(expanded));
                 }
             }
+        }
+    }
+}
+
+/// The trees a command reads every file of (`grep -r`, `rg`, `find
+/// -exec`): each entry's path is judged by the rules that apply whatever
+/// the program, so a secret in the tree is read as surely as one named. A
+/// folder that cannot be placed (after a `cd`) or a tree too large to look
+/// through is opaque.
+fn judge_walks(
+    walks: &[description::WalkScope],
+    paths: &Paths<'_>,
+    table: &CommandClasses,
+    facts: &mut CommandFacts,
+) {
+    let mut budget = walk::MAX_WALK_ENTRIES;
+    for scope in walks {
+        let mut folders = Vec::new();
+        for operand in &scope.operands {
+            match paths.resolve(operand) {
+                Some(resolved) if resolved.canonical.is_dir() => folders.push(resolved.canonical),
+                Some(_) => {}
+                None => facts.opaque = true,
+            }
+        }
+        // `grep -r PATTERN` and `rg PATTERN` read the current folder.
+        if folders.is_empty() && scope.operands.len() <= 1 {
+            match paths.resolve(".") {
+                Some(resolved) => folders.push(resolved.canonical),
+                None => facts.opaque = true,
+            }
+        }
+        let mut found = BTreeSet::new();
+        let whole = walk::reach(
+            &folders,
+            scope.everything,
+            &mut |path| found.extend(table.classify_word(path)),
+            &mut budget,
+        );
+        facts.classes.extend(found);
+        if !whole {
+            facts.opaque = true;
         }
     }
 }

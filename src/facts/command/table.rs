@@ -22,7 +22,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::description::{Description, OutputOperands, Script};
+use super::description::{Description, OutputOperands, Script, Walk, WalkScope};
 
 /// The class of a command no rule or description gives a class.
 pub const UNKNOWN: &str = "unknown";
@@ -161,6 +161,14 @@ struct ProgramEntry {
     output_flags: Vec<String>,
     #[serde(default)]
     output_operands: Option<String>,
+    #[serde(default)]
+    walks: bool,
+    #[serde(default)]
+    walk_flags: Vec<String>,
+    #[serde(default)]
+    walk_visible_only: bool,
+    #[serde(default)]
+    walk_everything_flags: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -241,6 +249,8 @@ pub struct Classified {
     pub classes: BTreeSet<String>,
     /// Files its options and operands say it writes.
     pub writes: Vec<String>,
+    /// The folders it reads every file under.
+    pub walks: Vec<WalkScope>,
 }
 
 /// What an assignment to a variable means.
@@ -415,6 +425,7 @@ impl CommandClasses {
                 continue;
             };
             let scan = description.scan(after);
+            classified.walks.extend(scan.walk);
             for write in scan.writes {
                 if !classified.writes.contains(&write) {
                     classified.writes.push(write);
@@ -622,6 +633,12 @@ fn description(
         output_options: set(entry.output_options),
         output_flags: set(entry.output_flags),
         output_operands,
+        walk: Walk {
+            always: entry.walks,
+            flags: set(entry.walk_flags),
+            visible_only: entry.walk_visible_only,
+            everything_flags: set(entry.walk_everything_flags),
+        },
     })
 }
 

@@ -1,0 +1,105 @@
+//! The trees a command reads every file of (`grep -r`, `rg`, `find -exec`),
+//! looked through for the secrets it would read: `grep -r TOKEN ~` reads
+//! `~/.ssh` as surely as `cat ~/.ssh/id_rsa` does. The look is bounded; a
+//! tree too large to look through is not proven free of secrets.
+
+use std::path::PathBuf;
+
+use ignore::WalkBuilder;
+
+/// Most entries looked at for one command, over all its trees.
+pub const MAX_WALK_ENTRIES: usize = 20_000;
+
+/// Looks through `folders` as the program would walk them: everything, or
+/// (for walks that are not `everything`, as ripgrep's) without hidden files
+/// and what ignore files exclude. Symbolic links are not followed, as
+/// `grep -r` and `rg` do not. `classes_of` adds the classes the rules give
+/// an entry's path; `budget` is what is left of `MAX_WALK_ENTRIES`. Returns
+/// whether the trees were looked through to the end.
+pub fn reach(
+    folders: &[PathBuf],
+    everything: bool,
+    classes_of: &mut dyn FnMut(&str),
+    budget: &mut usize,
+) -> bool {
+    let Some((first, rest)) = folders.split_first() else {
+        return true;
+    };
+    let mut builder = WalkBuilder::new(first);
+    for folder in rest {
+        builder.add(folder);
+    }
+    builder.standard_filters(!everything).follow_links(false);
+    for entry in builder.build() {
+        // An entry that cannot be read is not read by the program either.
+        let Ok(entry) = entry else { continue };
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        classes_of(&entry.path().to_string_lossy());
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The secrets each walk reaches, or `None` when it ran out of budget.
+    fn secrets(folder: &std::path::Path, everything: bool, budget: usize) -> Option<Vec<String>> {
+        let mut found = Vec::new();
+        let mut budget = budget;
+        let mut note = |path: &str| {
+            if path.ends_with("/.env") || path.ends_with("/id_rsa") {
+                found.push(path.rsplit('/').next().unwrap_or("").to_owned());
+            }
+        };
+        let whole = reach(&[folder.to_path_buf()], everything, &mut note, &mut budget);
+        whole.then_some(found)
+    }
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
+        std::fs::write(dir.path().join("src/deep/main.rs"), "fn main() {}").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_secret_anywhere_in_the_tree_is_found() {
+        let dir = tree();
+        assert_eq!(secrets(dir.path(), true, MAX_WALK_ENTRIES), Some(vec![]));
+        std::fs::write(dir.path().join("src/deep/id_rsa"), "k").unwrap();
+        assert_eq!(
+            secrets(dir.path(), true, MAX_WALK_ENTRIES),
+            Some(vec!["id_rsa".into()])
+        );
+    }
+
+    #[test]
+    fn a_visible_walk_skips_hidden_and_ignored_files_as_ripgrep_does() {
+        let dir = tree();
+        std::fs::write(dir.path().join(".env"), "T=1").unwrap();
+        assert_eq!(secrets(dir.path(), false, MAX_WALK_ENTRIES), Some(vec![]));
+        assert_eq!(
+            secrets(dir.path(), true, MAX_WALK_ENTRIES),
+            Some(vec![".env".into()])
+        );
+        // A secret that is not hidden is read unless an ignore file says so.
+        std::fs::write(dir.path().join("src/id_rsa"), "k").unwrap();
+        assert_eq!(
+            secrets(dir.path(), false, MAX_WALK_ENTRIES),
+            Some(vec!["id_rsa".into()])
+        );
+        std::fs::write(dir.path().join(".ignore"), "id_rsa\n").unwrap();
+        assert_eq!(secrets(dir.path(), false, MAX_WALK_ENTRIES), Some(vec![]));
+    }
+
+    #[test]
+    fn a_tree_larger_than_the_budget_is_not_looked_through() {
+        let dir = tree();
+        assert_eq!(secrets(dir.path(), true, 2), None);
+        assert!(secrets(dir.path(), true, 4).is_some());
+    }
+}
