@@ -16,6 +16,7 @@ use portcullis::pdp::{ClientRecord, Engine, PolicyBundle};
 use portcullis::tools::Registry;
 
 const TYPICAL: &str = "git status --short && cargo test --workspace 2>&1 | tail -n 20";
+const WALK: &str = "grep -rn TODO .";
 
 fn pipeline() -> String {
     let parts = [
@@ -51,7 +52,20 @@ fn gate(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::new(dir.path()).unwrap();
     let long = pipeline();
-    for (name, command) in [("typical", TYPICAL), ("20-part pipeline", long.as_str())] {
+    // A tree of 1,000 files that `grep -r` and `rg` read whole: the gate
+    // looks it through for secrets.
+    for folder in 0..50 {
+        let folder = dir.path().join(format!("mod{folder}"));
+        std::fs::create_dir(&folder).unwrap();
+        for file in 0..20 {
+            std::fs::write(folder.join(format!("f{file}.rs")), "fn f() {}").unwrap();
+        }
+    }
+    for (name, command) in [
+        ("typical", TYPICAL),
+        ("20-part pipeline", long.as_str()),
+        ("grep -r over 1,000 files", WALK),
+    ] {
         let samples: Vec<Duration> = (0..5000)
             .map(|_| {
                 let start = Instant::now();
@@ -67,6 +81,9 @@ fn gate(c: &mut Criterion) {
     });
     c.bench_function("gate/pipeline_20", |b| {
         b.iter(|| judge(&engine, "bench", &root, None, &long, Transport::Cli).unwrap())
+    });
+    c.bench_function("gate/walk_1000", |b| {
+        b.iter(|| judge(&engine, "bench", &root, None, WALK, Transport::Cli).unwrap())
     });
 }
 
