@@ -233,6 +233,11 @@ fn judge_walks(
     for scope in walks {
         let mut folders = Vec::new();
         for operand in &scope.operands {
+            if operand == parse::UNQUOTED_EXPANSION || parse::is_quoted_expansion(operand) {
+                // A folder named by a value the gate cannot read.
+                facts.opaque = true;
+                continue;
+            }
             match paths.resolve(operand) {
                 Some(resolved) if resolved.canonical.is_dir() => folders.push(resolved.canonical),
                 Some(_) => {}

@@ -194,6 +194,8 @@ struct EnvironmentEntry {
     #[serde(default)]
     loading: Vec<String>,
     #[serde(default)]
+    readable: Vec<String>,
+    #[serde(default)]
     lowercase_harmless: bool,
 }
 
@@ -216,6 +218,9 @@ struct Globals {
 struct Environment {
     harmless: GlobSet,
     loading: GlobSet,
+    /// Variables whose value may be shown and used (`HOME`, `PWD`), though
+    /// assigning them may not be harmless.
+    readable: GlobSet,
     lowercase_harmless: bool,
 }
 
@@ -224,6 +229,7 @@ impl Default for Environment {
         Self {
             harmless: GlobSet::empty(),
             loading: GlobSet::empty(),
+            readable: GlobSet::empty(),
             lowercase_harmless: false,
         }
     }
@@ -471,10 +477,11 @@ impl CommandClasses {
     }
 
     /// Whether the value of an environment variable may be used and shown:
-    /// only those the `[environment]` table lists as harmless (not every
-    /// lower-case name, which is harmless to assign but may hold anything).
+    /// only those the `[environment]` table lists as harmless or readable
+    /// (not every lower-case name, which is harmless to assign but may hold
+    /// anything).
     pub fn readable(&self, name: &str) -> bool {
-        self.environment.harmless.is_match(name)
+        self.environment.harmless.is_match(name) || self.environment.readable.is_match(name)
     }
 
     /// What assigning to `name` means, by the `[environment]` table.
@@ -664,6 +671,7 @@ fn environment(file: &str, entry: EnvironmentEntry) -> Result<Environment, Comma
     Ok(Environment {
         harmless: build(&entry.harmless)?,
         loading: build(&entry.loading)?,
+        readable: build(&entry.readable)?,
         lowercase_harmless: entry.lowercase_harmless,
     })
 }
