@@ -354,6 +354,9 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
         Kind::RedirectedStatement => {
             let mut stdin_text = None;
             let mut stdin_uses = Vec::new();
+            // Stdin that is other commands' output (`< <(cmd)`, `<<<
+            // "$(cmd)"`) feeds the body as a pipe would.
+            let mut fed = piped_into;
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
                 match kind(child) {
@@ -367,9 +370,14 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
                             .named_children(&mut c)
                             .last()
                             .and_then(|w| literal(w, source));
+                        let before = stdin_uses.len();
                         uses_in(child, source, &mut stdin_uses);
+                        fed |= stdin_uses[before..].contains(&Use::Output);
                     }
-                    Kind::FileRedirect => redirect(child, source, out),
+                    Kind::FileRedirect => {
+                        fed |= reads_from_commands(child, source);
+                        redirect(child, source, out);
+                    }
                     _ => {}
                 }
             }
@@ -381,13 +389,13 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
             for child in node.children(&mut cursor) {
                 if kind(child) == Kind::Command && body == Some(child) {
                     let uses = std::mem::take(&mut stdin_uses);
-                    push_simple(child, source, piped_into, stdin_text.clone(), uses, out);
+                    push_simple(child, source, fed, stdin_text.clone(), uses, out);
                     let mut c = child.walk();
                     for grandchild in child.children(&mut c) {
                         walk_inner(grandchild, source, out);
                     }
                 } else if kind(child) != Kind::FileRedirect {
-                    walk(child, source, out, piped_into);
+                    walk(child, source, out, fed);
                 }
             }
         }
@@ -562,6 +570,18 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     }
 }
 
+/// Whether a redirect feeds stdin from a process substitution (`< <(cmd)`).
+fn reads_from_commands(node: Node<'_>, source: &str) -> bool {
+    let mut cursor = node.walk();
+    let input = node
+        .children(&mut cursor)
+        .any(|c| !c.is_named() && text(c, source).contains('<'));
+    input
+        && node
+            .child_by_field_name("destination")
+            .is_some_and(|d| kind(d) == Kind::ProcessSubstitution)
+}
+
 fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
     let mut cursor = node.walk();
     let body = node
@@ -575,7 +595,7 @@ fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
 fn push_simple(
     node: Node<'_>,
     source: &str,
-    piped_into: bool,
+    mut piped_into: bool,
     stdin_text: Option<String>,
     mut uses: Vec<Use>,
     out: &mut Parsed,
@@ -592,8 +612,11 @@ fn push_simple(
                     .named_children(&mut c)
                     .last()
                     .and_then(|w| literal(w, source));
+                let before = uses.len();
                 uses_in(child, source, &mut uses);
+                piped_into |= uses[before..].contains(&Use::Output);
             }
+            Kind::FileRedirect => piped_into |= reads_from_commands(child, source),
             // `VAR=x cmd`: the assignment is not part of argv, and sets
             // the variable for the program only, not for these words.
             Kind::VariableAssignment => {
@@ -606,7 +629,7 @@ fn push_simple(
                 uses_in(child, source, &mut uses);
                 assignments.extend(assigned_name(child, source));
             }
-            Kind::FileRedirect | Kind::Comment => {}
+            Kind::Comment => {}
             Kind::CommandName => {
                 let mut c = child.walk();
                 let word = child.named_children(&mut c).next();

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use super::parse::{MAX_DEPTH, Parsed, Simple, UNQUOTED_EXPANSION, is_quoted_expansion, parse};
+use super::parse::{
+    MAX_DEPTH, Parsed, QUOTED_EXPANSION, Simple, UNQUOTED_EXPANSION, is_quoted_expansion, parse,
+};
 use super::values::{Expanded, read_variables};
 
 /// Folders whose programs are the system's own.
@@ -309,8 +311,12 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 return;
             }
             "source" | "." => {
-                // Runs a file portcullis cannot see.
+                // Runs a file portcullis cannot see; one that is other
+                // commands' output is a pipe to the shell.
                 out.opaque = true;
+                if rest.first().is_some_and(|f| reads_output(f, simple)) {
+                    extra.insert(PIPE_TO_SHELL.to_owned());
+                }
                 record(out, &first, &name, &literals(&rest), &extra);
                 return;
             }
@@ -397,6 +403,9 @@ fn unwrap_shell(
     let mut index = 0;
     let mut script_follows = false;
     let mut operands = false;
+    // `-s`: the script is read from stdin, and the operands are its
+    // arguments.
+    let mut script_from_stdin = false;
     while index < rest.len() {
         match rest[index].as_deref() {
             Some(flag) if flag.starts_with('-') && !flag.starts_with("--") && flag.len() > 1 => {
@@ -405,9 +414,10 @@ fn unwrap_shell(
                     index += 1;
                     break;
                 }
+                script_from_stdin |= flag.contains('s');
             }
             Some(flag) if flag.starts_with("--") => {}
-            Some("+o" | "-o") => index += 1,
+            Some("+o") => index += 1,
             _ => {
                 operands = true;
                 break;
@@ -422,7 +432,17 @@ fn unwrap_shell(
         }
         return;
     }
-    if operands {
+    let script_file = rest.get(index);
+    if operands && !script_from_stdin && script_file.is_some_and(|f| reads_output(f, simple)) {
+        // `bash <(curl ...)`, `curl ... | bash /dev/stdin`: a script made
+        // of commands' output.
+        let mut extra = extra.clone();
+        extra.insert(PIPE_TO_SHELL.to_owned());
+        out.opaque = true;
+        record(out, program, basename(program), &literals(rest), &extra);
+        return;
+    }
+    if operands && !script_from_stdin {
         // A script file: portcullis cannot see into it.
         out.opaque = true;
         record(out, program, basename(program), &literals(rest), extra);
@@ -437,6 +457,19 @@ fn unwrap_shell(
     match &simple.stdin_text {
         Some(script) if depth < MAX_DEPTH => unwrap_source(script, depth + 1, out),
         _ => out.opaque = true,
+    }
+}
+
+/// Names of a shell's own stdin, as a script file.
+const STDIN_FILES: [&str; 4] = ["-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"];
+
+/// Whether a script file operand is commands' output: a process
+/// substitution, or stdin when stdin is fed by commands.
+fn reads_output(word: &Option<String>, simple: &Simple) -> bool {
+    match word.as_deref() {
+        Some(QUOTED_EXPANSION) => true,
+        Some(name) => simple.piped_into && STDIN_FILES.contains(&name),
+        None => false,
     }
 }
 
