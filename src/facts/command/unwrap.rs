@@ -130,10 +130,11 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
             "env" => {
                 let (after, split) = skip_env_options(&rest, out);
                 if let Some(script) = split {
-                    match script.filter(|s| !is_quoted_expansion(s)) {
-                        Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
-                        _ => out.opaque = true,
-                    }
+                    run_script(
+                        script.filter(|s| !is_quoted_expansion(s)).as_deref(),
+                        depth,
+                        out,
+                    );
                     return;
                 }
                 words = after;
@@ -217,10 +218,11 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                     .position(|w| matches!(w.as_deref(), Some("-c" | "--command")))
                     .map(|at| rest.get(at + 1).cloned().flatten());
                 if let Some(script) = script {
-                    match script.filter(|s| !is_quoted_expansion(s)) {
-                        Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
-                        _ => out.opaque = true,
-                    }
+                    run_script(
+                        script.filter(|s| !is_quoted_expansion(s)).as_deref(),
+                        depth,
+                        out,
+                    );
                     return;
                 }
                 words = after.get(1..).map(<[_]>::to_vec).unwrap_or_default();
@@ -229,12 +231,8 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 // `watch CMD ARGS` joins its words and runs them with `sh -c`.
                 let after = skip_options(&rest, &["-n", "--interval", "-q", "--equexit"]);
                 let script: Option<Vec<String>> = after.iter().map(script_word).collect();
-                match script {
-                    Some(script) if !script.is_empty() && depth < MAX_DEPTH => {
-                        unwrap_source(&script.join(" "), depth + 1, out)
-                    }
-                    _ => out.opaque = true,
-                }
+                let script = script.filter(|s| !s.is_empty()).map(|s| s.join(" "));
+                run_script(script.as_deref(), depth, out);
                 return;
             }
             "script" => {
@@ -245,10 +243,7 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                     .position(|w| matches!(w.as_deref(), Some("-c" | "--command")))
                     .and_then(|at| rest.get(at + 1).cloned().flatten())
                     .filter(|s| !is_quoted_expansion(s));
-                match command {
-                    Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
-                    _ => out.opaque = true,
-                }
+                run_script(command.as_deref(), depth, out);
                 record(out, &first, &name, &literals(&rest), &extra);
                 return;
             }
@@ -302,12 +297,7 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
             }
             "eval" => {
                 let script: Option<Vec<String>> = rest.iter().map(script_word).collect();
-                match script {
-                    Some(script) if depth < MAX_DEPTH => {
-                        unwrap_source(&script.join(" "), depth + 1, out)
-                    }
-                    _ => out.opaque = true,
-                }
+                run_script(script.map(|s| s.join(" ")).as_deref(), depth, out);
                 return;
             }
             "source" | "." => {
@@ -328,10 +318,11 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 // `trap 'CMD' SIGNAL` runs CMD later: it is judged now.
                 let operands = skip_options(&rest, &[]);
                 if operands.len() > 1 {
-                    match operands.first().and_then(script_word) {
-                        Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
-                        _ => out.opaque = true,
-                    }
+                    run_script(
+                        operands.first().and_then(script_word).as_deref(),
+                        depth,
+                        out,
+                    );
                 }
                 record(out, &first, &name, &literals(&rest), &extra);
                 return;
@@ -342,11 +333,7 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                     match script_word(word).as_deref().and_then(|w| w.split_once('=')) {
                         Some((alias, text)) => {
                             out.defined.insert(alias.to_owned());
-                            if depth < MAX_DEPTH {
-                                unwrap_source(text, depth + 1, out);
-                            } else {
-                                out.opaque = true;
-                            }
+                            run_script(Some(text), depth, out);
                         }
                         None if word.is_none() => out.opaque = true,
                         None => {}
@@ -392,6 +379,15 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
     }
 }
 
+/// Judges shell text a command runs (`bash -c`, `eval`, `watch`, an
+/// alias): text the gate cannot read, or nested too deep, is opaque.
+fn run_script(script: Option<&str>, depth: usize, out: &mut Unwrapped) {
+    match script {
+        Some(script) if depth < MAX_DEPTH => unwrap_source(script, depth + 1, out),
+        _ => out.opaque = true,
+    }
+}
+
 fn unwrap_shell(
     program: &str,
     rest: &[Option<String>],
@@ -426,10 +422,7 @@ fn unwrap_shell(
         index += 1;
     }
     if script_follows {
-        match rest.get(index).and_then(script_word) {
-            Some(script) if depth < MAX_DEPTH => unwrap_source(&script, depth + 1, out),
-            _ => out.opaque = true,
-        }
+        run_script(rest.get(index).and_then(script_word).as_deref(), depth, out);
         return;
     }
     let script_file = rest.get(index);
@@ -454,10 +447,7 @@ fn unwrap_shell(
         record(out, program, basename(program), &[], &extra);
         return;
     }
-    match &simple.stdin_text {
-        Some(script) if depth < MAX_DEPTH => unwrap_source(script, depth + 1, out),
-        _ => out.opaque = true,
-    }
+    run_script(simple.stdin_text.as_deref(), depth, out)
 }
 
 /// Names of a shell's own stdin, as a script file.
