@@ -190,3 +190,33 @@ fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
     assert_eq!(decide("grep -r TOKEN big"), Outcome::Ask);
     assert_eq!(decide("grep TOKEN src/main.rs"), Outcome::Allow);
 }
+
+/// The shell expands a pattern in a redirect's target as in an argument,
+/// so `> .gi?/config` writes into `.git` when `.git` is there.
+#[test]
+fn a_pattern_in_a_redirect_target_is_judged_by_what_it_matches() {
+    let GateBench { engine, root, .. } = &GateBench::new(&[".git/info", "out"]);
+    let decide = |command: &str| {
+        judge(engine, "agent", root, None, command, Transport::Cli)
+            .unwrap()
+            .decision
+    };
+    for command in [
+        "echo x > .gi?/config",
+        "echo x > .g[i]t/HEAD",
+        "printf x >> .git*/info/exclude",
+        "cat < a > .?it/config",
+    ] {
+        let decision = decide(command);
+        assert_eq!(decision.outcome, Outcome::Deny, "{command}");
+        assert!(
+            decision
+                .policies
+                .iter()
+                .any(|p| p.id == "hard.no_command_vcs_metadata_write"),
+            "{command}: {:?}",
+            decision.policies
+        );
+    }
+    assert_eq!(decide("echo x > ou?/log.txt").outcome, Outcome::Ask);
+}

@@ -178,7 +178,11 @@ pub fn command_facts(
     judge_named_words(&unwrapped, table, glob_cwd, home.as_deref(), &mut facts);
     judge_walks(&walks, &paths, table, &mut facts);
     judge_assignments(&unwrapped, table, &mut facts);
-    judge_files(&writes, &unwrapped.reads, &paths, &mut facts);
+    // A pattern in a write's target is expanded by the shell too
+    // (`echo x > .gi?/config` writes `.git/config`).
+    let writes = expand_targets(&writes, glob_cwd, home.as_deref());
+    let reads = expand_targets(&unwrapped.reads, glob_cwd, home.as_deref());
+    judge_files(&writes, &reads, &paths, &mut facts);
     if facts.parts.is_empty() && !facts.opaque {
         // Only assignments, comments or empty groups: nothing to run,
         // but nothing seen either.
@@ -216,6 +220,29 @@ fn judge_named_words(
             }
         }
     }
+}
+
+/// Targets as the shell may turn them into files: a pattern is each word
+/// it expands to (itself when nothing matches); one that cannot be
+/// expanded here is unknown.
+fn expand_targets(
+    targets: &[Option<String>],
+    cwd: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<Option<String>> {
+    let mut out = Vec::with_capacity(targets.len());
+    for target in targets {
+        let Some(word) = target else {
+            out.push(None);
+            continue;
+        };
+        match globs::expand(word, cwd, home) {
+            globs::Expansion::Plain => out.push(Some(word.clone())),
+            globs::Expansion::Unknown => out.push(None),
+            globs::Expansion::Words(words) => out.extend(words.into_iter().map(Some)),
+        }
+    }
+    out
 }
 
 /// The trees a command reads every file of (`grep -r`, `rg`, `find
