@@ -214,7 +214,7 @@ fn test_runs_the_shipped_fixtures() {
     let run = portcullis(&["policy", "test"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.trim_end().ends_with("57 passed, 0 failed"),
+        run.stdout.trim_end().ends_with("58 passed, 0 failed"),
         "{run:?}"
     );
 }
@@ -244,7 +244,7 @@ fn test_reports_a_failing_fixture_with_why_and_exits_1() {
         "{run:?}"
     );
     assert!(
-        run.stdout.trim_end().ends_with("56 passed, 1 failed"),
+        run.stdout.trim_end().ends_with("57 passed, 1 failed"),
         "{run:?}"
     );
 }
