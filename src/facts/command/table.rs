@@ -184,6 +184,11 @@ struct GlobalsEntry {
     /// read-only while it resolves inside the root (`git -C DIR`).
     #[serde(default)]
     inside_root: Vec<String>,
+    /// Global options whose value is a folder the subcommand works in: a
+    /// subcommand that is not proven read-only writes there (`git -C ..
+    /// commit`).
+    #[serde(default)]
+    works_in: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -212,6 +217,7 @@ struct Globals {
     options: HashSet<String>,
     safe: HashSet<String>,
     inside_root: HashSet<String>,
+    works_in: HashSet<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -361,6 +367,7 @@ impl CommandClasses {
                         options: set(g.options),
                         safe: set(g.safe),
                         inside_root: set(g.inside_root),
+                        works_in: set(g.works_in),
                     },
                 )
             })
@@ -400,9 +407,9 @@ impl CommandClasses {
         args: &[String],
         inside_root: &dyn Fn(&str) -> bool,
     ) -> Classified {
-        let (globals_safe, rest) = match self.globals.get(program) {
+        let (globals_safe, rest, folders) = match self.globals.get(program) {
             Some(globals) => globals.split(args, inside_root),
-            None => (true, args),
+            None => (true, args, Vec::new()),
         };
         let joined = rest.join(" ");
         let mut classified = Classified::default();
@@ -426,11 +433,13 @@ impl CommandClasses {
                 })
                 .map(|rule| rule.class.clone()),
         );
+        let mut proven_fit = false;
         for description in self.programs.get(program).into_iter().flatten() {
             let Some(after) = description.applies(rest) else {
                 continue;
             };
             let scan = description.scan(after);
+            proven_fit |= scan.fits && PROVEN_CLASSES.contains(&description.class.as_str());
             classified.walks.extend(scan.walk);
             for write in scan.writes {
                 if !classified.writes.contains(&write) {
@@ -439,6 +448,13 @@ impl CommandClasses {
             }
             if scan.fits && globals_safe {
                 classified.classes.insert(description.class.clone());
+            }
+        }
+        if !proven_fit {
+            for folder in folders {
+                if !classified.writes.iter().any(|w| w == folder) {
+                    classified.writes.push(folder.to_owned());
+                }
             }
         }
         if !classified.writes.is_empty() {
@@ -501,13 +517,14 @@ impl CommandClasses {
 
 impl Globals {
     /// Splits the global options off; says whether all of them keep the
-    /// command read-only.
+    /// command read-only, and names the folders the subcommand works in.
     fn split<'a>(
         &self,
         args: &'a [String],
         inside_root: &dyn Fn(&str) -> bool,
-    ) -> (bool, &'a [String]) {
+    ) -> (bool, &'a [String], Vec<&'a str>) {
         let mut safe = true;
+        let mut folders = Vec::new();
         let mut index = 0;
         while index < args.len() {
             let word = args[index].as_str();
@@ -515,6 +532,15 @@ impl Globals {
                 break;
             }
             index += 1;
+            if let Some((name, folder)) = word.split_once('=')
+                && self.works_in.contains(name)
+            {
+                folders.push(folder);
+            } else if self.works_in.contains(word)
+                && let Some(folder) = args.get(index)
+            {
+                folders.push(folder.as_str());
+            }
             if self.inside_root.contains(word) {
                 let folder = args.get(index).map(String::as_str);
                 index += 1;
@@ -526,7 +552,7 @@ impl Globals {
                 safe = false;
             }
         }
-        (safe, &args[index.min(args.len())..])
+        (safe, &args[index.min(args.len())..], folders)
     }
 }
 
@@ -749,6 +775,21 @@ lowercase_harmless = true
         assert!(out.classes.contains(WRITES_FILES) && !out.classes.contains("vcs_read"));
         assert_eq!(classes(&t, "head", &["-n", "f"]), ["read_only"]);
         assert_eq!(classes(&t, "cat", &["-v", "f"]), [UNKNOWN]);
+    }
+
+    #[test]
+    fn a_subcommand_not_proven_read_only_writes_the_folder_it_works_in() {
+        let t = table(&GIT.replace(
+            "inside_root = [\"-C\"]",
+            "inside_root = [\"-C\"]\nworks_in = [\"-C\", \"--git-dir\"]",
+        ))
+        .unwrap();
+        let writes = |a: &[&str]| t.classify("git", &args(a), &|_| false).writes;
+        assert_eq!(writes(&["-C", "..", "commit"]), [".."]);
+        assert_eq!(writes(&["--git-dir=../x", "push"]), ["../x"]);
+        // A proven read writes nothing, wherever it reads.
+        assert!(writes(&["-C", "..", "log"]).is_empty());
+        assert!(writes(&["commit"]).is_empty());
     }
 
     #[test]
