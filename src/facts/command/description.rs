@@ -45,6 +45,15 @@ pub struct Walk {
     pub visible_only: bool,
     /// Flags that make a `visible_only` walk read everything (`rg -u`).
     pub everything_flags: HashSet<String>,
+    /// Options whose value is a glob of the only files read (`grep
+    /// --include`).
+    pub only_options: HashSet<String>,
+    /// Options whose value is a glob of files or folders not read (`grep
+    /// --exclude`, `--exclude-dir`).
+    pub skip_options: HashSet<String>,
+    /// Options whose value is a ripgrep glob: `GLOB` reads only what
+    /// matches, `!GLOB` skips it (`rg -g`).
+    pub glob_options: HashSet<String>,
 }
 
 /// The folders a command reads every file under.
@@ -55,6 +64,9 @@ pub struct WalkScope {
     pub operands: Vec<String>,
     /// Hidden and ignored files are read too.
     pub everything: bool,
+    /// Globs in ripgrep's form that narrow what is read: `GLOB` reads only
+    /// what matches, `!GLOB` skips it.
+    pub globs: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -135,6 +147,7 @@ impl Description {
         let mut scripts: Vec<&str> = Vec::new();
         let mut in_place = false;
         let mut walking = self.walk.always;
+        let mut globs = Vec::new();
         let mut everything = !self.walk.visible_only;
         let mut index = 0;
         let mut options_end = self.free_words;
@@ -160,6 +173,16 @@ impl Description {
                 || self.cluster_holds(word, &self.walk.everything_flags)
             {
                 everything = true;
+            }
+            let next = words.get(index).map(String::as_str);
+            if let Some(glob) = option_value(word, next, &self.walk.only_options) {
+                globs.push(glob.to_owned());
+            }
+            if let Some(glob) = option_value(word, next, &self.walk.skip_options) {
+                globs.push(format!("!{glob}"));
+            }
+            if let Some(glob) = option_value(word, next, &self.walk.glob_options) {
+                globs.push(glob.to_owned());
             }
             for item in self.read_option(word, words, &mut index) {
                 match item {
@@ -211,6 +234,7 @@ impl Description {
             scan.walk = Some(WalkScope {
                 operands: operands.iter().map(|o| (*o).to_owned()).collect(),
                 everything,
+                globs,
             });
         }
         if !scan.writes.is_empty() {
@@ -326,6 +350,31 @@ impl Description {
         }
         Word::Unknown
     }
+}
+
+/// The value `word` gives one of `options`: `--opt=value`, `--opt value`,
+/// `-o value` or `-ovalue`.
+fn option_value<'a>(
+    word: &'a str,
+    next: Option<&'a str>,
+    options: &HashSet<String>,
+) -> Option<&'a str> {
+    if options.is_empty() {
+        return None;
+    }
+    if let Some((name, value)) = word.split_once('=')
+        && word.starts_with("--")
+        && options.contains(name)
+    {
+        return Some(value);
+    }
+    if options.contains(word) {
+        return next;
+    }
+    let short = word
+        .get(..2)
+        .filter(|s| !word.starts_with("--") && options.contains(*s))?;
+    word.get(short.len()..).filter(|rest| !rest.is_empty())
 }
 
 /// An option word: starts with `-` and is more than `-` (stdin).

@@ -282,6 +282,7 @@ fn judge_walks(
         let whole = walk::reach(
             &folders,
             scope.everything,
+            &scope.globs,
             &mut |path| found.extend(table.classify_word(path)),
             &mut budget,
         );

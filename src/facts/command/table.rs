@@ -169,6 +169,12 @@ struct ProgramEntry {
     walk_visible_only: bool,
     #[serde(default)]
     walk_everything_flags: Vec<String>,
+    #[serde(default)]
+    walk_only_options: Vec<String>,
+    #[serde(default)]
+    walk_skip_options: Vec<String>,
+    #[serde(default)]
+    walk_glob_options: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -671,6 +677,9 @@ fn description(
             flags: set(entry.walk_flags),
             visible_only: entry.walk_visible_only,
             everything_flags: set(entry.walk_everything_flags),
+            only_options: set(entry.walk_only_options),
+            skip_options: set(entry.walk_skip_options),
+            glob_options: set(entry.walk_glob_options),
         },
     })
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use ignore::WalkBuilder;
+use ignore::overrides::OverrideBuilder;
 
 /// Most entries looked at for one command, over all its trees.
 pub const MAX_WALK_ENTRIES: usize = 20_000;
@@ -13,12 +14,15 @@ pub const MAX_WALK_ENTRIES: usize = 20_000;
 /// Looks through `folders` as the program would walk them: everything, or
 /// (for walks that are not `everything`, as ripgrep's) without hidden files
 /// and what ignore files exclude. Symbolic links are not followed, as
-/// `grep -r` and `rg` do not. `classes_of` adds the classes the rules give
-/// an entry's path; `budget` is what is left of `MAX_WALK_ENTRIES`. Returns
-/// whether the trees were looked through to the end.
+/// `grep -r` and `rg` do not. `globs` narrow what is read as ripgrep's
+/// `-g` does (`GLOB` only what matches, `!GLOB` not that); one that does
+/// not compile narrows nothing. `classes_of` adds the classes the rules
+/// give an entry's path; `budget` is what is left of `MAX_WALK_ENTRIES`.
+/// Returns whether the trees were looked through to the end.
 pub fn reach(
     folders: &[PathBuf],
     everything: bool,
+    globs: &[String],
     classes_of: &mut dyn FnMut(&str),
     budget: &mut usize,
 ) -> bool {
@@ -30,6 +34,16 @@ pub fn reach(
         builder.add(folder);
     }
     builder.standard_filters(!everything).follow_links(false);
+    if !globs.is_empty() {
+        let mut narrowed = OverrideBuilder::new(first);
+        for glob in globs {
+            // A glob that will not compile reads more, never less.
+            let _ = narrowed.add(glob);
+        }
+        if let Ok(narrowed) = narrowed.build() {
+            builder.overrides(narrowed);
+        }
+    }
     for entry in builder.build() {
         // An entry that cannot be read is not read by the program either.
         let Ok(entry) = entry else { continue };
@@ -55,7 +69,13 @@ mod tests {
                 found.push(path.rsplit('/').next().unwrap_or("").to_owned());
             }
         };
-        let whole = reach(&[folder.to_path_buf()], everything, &mut note, &mut budget);
+        let whole = reach(
+            &[folder.to_path_buf()],
+            everything,
+            &[],
+            &mut note,
+            &mut budget,
+        );
         whole.then_some(found)
     }
 
@@ -94,6 +114,31 @@ mod tests {
         );
         std::fs::write(dir.path().join(".ignore"), "id_rsa\n").unwrap();
         assert_eq!(secrets(dir.path(), false, MAX_WALK_ENTRIES), Some(vec![]));
+    }
+
+    #[test]
+    fn globs_narrow_the_walk_as_grep_include_and_rg_g_do() {
+        let dir = tree();
+        std::fs::write(dir.path().join("src/.env"), "T=1").unwrap();
+        let walk = |globs: &[&str]| {
+            let globs: Vec<String> = globs.iter().map(|g| (*g).to_owned()).collect();
+            let mut found = 0;
+            let mut budget = MAX_WALK_ENTRIES;
+            let mut note = |path: &str| found += usize::from(path.ends_with("/.env"));
+            reach(
+                &[dir.path().to_path_buf()],
+                true,
+                &globs,
+                &mut note,
+                &mut budget,
+            );
+            found
+        };
+        assert_eq!(walk(&[]), 1);
+        assert_eq!(walk(&["*.rs"]), 0);
+        assert_eq!(walk(&["!.env"]), 0);
+        assert_eq!(walk(&["!src/"]), 0);
+        assert_eq!(walk(&["*.env"]), 1);
     }
 
     #[test]
