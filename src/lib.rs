@@ -28,6 +28,8 @@
 //!   decided call is forwarded through.
 //! - [`bridge`]: the agent bridge: callers' conversations with a downstream
 //!   agent, each owned by its caller, in a SQLite session store.
+//! - [`loosening`]: what a change to a set's data files (schema, command
+//!   table, path classes, servers, tiers) newly permits, entry by entry.
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
@@ -52,6 +54,7 @@ pub mod file_stamp;
 pub mod gate;
 pub mod hook;
 pub mod keeper;
+pub mod loosening;
 pub mod mcp;
 pub mod pdp;
 pub mod servers;

@@ -106,7 +106,8 @@ fn tree() -> Tree {
         tree.policies().join("servers.toml"),
         "[servers.tickets]\ncommand = \"tickets-mcp\"\n\n\
          [servers.tickets.tools.\"create_ticket\"]\neffects = [\"write\", \"network\"]\n\
-         redact = [\"assignee.token\"]\n",
+         redact = [\"assignee.token\"]\n\
+         not_paths = { target = \"the release a ticket is for, never a file\" }\n",
     )
     .unwrap();
     let mut lock = portcullis::servers::ServersLock::new();

@@ -344,7 +344,16 @@ fn gate_exit_codes_follow_check() {
             .starts_with("DENY (forbidden, layer 50_commands)"),
         "{run:?}"
     );
-    assert!(run.stdout.contains("rm -rf /  [destructive]"), "{run:?}");
+    // rm's operands are files it writes (the built-in table's floor): the
+    // hard constraint holds whatever the team's policies say of destructive.
+    assert!(
+        run.stdout.contains("rm -rf /  [destructive, writes_files]"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("hard.no_command_write_outside_root"),
+        "{run:?}"
+    );
 }
 
 #[test]

@@ -84,6 +84,7 @@ command = "{everything}"
 
 [servers.everything.tools."{{echo,trigger-long-running-operation,get-structured-content,trigger-elicitation-request}}"]
 effects = ["read"]
+not_paths = {{ location = "the city get-structured-content reports the weather of" }}
 
 [servers.py]
 command = "sh"
@@ -557,15 +558,11 @@ fn a_downstream_tool_declared_to_spawn_processes_is_forbidden() {
 #[test]
 fn servers_commands_say_why_a_server_did_not_start() {
     let served = Served::new(ALLOW_DOWNSTREAM, "paired");
-    let missing = served.tree.dir.path().join("no-such-folder");
     served.tree.write_policy(
         "servers.toml",
-        &format!(
-            "[servers.mute]\ncommand = \"sleep\"\nargs = [\"30\"]\nstart_timeout = \"1s\"\n\
-             [servers.ghost]\ncommand = \"/no/such/program\"\n\
-             [servers.rootless]\ncommand = \"sleep\"\nargs = [\"30\"]\nroot = \"{}\"\n",
-            missing.display()
-        ),
+        "[servers.mute]\ncommand = \"sleep\"\nargs = [\"30\"]\nstart_timeout = \"1s\"\n\
+         [servers.ghost]\ncommand = \"/no/such/program\"\n\
+         [servers.rootless]\ncommand = \"sleep\"\nargs = [\"30\"]\nroot = \"no-such-folder\"\n",
     );
     let root = served.root.path().display().to_string();
     let flags = served.tree.flags();
@@ -631,19 +628,20 @@ fn a_server_with_a_root_of_its_own_has_its_paths_judged_against_it() {
         return;
     };
     let served = Served::new(ALLOW_DOWNSTREAM, "paired");
-    let data = served.tree.dir.path().join("data");
+    // A server's root lies inside the served root (`data/`), or the
+    // server is refused at load.
+    let data = served.root.path().join("data");
     fs::create_dir_all(&data).unwrap();
     fs::write(data.join("x.txt"), "data file\n").unwrap();
     fs::write(served.root.path().join("w.txt"), "workspace file\n").unwrap();
     served.tree.write_policy(
         "servers.toml",
         &format!(
-            "[servers.data]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\nroot = \"{}\"\n\
+            "[servers.data]\ncommand = \"{}\"\nargs = [\"{}\", \"{}\"]\nroot = \"data\"\n\
              [servers.data.tools.read_text_file]\neffects = [\"read\"]\npaths = {{ path = \"read\" }}\n",
             bin.join("mcp-server-filesystem").display(),
             data.display(),
             served.root.path().display(),
-            data.display()
         ),
     );
     let root = served.root.path().display().to_string();

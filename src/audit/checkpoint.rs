@@ -130,6 +130,28 @@ impl Signer {
     pub fn verifying_key(&self) -> VerifyingKey {
         self.key.verifying_key()
     }
+
+    /// Base64 of the signature over `message`, for records that carry a
+    /// signature of their own (an operator's `policy apply`).
+    pub fn sign(&self, message: &[u8]) -> String {
+        BASE64.encode(self.key.sign(message).to_bytes())
+    }
+
+    /// The fingerprint of this key's public half.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+/// Whether `signature` (base64) is `key`'s over `message`.
+pub fn signature_valid(key: &VerifyingKey, message: &[u8], signature: &str) -> bool {
+    let Ok(bytes) = BASE64.decode(signature) else {
+        return false;
+    };
+    let Ok(signature) = Signature::from_slice(&bytes) else {
+        return false;
+    };
+    key.verify(message, &signature).is_ok()
 }
 
 /// The text of a public key file.

@@ -14,7 +14,10 @@ mod replay;
 mod snapshot;
 mod verify;
 
-pub use applied::{Applied, applied, applied_path, apply as apply_set, is_applied};
+pub use applied::{
+    APPLY_EVENT, Applied, ApplyTrust, applied, applied_path, apply as apply_set, apply_record,
+    signed_apply,
+};
 pub use canonical::{encode as canonical_json, sha256_hex};
 pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,

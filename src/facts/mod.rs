@@ -9,11 +9,12 @@ mod tool_call;
 mod tool_input;
 
 pub use command::{
-    CommandClassError, CommandClasses, CommandError, CommandFacts, CommandPart, KNOWN_NODE_KINDS,
-    MAX_COMMAND_BYTES, command_facts, shell_quote,
+    BUILTIN_COMMAND_TABLE, CommandClassError, CommandClasses, CommandError, CommandFacts,
+    CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, command_facts, command_loosenings,
+    shell_quote,
 };
-pub use path_argument::{PathArgument, PathRole};
-pub use path_classes::{PathClassError, PathClasses};
+pub use path_argument::{PathArgument, PathRole, holds_paths};
+pub use path_classes::{BUILTIN_PATH_CLASSES, PathClassError, PathClasses, path_class_loosenings};
 pub use paths::{
     Anchor, FileId, MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve,
 };

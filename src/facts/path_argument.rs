@@ -34,3 +34,31 @@ pub struct PathArgument {
     /// Used when the argument is absent (e.g. `search` defaults to the root).
     pub default: Option<String>,
 }
+
+/// Whether a property of an input schema can carry what a path argument
+/// reads: a string, a list of strings, or a value of no declared type.
+pub fn holds_paths(property: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    let textual = |p: &Value| match p.get("type") {
+        None => true,
+        Some(Value::String(kind)) => kind == "string",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "string"),
+        _ => false,
+    };
+    let list = match property.get("type") {
+        Some(Value::String(kind)) => kind == "array",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "array"),
+        _ => false,
+    };
+    textual(property) || (list && property.get("items").is_none_or(textual))
+}
+
+/// The paths an argument's value names: a string, or each string of a
+/// list. Anything else names none.
+pub fn path_values(value: &serde_json::Value) -> Vec<&str> {
+    match value {
+        serde_json::Value::String(path) => vec![path.as_str()],
+        serde_json::Value::Array(items) => items.iter().filter_map(|i| i.as_str()).collect(),
+        _ => Vec::new(),
+    }
+}

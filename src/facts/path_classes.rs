@@ -15,6 +15,16 @@ pub enum PathClassError {
     Syntax { file: String, message: String },
     #[error("{file}: class `{class}`: the name must be a lower-case identifier (a-z, 0-9, _)")]
     BadName { file: String, class: String },
+    #[error(
+        "{file}: class `{class}`: the built-in glob `{glob}` is missing; the built-in classes are a \
+         floor a team's table may add to, never take from (to let a tool read such a file, write a \
+         Cedar permit on that class for that tool)"
+    )]
+    Floor {
+        file: String,
+        class: String,
+        glob: String,
+    },
     #[error("{file}: class `{class}` has no globs")]
     NoGlobs { file: String, class: String },
     #[error("{file}: class `{class}`: glob `{glob}`: {message}")]
@@ -24,6 +34,47 @@ pub enum PathClassError {
         glob: String,
         message: String,
     },
+}
+
+fn read(file: &str, text: &str) -> Result<BTreeMap<String, ClassEntry>, PathClassError> {
+    toml::from_str(text).map_err(|err| PathClassError::Syntax {
+        file: file.to_owned(),
+        message: err.to_string().trim_end().to_owned(),
+    })
+}
+
+/// What a change to the path classes newly permits, entry by entry: a
+/// class removed, or a glob dropped from one, takes paths out of a class a
+/// policy may refuse. A table that does not read on one side is one
+/// loosening.
+pub fn path_class_loosenings(old: &str, new: &str) -> Vec<(String, String)> {
+    let (Ok(old), Ok(new)) = (read("old", old), read("new", new)) else {
+        return vec![(
+            "the table".to_owned(),
+            "does not read on one side, so nothing of it can be compared".to_owned(),
+        )];
+    };
+    let mut found = Vec::new();
+    for (class, entry) in &old {
+        let Some(theirs) = new.get(class) else {
+            found.push((
+                format!("class `{class}`"),
+                format!("removed: no path is `{class}` any more"),
+            ));
+            continue;
+        };
+        for glob in entry
+            .globs
+            .iter()
+            .filter(|glob| !theirs.globs.contains(glob))
+        {
+            found.push((
+                format!("class `{class}`"),
+                format!("drops `{glob}`: paths it matched may no longer be `{class}`"),
+            ));
+        }
+    }
+    found
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,14 +97,44 @@ pub struct PathClasses {
     names: Vec<String>,
 }
 
+/// The built-in path classes, as shipped in `policies/path_classes.toml`:
+/// every glob of every class in it is a floor a team's table may add to,
+/// never take from (a team that needs an agent to read one such file
+/// writes an audited Cedar permit on that class for that tool).
+pub const BUILTIN_PATH_CLASSES: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/policies/path_classes.toml"
+));
+
 impl PathClasses {
-    /// Parses the table; `file` names it in errors.
+    /// Parses a team's table; `file` names it in errors. A table that
+    /// drops a built-in class or one of its globs is refused.
     pub fn parse(file: &str, text: &str) -> Result<Self, PathClassError> {
-        let table: BTreeMap<String, ClassEntry> =
-            toml::from_str(text).map_err(|err| PathClassError::Syntax {
-                file: file.to_owned(),
-                message: err.to_string().trim_end().to_owned(),
-            })?;
+        let table = read(file, text)?;
+        let builtin = read("<builtin>/policies/path_classes.toml", BUILTIN_PATH_CLASSES)?;
+        for (class, entry) in &builtin {
+            let theirs = table
+                .get(class)
+                .map(|e| e.globs.as_slice())
+                .unwrap_or_default();
+            if let Some(glob) = entry.globs.iter().find(|glob| !theirs.contains(glob)) {
+                return Err(PathClassError::Floor {
+                    file: file.to_owned(),
+                    class: class.clone(),
+                    glob: glob.clone(),
+                });
+            }
+        }
+        Self::compile(file, table)
+    }
+
+    /// Parses a table recorded in an audit snapshot, as it was accepted
+    /// when it was recorded: replay decides from the recorded facts.
+    pub fn parse_recorded(file: &str, text: &str) -> Result<Self, PathClassError> {
+        Self::compile(file, read(file, text)?)
+    }
+
+    fn compile(file: &str, table: BTreeMap<String, ClassEntry>) -> Result<Self, PathClassError> {
         let mut builder = GlobSetBuilder::new();
         let mut class_of_glob = Vec::new();
         for (class, entry) in &table {
@@ -119,7 +200,7 @@ mod tests {
     use super::*;
 
     fn classes(table: &str, path: &str) -> BTreeSet<String> {
-        let table = PathClasses::parse("t.toml", table).unwrap();
+        let table = PathClasses::parse_recorded("t.toml", table).unwrap();
         let mut out = BTreeSet::new();
         table.classify_into(Path::new(path), &mut out);
         out
@@ -172,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_bad_glob_names_its_class_and_glob() {
-        let err = PathClasses::parse("t.toml", "[x]\nglobs = [\"a[\"]").unwrap_err();
+        let err = PathClasses::parse_recorded("t.toml", "[x]\nglobs = [\"a[\"]").unwrap_err();
         assert!(
             matches!(&err, PathClassError::BadGlob { class, glob, .. } if class == "x" && glob == "a["),
             "{err}"
@@ -181,25 +262,25 @@ mod tests {
 
     #[test]
     fn a_bad_name_is_refused() {
-        let err = PathClasses::parse("t.toml", "[Secrets]\nglobs = [\"a\"]").unwrap_err();
+        let err = PathClasses::parse_recorded("t.toml", "[Secrets]\nglobs = [\"a\"]").unwrap_err();
         assert!(matches!(err, PathClassError::BadName { .. }));
     }
 
     #[test]
     fn an_empty_class_is_refused() {
-        let err = PathClasses::parse("t.toml", "[x]\nglobs = []").unwrap_err();
+        let err = PathClasses::parse_recorded("t.toml", "[x]\nglobs = []").unwrap_err();
         assert!(matches!(err, PathClassError::NoGlobs { .. }));
     }
 
     #[test]
     fn a_misspelt_key_is_refused_with_the_file_name() {
-        let err = PathClasses::parse("t.toml", "[x]\nglob = [\"a\"]").unwrap_err();
+        let err = PathClasses::parse_recorded("t.toml", "[x]\nglob = [\"a\"]").unwrap_err();
         assert!(err.to_string().starts_with("t.toml: "), "{err}");
     }
 
     #[test]
     fn toml_syntax_errors_are_refused() {
-        assert!(PathClasses::parse("t.toml", "[x\nglobs = 1").is_err());
+        assert!(PathClasses::parse_recorded("t.toml", "[x\nglobs = 1").is_err());
     }
 }
 
@@ -208,8 +289,7 @@ mod default_secrets {
     use super::*;
 
     fn shipped() -> PathClasses {
-        let text = include_str!("../../policies/path_classes.toml");
-        PathClasses::parse("path_classes.toml", text).unwrap()
+        PathClasses::parse("path_classes.toml", BUILTIN_PATH_CLASSES).unwrap()
     }
 
     fn is_secret(table: &PathClasses, path: &str) -> bool {
@@ -307,5 +387,46 @@ mod default_secrets {
         ] {
             assert!(!is_secret(&table, plain), "{plain}");
         }
+    }
+
+    #[test]
+    fn a_team_table_may_add_to_the_builtin_secrets_never_take_from_them() {
+        PathClasses::parse("t.toml", BUILTIN_PATH_CLASSES).unwrap();
+        let added = format!("{BUILTIN_PATH_CLASSES}\n[drafts]\nglobs = [\"drafts/**\"]\n");
+        PathClasses::parse("t.toml", &added).unwrap();
+        let dropped = BUILTIN_PATH_CLASSES.replacen("  \"**/.env\",\n", "", 1);
+        assert_ne!(dropped, BUILTIN_PATH_CLASSES);
+        let err = PathClasses::parse("t.toml", &dropped).unwrap_err();
+        assert!(
+            matches!(&err, PathClassError::Floor { glob, .. } if glob == "**/.env"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().starts_with("t.toml: class `secrets`"),
+            "{err}"
+        );
+        let renamed = BUILTIN_PATH_CLASSES.replacen("[secrets]", "[credentials]", 1);
+        assert!(PathClasses::parse("t.toml", &renamed).is_err());
+        // A recorded table replays as it was accepted.
+        PathClasses::parse_recorded("t.toml", &dropped).unwrap();
+    }
+
+    #[test]
+    fn a_dropped_glob_or_class_is_a_loosening_an_added_one_is_not() {
+        assert!(path_class_loosenings(BUILTIN_PATH_CLASSES, BUILTIN_PATH_CLASSES).is_empty());
+        let more = format!("{BUILTIN_PATH_CLASSES}\n[drafts]\nglobs = [\"drafts/**\"]\n");
+        assert!(path_class_loosenings(BUILTIN_PATH_CLASSES, &more).is_empty());
+        let found = path_class_loosenings(&more, BUILTIN_PATH_CLASSES);
+        assert_eq!(
+            found,
+            [(
+                "class `drafts`".to_owned(),
+                "removed: no path is `drafts` any more".to_owned()
+            )]
+        );
+        let fewer = more.replace("globs = [\"drafts/**\"]", "globs = [\"other/**\"]");
+        let found = path_class_loosenings(&more, &fewer);
+        assert!(found[0].1.starts_with("drops `drafts/**`"), "{found:?}");
+        assert_eq!(path_class_loosenings(&more, "[x").len(), 1);
     }
 }

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::path_argument::PathArgument;
+use super::path_argument::{PathArgument, path_values};
 use super::path_classes::PathClasses;
 use super::paths::{PathError, ResolvedPath, Root, resolve};
 use super::tool_input::ToolInput;
@@ -115,48 +115,53 @@ pub fn tool_call_facts(
     let mut facts = ToolFacts::without_paths(transport);
     let mut paths = Vec::with_capacity(path_arguments.len());
     for argument in path_arguments {
-        let raw = match arguments.get(&argument.name) {
-            Some(serde_json::Value::String(raw)) => raw.as_str(),
-            // The schema declares path arguments as strings; anything else
-            // here is absent, and only a declared default stands in for it.
-            _ => match &argument.default {
-                Some(default) => default.as_str(),
-                None => continue,
-            },
+        let given = arguments
+            .get(&argument.name)
+            .map(path_values)
+            .unwrap_or_default();
+        // The schema declares path arguments as strings or lists of them;
+        // anything else here is absent, and only a declared default stands
+        // in for it.
+        let raws: Vec<&str> = match (given.is_empty(), &argument.default) {
+            (false, _) => given,
+            (true, Some(default)) => vec![default.as_str()],
+            (true, None) => continue,
         };
-        let resolved = match resolve(root, raw) {
-            Ok(resolved) => resolved,
-            Err(source) if source.is_input() => {
-                return Err(CallFactsError {
-                    argument: argument.name.clone(),
-                    source,
-                });
+        for raw in raws {
+            let resolved = match resolve(root, raw) {
+                Ok(resolved) => resolved,
+                Err(source) if source.is_input() => {
+                    return Err(CallFactsError {
+                        argument: argument.name.clone(),
+                        source,
+                    });
+                }
+                Err(source) => {
+                    // The same answer whether the place exists or not: no
+                    // existence oracle, and no outside path in any message.
+                    tracing::debug!(argument = %argument.name, error = %source, "a path that cannot be resolved is judged as outside the root");
+                    facts.path_classes.insert(UNRESOLVABLE.to_owned());
+                    ResolvedPath::unresolvable(root, raw)
+                }
+            };
+            if argument.role.reads() {
+                facts.reads_inside_root &= resolved.inside_root;
             }
-            Err(source) => {
-                // The same answer whether the place exists or not: no
-                // existence oracle, and no outside path in any message.
-                tracing::debug!(argument = %argument.name, error = %source, "a path that cannot be resolved is judged as outside the root");
-                facts.path_classes.insert(UNRESOLVABLE.to_owned());
-                ResolvedPath::unresolvable(root, raw)
+            if argument.role.writes() {
+                facts.writes_inside_root &= resolved.inside_root;
+                facts.writes_vcs_metadata |= resolved.in_vcs_metadata;
             }
-        };
-        if argument.role.reads() {
-            facts.reads_inside_root &= resolved.inside_root;
+            facts.touches_vcs_metadata |= resolved.in_vcs_metadata;
+            if resolved.hardlinked {
+                facts.path_classes.insert(HARDLINKED.to_owned());
+            }
+            classes.classify_into(&resolved.canonical, &mut facts.path_classes);
+            classes.classify_into(&resolved.requested, &mut facts.path_classes);
+            if let Some(relative) = resolved.relative(root) {
+                classes.classify_into(relative, &mut facts.path_classes);
+            }
+            paths.push((argument.name.clone(), resolved));
         }
-        if argument.role.writes() {
-            facts.writes_inside_root &= resolved.inside_root;
-            facts.writes_vcs_metadata |= resolved.in_vcs_metadata;
-        }
-        facts.touches_vcs_metadata |= resolved.in_vcs_metadata;
-        if resolved.hardlinked {
-            facts.path_classes.insert(HARDLINKED.to_owned());
-        }
-        classes.classify_into(&resolved.canonical, &mut facts.path_classes);
-        classes.classify_into(&resolved.requested, &mut facts.path_classes);
-        if let Some(relative) = resolved.relative(root) {
-            classes.classify_into(relative, &mut facts.path_classes);
-        }
-        paths.push((argument.name.clone(), resolved));
     }
     Ok(ToolCallFacts { facts, paths })
 }
@@ -185,7 +190,7 @@ mod tests {
         let root = Root::new(&ws).unwrap();
         let registry = Registry::builtin().unwrap();
         let spec = &registry.lookup(tool).unwrap().spec;
-        let classes = PathClasses::parse("c.toml", CLASSES).unwrap();
+        let classes = PathClasses::parse_recorded("c.toml", CLASSES).unwrap();
         tool_call_facts(&spec.path_arguments, &args, &root, &classes, Transport::Cli)
             .unwrap()
             .facts
@@ -273,7 +278,7 @@ mod tests {
         let root = Root::new(dir.path()).unwrap();
         let registry = Registry::builtin().unwrap();
         let spec = &registry.lookup("read_file").unwrap().spec;
-        let classes = PathClasses::parse("c.toml", CLASSES).unwrap();
+        let classes = PathClasses::parse_recorded("c.toml", CLASSES).unwrap();
         let err = tool_call_facts(
             &spec.path_arguments,
             &json!({"path": "a\0b"}),
@@ -326,7 +331,7 @@ mod error_texts {
                 _ => format!("{}/present/{}/{name}", outside.display(), "B".repeat(long)),
             };
             let registry = Registry::builtin().unwrap();
-            let classes = PathClasses::parse("c.toml", "[secrets]\nglobs = [\"**/.env\"]\n").unwrap();
+            let classes = PathClasses::parse_recorded("c.toml", "[secrets]\nglobs = [\"**/.env\"]\n").unwrap();
             for tool in ["read_file", "write_file"] {
                 let spec = &registry.lookup(tool).unwrap().spec;
                 let args = json!({"path": raw, "content": "x"});

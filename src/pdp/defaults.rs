@@ -26,9 +26,17 @@ pub const SCHEMAS: &[(&str, &str)] = &[file!("schemas/portcullis.cedarschema")];
 
 pub const TIERS: (&str, &str) = file!("policies/tiers.json");
 
-pub const PATH_CLASSES: (&str, &str) = file!("policies/path_classes.toml");
+pub const PATH_CLASSES: (&str, &str) = (
+    "policies/path_classes.toml",
+    crate::facts::BUILTIN_PATH_CLASSES,
+);
 
-pub const COMMANDS: (&str, &str) = file!("policies/commands.toml");
+/// The command table is the gate's floor too (`facts::command::floor`):
+/// one copy of the text serves both.
+pub const COMMANDS: (&str, &str) = (
+    "policies/commands.toml",
+    crate::facts::BUILTIN_COMMAND_TABLE,
+);
 
 pub const TESTS: &[(&str, &str)] = &[
     file!("policies/tests/hard_constraints.json"),

@@ -201,8 +201,12 @@ impl Engine {
             types.retain(|id| registry.get(id).is_some());
         }
         let compiled = load::compile(bundle, &types, provenance, validated);
+        let parse_path_classes = match provenance {
+            Provenance::Current => PathClasses::parse,
+            Provenance::Recorded => PathClasses::parse_recorded,
+        };
         let path_classes =
-            PathClasses::parse(&bundle.path_classes.display, &bundle.path_classes.text)
+            parse_path_classes(&bundle.path_classes.display, &bundle.path_classes.text)
                 .map_err(|err| {
                     problems.push(Problem::new(
                         ProblemKind::PathClasses,

@@ -10,6 +10,7 @@ use cedar_policy::{PolicyId, PolicySet, Schema, SchemaFragment, ValidationMode, 
 use super::bundle::{PolicyBundle, SourceFile};
 use super::input::{self, ToolTypes};
 use super::problem::{Problem, ProblemKind};
+use super::schema_floor;
 
 /// The `forbid` policies that must be present in every policy set. Deleting
 /// the file that holds them must not quietly lift them.
@@ -68,6 +69,18 @@ pub fn compile(
         Some(fragments) => Some(fragments),
         None => compile_schema(&bundle.schemas, &mut problems),
     };
+    if provenance == Provenance::Current
+        && let Some(fragments) = &base
+    {
+        let named: Vec<(serde_json::Value, String)> = fragments
+            .iter()
+            .zip(&bundle.schemas)
+            .filter_map(|(fragment, file)| {
+                Some((fragment.clone().to_json_value().ok()?, file.display.clone()))
+            })
+            .collect();
+        schema_floor::check(&named, &bundle.schemas, &mut problems);
+    }
     let schema =
         base.and_then(|base| with_tool_actions(base, types, &bundle.schemas, &mut problems));
     let files: Vec<SourceFile> = bundle.all_policies().cloned().collect();

@@ -18,6 +18,7 @@ mod input;
 mod load;
 mod problem;
 mod proof;
+mod schema_floor;
 mod scope_index;
 mod set_cache;
 mod solver;
@@ -40,6 +41,7 @@ pub use input::{Field, Hidden, InputType, ToolType, schema_text};
 pub use load::{HARD_CONSTRAINTS, schema_json};
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
+pub use schema_floor::schema_loosenings;
 pub use set_cache::SetCache;
 
 #[cfg(test)]

@@ -125,6 +125,14 @@ async fn prove_async(policies: &PolicySet, schema: &Schema) -> Result<Proof, Pro
     let mut queries = 0;
     let mut envs: Vec<RequestEnv> = schema.request_envs().collect();
     envs.sort_by_key(|env| env.action().to_string());
+    for builtin in BUILTIN_ACTIONS {
+        if !envs.iter().any(|env| is_builtin(env.action(), builtin)) {
+            return Err(ProofError::Failed(format!(
+                "the schema has no request of the built-in action `{builtin}`: the properties \
+                 about it could not be stated"
+            )));
+        }
+    }
     let mut tool_action_proven = false;
     for env in envs {
         if is_tool_action(env.action()) {
@@ -135,7 +143,7 @@ async fn prove_async(policies: &PolicySet, schema: &Schema) -> Result<Proof, Pro
         }
         for property in PROPERTIES
             .iter()
-            .filter(|p| in_group(&actions, env.action(), p.group))
+            .filter(|p| in_group(&actions, env.action(), p.group) || about(env.action(), p.group))
         {
             queries += 1;
             if let Some(found) =
@@ -216,6 +224,28 @@ fn forbids_beside_permit_all(policies: &PolicySet) -> Result<PolicySet, ProofErr
 /// schema's own actions have plain names.
 fn is_tool_action(action: &EntityUid) -> bool {
     action.id().unescaped().contains('/')
+}
+
+/// The actions the properties are about, by name.
+const BUILTIN_ACTIONS: [&str; 3] = ["discover_tool", "call_tool", "run_command"];
+
+fn is_builtin(action: &EntityUid, name: &str) -> bool {
+    action.type_name().to_string() == "Portcullis::Action" && action.id().unescaped() == name
+}
+
+/// Whether a property of `group` is about `action` by the built-in
+/// hierarchy, whatever the schema says: a schema that takes `call_tool`
+/// out of `use_tool` cannot take a call out of reach of a property (the
+/// schema floor refuses such a schema too; the proof does not rest on it).
+fn about(action: &EntityUid, group: &str) -> bool {
+    let tool = is_tool_action(action);
+    match group {
+        "use_tool" => {
+            tool || is_builtin(action, "discover_tool") || is_builtin(action, "call_tool")
+        }
+        "call_tool" => tool || is_builtin(action, "call_tool"),
+        other => is_builtin(action, other),
+    }
 }
 
 /// Whether `action` is `group` or in it.

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::config::{MAX_TOOL_NAME, ServerConfig, ServersConfig, UNDECLARED_EFFECTS};
 use super::pins::{Pin, ServersLock, definition_hash, pinned_definition};
-use crate::tools::{Runner, ToolId, ToolSpec};
+use crate::facts::holds_paths;
+use crate::tools::{PathArgument, PathRole, Runner, ToolId, ToolSpec};
 
 /// Whether `name` can be offered to clients as `server__name`: the
 /// protocol's tool-name rule (1 to 128 of `A-Za-z0-9_-.`).
@@ -85,10 +86,19 @@ fn spec_for(
             rule.paths.clone(),
             rule.redact.clone(),
         ),
+        // Whatever it does, it does it where its arguments say: each one
+        // named like a place is judged as read and written.
         None => (
             UNDECLARED_EFFECTS.to_vec(),
             capabilities.iter().cloned().collect(),
-            Vec::new(),
+            place_arguments(&pin.input_schema())
+                .into_iter()
+                .map(|name| PathArgument {
+                    name,
+                    role: PathRole::ReadWrite,
+                    default: None,
+                })
+                .collect(),
             Vec::new(),
         ),
     };
@@ -105,6 +115,116 @@ fn spec_for(
             .unwrap_or(Value::Null),
         redact,
     }
+}
+
+/// Words that, in an argument's name, say it names a file or a place.
+const PLACE_WORDS: [&str; 27] = [
+    "path",
+    "paths",
+    "pathname",
+    "file",
+    "files",
+    "filename",
+    "filenames",
+    "filepath",
+    "dir",
+    "dirs",
+    "directory",
+    "directories",
+    "folder",
+    "folders",
+    "source",
+    "destination",
+    "target",
+    "uri",
+    "uris",
+    "url",
+    "urls",
+    "src",
+    "dest",
+    "dst",
+    "cwd",
+    "location",
+    "root",
+];
+
+/// The top-level arguments of an input schema that may name a file or a
+/// place: strings (or lists of them, or of no declared type) named with
+/// one of `PLACE_WORDS` (`path`, `sourceFile`, `output_dir`), or declared
+/// with a URI format.
+pub fn place_arguments(schema: &Value) -> Vec<String> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .filter(|(name, property)| {
+            let uri = |p: &Value| {
+                p.get("format")
+                    .and_then(Value::as_str)
+                    .is_some_and(|f| matches!(f, "uri" | "uri-reference" | "iri" | "iri-reference"))
+            };
+            holds_paths(property)
+                && (uri(property)
+                    || property.get("items").is_some_and(uri)
+                    || named_like_a_place(name))
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+fn named_like_a_place(name: &str) -> bool {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            words.push(std::mem::take(&mut word));
+            previous_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && previous_lower {
+            words.push(std::mem::take(&mut word));
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    words.push(word);
+    let whole = name.to_ascii_lowercase();
+    PLACE_WORDS.contains(&whole.as_str()) || words.iter().any(|w| PLACE_WORDS.contains(&w.as_str()))
+}
+
+/// The pinned tools of `config`'s tool servers whose matching entry leaves
+/// an argument named like a place unaccounted for: each must be under
+/// `paths` (so the hard constraints judge it) or under `not_paths` with a
+/// reason. Refused at load: a writing tool declared without its paths
+/// would write wherever it is told.
+pub fn undeclared_places(config: &ServersConfig, lock: &ServersLock) -> Vec<String> {
+    let mut problems = Vec::new();
+    for server in config
+        .servers
+        .iter()
+        .filter(|server| server.agent.is_none())
+    {
+        for (name, pin) in lock.servers.get(&server.name).into_iter().flatten() {
+            let Some(rule) = server.rule_for(name) else {
+                continue;
+            };
+            for argument in place_arguments(&pin.input_schema()) {
+                let declared = rule.paths.iter().any(|p| p.name == argument)
+                    || rule.not_paths.contains_key(&argument);
+                if !declared {
+                    problems.push(format!(
+                        "server `{}`, tools.\"{}\" (tool `{name}`): the argument `{argument}` may \
+                         name a file or a place; list it under `paths` (read, write or read_write) \
+                         or under `not_paths` with a word of why",
+                        server.name, rule.pattern
+                    ));
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// The capabilities of every tier in `tiers.json` entities.
@@ -182,5 +302,89 @@ mod tests {
         assert!(!exposable("files", "a/b"));
         assert!(!exposable("files", &"x".repeat(122)));
         assert!(exposable("files", &"x".repeat(121)));
+    }
+
+    #[test]
+    fn arguments_named_like_places_are_found_by_name_and_format() {
+        let schema = json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "sourceFile": {"type": "string"},
+            "output_dir": {"type": ["string", "null"]},
+            "paths": {"type": "array", "items": {"type": "string"}},
+            "link": {"type": "string", "format": "uri"},
+            "anything": {},
+            "target_count": {"type": "integer"},
+            "content": {"type": "string"},
+            "filepath": {"type": "string"},
+        }});
+        let mut found = place_arguments(&schema);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "filepath",
+                "link",
+                "output_dir",
+                "path",
+                "paths",
+                "sourceFile"
+            ]
+        );
+        assert!(place_arguments(&json!({"type": "object"})).is_empty());
+    }
+
+    fn write_tool_lock() -> ServersLock {
+        let mut lock = ServersLock::new();
+        let write = json!({"name": "write_text", "inputSchema": {"type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}, "url": {"type": "string"}}}});
+        lock.servers
+            .entry("files".into())
+            .or_default()
+            .insert("write_text".into(), Pin::of(pinned_definition(&write)));
+        lock
+    }
+
+    #[test]
+    fn a_matched_tool_must_account_for_every_argument_named_like_a_place() {
+        let lock = write_tool_lock();
+        let bare = super::super::config::parsed(
+            "[servers.files]\ncommand = \"x\"\n[servers.files.tools.\"write_*\"]\neffects = [\"write\"]\n",
+        );
+        let problems = undeclared_places(&bare, &lock);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("`path`") && problems[1].contains("`url`"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[0].contains("tools.\"write_*\" (tool `write_text`)"),
+            "{problems:?}"
+        );
+        let declared = super::super::config::parsed(
+            "[servers.files]\ncommand = \"x\"\n[servers.files.tools.\"write_*\"]\neffects = [\"write\"]\npaths = { path = \"write\" }\nnot_paths = { url = \"where the text is announced\" }\n",
+        );
+        assert!(undeclared_places(&declared, &lock).is_empty());
+    }
+
+    #[test]
+    fn a_tool_no_entry_declares_has_its_places_judged_as_read_and_written() {
+        let lock = write_tool_lock();
+        let none = super::super::config::parsed("[servers.files]\ncommand = \"x\"\n");
+        assert!(
+            undeclared_places(&none, &lock).is_empty(),
+            "the default holds"
+        );
+        let specs = downstream_specs(&none, &lock, &BTreeMap::new(), &BTreeSet::new());
+        let mut names: Vec<(&str, PathRole)> = specs[0]
+            .0
+            .path_arguments
+            .iter()
+            .map(|p| (p.name.as_str(), p.role))
+            .collect();
+        names.sort_by_key(|(name, _)| *name);
+        assert_eq!(
+            names,
+            [("path", PathRole::ReadWrite), ("url", PathRole::ReadWrite)]
+        );
     }
 }

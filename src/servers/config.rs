@@ -88,6 +88,9 @@ pub struct ToolRule {
     pub effects: Vec<Effect>,
     pub required_capabilities: Vec<String>,
     pub paths: Vec<PathArgument>,
+    /// Arguments named like places that the entry says are not files,
+    /// with why.
+    pub not_paths: BTreeMap<String, String>,
     /// Arguments (dotted paths) recorded only as their SHA-256, and never
     /// shown to policies.
     pub redact: Vec<String>,
@@ -222,10 +225,15 @@ struct RawServer {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
-    effects: Vec<Effect>,
+    /// Effect names, or `["none"]` for a tool that touches nothing.
+    effects: Spanned<Vec<String>>,
     required_capabilities: Option<Vec<String>>,
     #[serde(default)]
     paths: BTreeMap<String, PathRole>,
+    /// Arguments that look like places but are not files, each with a
+    /// word of why (`url = "fetched, never a local file"`).
+    #[serde(default)]
+    not_paths: BTreeMap<String, String>,
     #[serde(default)]
     redact: Vec<String>,
 }
@@ -309,13 +317,27 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
     if let Some(problem) = server_name_problem(name) {
         errors.push((None, problem));
     }
+    if let Some(problem) = raw
+        .root
+        .as_deref()
+        .and_then(|root| root_problem(name, root))
+    {
+        errors.push((None, problem));
+    }
     let endpoint = endpoint(name, &raw, &mut errors);
     let agent = agent(name, &raw, &mut errors);
     let timeout = duration(raw.timeout, DEFAULT_TIMEOUT, &mut errors);
     let start_timeout = duration(raw.start_timeout, DEFAULT_START_TIMEOUT, &mut errors);
     let mut rules = Vec::new();
     for (pattern, rule) in raw.tools.0 {
-        match check_rule(pattern.get_ref(), rule) {
+        let effects = match effects_of(pattern.get_ref(), rule.effects.get_ref()) {
+            Ok(effects) => effects,
+            Err(message) => {
+                errors.push((Some(rule.effects.span().start), message));
+                continue;
+            }
+        };
+        match check_rule(pattern.get_ref(), rule, effects) {
             Ok(rule) => rules.push(rule),
             Err(message) => errors.push((Some(pattern.span().start), message)),
         }
@@ -486,13 +508,81 @@ fn capabilities_of(effects: &[Effect]) -> Vec<String> {
         .collect()
 }
 
-fn check_rule(pattern: &str, raw: RawRule) -> Result<ToolRule, String> {
+/// The effects an entry declares. An empty list is refused: it reads
+/// like "nothing to fear" and was taken for a tool that writes nowhere; a
+/// tool that touches nothing says so with `["none"]`.
+fn effects_of(pattern: &str, names: &[String]) -> Result<Vec<Effect>, String> {
+    if names.is_empty() {
+        return Err(format!(
+            "tools.\"{pattern}\": `effects = []` is refused: list what the tool does, or \
+             `effects = [\"none\"]` for a tool that touches nothing"
+        ));
+    }
+    if names.iter().any(|name| name == "none") {
+        return if names.iter().all(|name| name == "none") {
+            Ok(Vec::new())
+        } else {
+            Err(format!(
+                "tools.\"{pattern}\": `none` cannot stand beside other effects"
+            ))
+        };
+    }
+    names
+        .iter()
+        .map(|name| {
+            Effect::ALL
+                .into_iter()
+                .find(|effect| effect.as_str() == name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Effect::ALL.iter().map(|e| e.as_str()).collect();
+                    format!(
+                        "tools.\"{pattern}\": unknown effect `{name}`, expected one of {}, or none",
+                        known.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Why a server's `root` cannot be where its paths are judged: it must be
+/// a folder inside the served root, so it is relative and never climbs.
+fn root_problem(name: &str, root: &str) -> Option<String> {
+    let path = std::path::Path::new(root);
+    let climbs = path.components().any(|c| {
+        !matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir
+        )
+    });
+    (root.trim().is_empty() || climbs).then(|| {
+        format!(
+            "server `{name}`: root `{root}` must be a folder inside the served root (relative, \
+             without `..`): its tools' paths are judged against it"
+        )
+    })
+}
+
+fn check_rule(pattern: &str, raw: RawRule, effects: Vec<Effect>) -> Result<ToolRule, String> {
     let matcher = Glob::new(pattern)
         .map_err(|err| format!("tools.\"{pattern}\": not a glob: {err}"))?
         .compile_matcher();
-    let mut effects = raw.effects;
+    let mut effects = effects;
     effects.sort();
     effects.dedup();
+    if let Some((name, _)) = raw.not_paths.iter().find(|(_, why)| why.trim().is_empty()) {
+        return Err(format!(
+            "tools.\"{pattern}\": not_paths.{name} needs a word of why it names no file"
+        ));
+    }
+    if let Some(name) = raw
+        .not_paths
+        .keys()
+        .find(|name| raw.paths.contains_key(*name))
+    {
+        return Err(format!(
+            "tools.\"{pattern}\": `{name}` is under both paths and not_paths"
+        ));
+    }
     let required_capabilities = raw
         .required_capabilities
         .unwrap_or_else(|| capabilities_of(&effects));
@@ -516,6 +606,7 @@ fn check_rule(pattern: &str, raw: RawRule) -> Result<ToolRule, String> {
         effects,
         required_capabilities,
         redact: raw.redact,
+        not_paths: raw.not_paths,
         paths: raw
             .paths
             .into_iter()
@@ -622,6 +713,18 @@ effects = ["read"]
     }
 
     #[test]
+    fn a_tool_that_touches_nothing_says_none_and_a_root_inside_is_taken() {
+        let config = ServersConfig::parse(&file(
+            "[servers.a]\ncommand = \"x\"\nroot = \"./data/sub\"\n[servers.a.tools.t]\neffects = [\"none\"]\nnot_paths = { url = \"fetched, never a local file\" }\n",
+        ))
+        .unwrap();
+        let rule = config.servers[0].rule_for("t").unwrap();
+        assert!(rule.effects.is_empty());
+        assert!(rule.required_capabilities.is_empty());
+        assert_eq!(rule.not_paths["url"], "fetched, never a local file");
+    }
+
+    #[test]
     fn an_http_server_and_an_empty_file() {
         let config = ServersConfig::parse(&file(
             "[servers.gh]\nurl = \"https://example.com/mcp\"\nbearer_from = \"GH_TOKEN\"\n",
@@ -685,7 +788,7 @@ effects = ["read"]
                 "not a duration",
             ),
             (
-                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.\"[\"]\neffects = []\n",
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.\"[\"]\neffects = [\"none\"]\n",
                 "3:18",
                 "not a glob",
             ),
@@ -695,7 +798,7 @@ effects = ["read"]
                 "teleport",
             ),
             (
-                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\npaths = { p = \"delete\" }\n",
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"none\"]\npaths = { p = \"delete\" }\n",
                 "5:",
                 "delete",
             ),
@@ -710,14 +813,44 @@ effects = ["read"]
                 "effects",
             ),
             (
-                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\nrequired_capabilities = [\"\"]\n",
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"none\"]\nrequired_capabilities = [\"\"]\n",
                 "3:18",
                 "is empty",
             ),
             (
-                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\nredact = [\"auth..token\"]\n",
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"none\"]\nredact = [\"auth..token\"]\n",
                 "3:18",
                 "not an argument name",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = []\n",
+                "4:11",
+                "`effects = []` is refused",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"none\", \"write\"]\n",
+                "4:11",
+                "`none` cannot stand beside",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"read\"]\nnot_paths = { url = \" \" }\n",
+                "3:18",
+                "needs a word of why",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"read\"]\npaths = { url = \"read\" }\nnot_paths = { url = \"fetched\" }\n",
+                "3:18",
+                "under both paths and not_paths",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nroot = \"/\"\n",
+                "1:10",
+                "root `/` must be a folder inside the served root",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nroot = \"data/../..\"\n",
+                "1:10",
+                "must be a folder inside",
             ),
             ("[[servers]]\n", "1:", "servers"),
             (

@@ -138,6 +138,23 @@ pub struct Fleet {
     supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// A server's own root, which must resolve (symlinks followed) inside the
+/// served root: its tools' writes are judged against it, so a root that
+/// leads out would let them write there.
+fn root_inside(root: &Path, workspace: &Path) -> Result<Root, String> {
+    let root = Root::new(root).map_err(|err| err.to_string())?;
+    let served = Root::new(workspace).map_err(|err| err.to_string())?;
+    if root.path().starts_with(served.path()) {
+        Ok(root)
+    } else {
+        Err(format!(
+            "{} resolves outside the served root {}",
+            root.path().display(),
+            served.path().display()
+        ))
+    }
+}
+
 impl Fleet {
     /// Starts every server in parallel and waits for each first attempt
     /// (bounded by its start timeout); a server that does not start is
@@ -150,7 +167,7 @@ impl Fleet {
                 .map(|server| {
                     let root = server
                         .root_in(workspace)
-                        .map(|root| Root::new(&root).map_err(|err| err.to_string()))
+                        .map(|root| root_inside(&root, workspace))
                         .transpose();
                     (
                         server.name.clone(),

@@ -9,6 +9,7 @@
 mod agent;
 mod catalog;
 mod client;
+mod compare;
 mod config;
 mod connection;
 mod drift;
@@ -22,8 +23,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub use agent::AgentMapping;
-pub use catalog::{all_capabilities, downstream_specs, exposable};
+pub use catalog::{all_capabilities, downstream_specs, exposable, undeclared_places};
 pub use client::refused as relay_refused;
+pub use compare::{ServerLoosening, server_loosenings};
 pub use config::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, Endpoint, RESERVED_SERVERS, ServerConfig,
     ServersConfig, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
@@ -33,7 +35,7 @@ pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus, UpstreamRelay, Upstre
 pub use guard::{GUARD_SUBCOMMAND, run_guard};
 pub use pins::{LOCK_VERSION, Pin, ServersLock, definition_hash, pinned_definition};
 
-use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, tier_entities};
+use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, SERVERS_FILE, tier_entities};
 use crate::tools::{Registry, Runner, ToolId, ToolSpec};
 
 /// A set's downstream servers and their pins, checked against each other.
@@ -88,6 +90,19 @@ impl Servers {
             .map_err(|problem| LoadError {
                 problems: vec![problem],
             })?;
+        let file = bundle
+            .servers
+            .as_ref()
+            .map_or(SERVERS_FILE, |file| file.display.as_str());
+        let undeclared = undeclared_places(&self.config, &self.lock);
+        if !undeclared.is_empty() {
+            return Err(LoadError {
+                problems: undeclared
+                    .into_iter()
+                    .map(|message| Problem::new(ProblemKind::Servers, file, message))
+                    .collect(),
+            });
+        }
         Ok(downstream_specs(
             &self.config,
             &self.lock,

@@ -8,6 +8,7 @@ use serde_json::json;
 use thiserror::Error;
 
 use crate::audit::sha256_hex;
+use crate::facts::holds_paths;
 
 use super::arguments::{ArgumentValidator, SchemaError};
 use super::bridge::{BridgeTool, bridge_specs};
@@ -21,7 +22,9 @@ pub enum RegistryError {
     Duplicate(ToolId),
     #[error("tool {tool}: {source}")]
     InvalidSchema { tool: ToolId, source: SchemaError },
-    #[error("tool {tool}: path argument `{argument}` is not a string property of its input schema")]
+    #[error(
+        "tool {tool}: path argument `{argument}` is not a property of its input schema that holds a string or a list of strings"
+    )]
     PathArgumentNotInSchema { tool: ToolId, argument: String },
 }
 
@@ -140,8 +143,8 @@ impl Registry {
             for path in &spec.path_arguments {
                 let declared = spec
                     .input_schema
-                    .pointer(&format!("/properties/{}/type", path.name));
-                if declared != Some(&json!("string")) {
+                    .pointer(&format!("/properties/{}", path.name));
+                if !declared.is_some_and(holds_paths) {
                     return Err(RegistryError::PathArgumentNotInSchema {
                         tool: spec.id.clone(),
                         argument: path.name.clone(),

@@ -1,8 +1,11 @@
 //! `portcullis policy apply`: lets one exact policy set through a running
 //! `serve --reload tighten-only`, after a person has read what it newly
-//! permits (`policy diff`). The set must load as `serve` would load it; its
-//! hash is added to the applied list beside the audit log, which `serve`
-//! watches.
+//! permits (`policy diff`). The set must load as `serve` would load it.
+//! Its approval is a `policy_apply` record in the audit chain: covered by a
+//! checkpoint signed with the log's key (beside the token store), or
+//! carrying the signature of an operator key (`--apply-keys`) that `serve`
+//! was given with `--apply-key`. The nudge file beside the log tells a
+//! watching `serve` to look; written by hand it lets nothing through.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -12,8 +15,10 @@ use clap::Args;
 use serde_json::json;
 
 use super::load;
-use crate::audit::{applied_path, apply_set};
-use crate::cli::serve::audit_path;
+use crate::audit::{
+    AuditLog, Kind, PUBLIC_KEY_FILE, applied_path, apply_record, apply_set, load_or_create_signer,
+};
+use crate::cli::serve::{StoreArgs, audit_path, signer_for};
 use crate::cli::{Exit, Format, PolicyArgs, print_json};
 
 #[derive(Debug, Args)]
@@ -24,6 +29,14 @@ pub struct ApplyArgs {
     /// `serve`'s].
     #[arg(long, env = "PORTCULLIS_AUDIT", value_name = "FILE")]
     pub audit: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Sign the approval with the operator key pair in DIR (created, mode
+    /// 0600, on first use), for a `serve --apply-key DIR/audit-signing.pub`.
+    /// Without it the approval is covered by the log's own key, which is
+    /// kept beside the token store.
+    #[arg(long, value_name = "DIR")]
+    pub apply_keys: Option<PathBuf>,
 }
 
 pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
@@ -33,20 +46,51 @@ pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
     };
     let hash = engine.identity().hash.clone();
     let log = audit_path(args.audit.as_deref())?;
+    let (record, writer) = match &args.apply_keys {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let operator = load_or_create_signer(dir)?;
+            (apply_record(&hash, Some(&operator)), None)
+        }
+        None => (
+            apply_record(&hash, None),
+            Some(signer_for(&args.store, &log)?),
+        ),
+    };
+    let audit = AuditLog::open(&log, writer)?;
+    let seq = audit
+        .append_blocking(Kind::System, record)
+        .with_context(|| format!("cannot record the approval in {}", log.display()))?;
+    drop(audit);
     let file = applied_path(&log);
     let new = apply_set(&file, &hash, SystemTime::now())
-        .with_context(|| format!("cannot record the applied set in {}", file.display()))?;
+        .with_context(|| format!("cannot nudge serve through {}", file.display()))?;
+    let operator_key = args
+        .apply_keys
+        .as_ref()
+        .map(|dir| dir.join(PUBLIC_KEY_FILE));
     match format {
         Format::Json => print_json(&json!({
             "policy_set": hash,
+            "record": seq,
             "newly_applied": new,
             "applied_file": file,
+            "operator_key": operator_key,
         }))?,
-        Format::Human => println!(
-            "applied: policy set {hash}{}; a `serve --reload tighten-only` logging to {} loads it at its next look",
-            if new { "" } else { " (already applied)" },
-            log.display()
-        ),
+        Format::Human => {
+            println!(
+                "applied: policy set {hash}, record {seq} of {}; a `serve --reload tighten-only` logging there loads it at its next look",
+                log.display()
+            );
+            if let Some(key) = operator_key {
+                println!(
+                    "signed with the operator key {} (give serve `--apply-key {}`)",
+                    key.display(),
+                    key.display()
+                );
+            }
+        }
     }
     Ok(Exit::Ok)
 }

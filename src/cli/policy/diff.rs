@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::report_problems;
 use crate::cli::{Exit, Format, check, print_json, printable};
+use crate::loosening::loosenings;
 use crate::pdp::{
     self, ClientRecord, Counterexample, Diff, Engine, Finding, Outcome, PolicyBundle, ToolAction,
 };
@@ -107,53 +108,28 @@ pub fn run(args: &DiffArgs, format: Format) -> anyhow::Result<Exit> {
     };
     let elapsed = started.elapsed();
     confirm_with_check(&mut diff, &old, &new)?;
-    let unproven = unproven_changes(&old.bundle, &new.bundle);
+    let data = loosenings(&old.bundle, &new.bundle);
+    let wider = diff.wider() || !data.is_empty();
     let (old, new) = (&old.engine, &new.engine);
     match format {
         Format::Json => print_json(&json!({
             "old": old.identity(),
             "new": new.identity(),
-            "wider": diff.wider(),
+            "wider": wider,
             "findings": diff.findings.iter().map(|f| finding_json(f, args)).collect::<Vec<_>>(),
+            "data_widenings": data,
             "bounds": diff.bounds,
-            "unproven_changes": unproven,
             "queries": diff.queries,
             "elapsed_ms": elapsed.as_millis() as u64,
         }))?,
         Format::Human => {
             print_human(&diff, args, old, new, elapsed);
-            for change in &unproven {
-                println!("note: {change}");
+            for loosening in &data {
+                println!("WIDER (data) {loosening}");
             }
         }
     }
-    Ok(if diff.wider() { Exit::Wider } else { Exit::Ok })
-}
-
-/// Changes the proof does not see: the tables facts are computed from.
-/// They change what a call's context says (a path's classes, a command's
-/// classes, which arguments are paths), not what a policy does with it.
-fn unproven_changes(old: &PolicyBundle, new: &PolicyBundle) -> Vec<String> {
-    [
-        (
-            old.path_classes.text != new.path_classes.text,
-            "path_classes.toml differs: paths may fall in other classes",
-        ),
-        (
-            old.commands.text != new.commands.text,
-            "commands.toml differs: commands may get other classes",
-        ),
-        (
-            old.servers.as_ref().map(|f| &f.text) != new.servers.as_ref().map(|f| &f.text),
-            "servers.toml differs: which arguments are paths, and against which root, may change",
-        ),
-    ]
-    .into_iter()
-    .filter(|(changed, _)| *changed)
-    .map(|(_, what)| {
-        format!("{what}; these tables compute the facts, which the proof takes as given")
-    })
-    .collect()
+    Ok(if wider { Exit::Wider } else { Exit::Ok })
 }
 
 /// What NEW newly permits, or `None` once why it could not be proven

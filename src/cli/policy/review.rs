@@ -21,7 +21,8 @@ use crate::audit::{
     snapshots_dir,
 };
 use crate::cli::{Exit, Format, print_json, printable};
-use crate::pdp::{Diff, Engine, Finding, Outcome};
+use crate::loosening::{Loosening, loosenings};
+use crate::pdp::{Diff, Engine, Finding, Outcome, PolicyBundle};
 
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
@@ -64,6 +65,9 @@ pub struct Proof {
     pub wider: bool,
     /// The actions and passes the candidate widens, with counterexamples.
     pub widenings: Vec<Finding>,
+    /// The loosenings of its data files (`crate::loosening`), each a
+    /// widening too.
+    pub data_widenings: Vec<Loosening>,
     /// How many (action, pass) pairs were proven.
     pub proven: usize,
     pub bounds: Vec<String>,
@@ -117,7 +121,7 @@ pub struct Bucket {
 }
 
 pub fn run(args: &ReviewArgs, format: Format) -> anyhow::Result<Exit> {
-    let Some((old_ref, old)) = load_old(args, format)? else {
+    let Some((old_ref, old, old_bundle)) = load_old(args, format)? else {
         return Ok(Exit::Unproven);
     };
     let candidate_bundle = args
@@ -132,6 +136,7 @@ pub fn run(args: &ReviewArgs, format: Format) -> anyhow::Result<Exit> {
     let Some(diff) = proven(&old, &candidate, format)? else {
         return Ok(Exit::Unproven);
     };
+    let data = loosenings(&old_bundle, &candidate_bundle);
     let mut replay = Replay::new(&args.audit, Some(&candidate_bundle))?;
     let summary = replay.run(&args.audit, |_| {})?;
     let report = report(
@@ -140,7 +145,7 @@ pub fn run(args: &ReviewArgs, format: Format) -> anyhow::Result<Exit> {
             hash: candidate.identity().hash.clone(),
             source: "--candidate".to_owned(),
         },
-        diff,
+        (diff, data),
         summary,
     );
     if let Some(path) = &args.html {
@@ -155,12 +160,15 @@ pub fn run(args: &ReviewArgs, format: Format) -> anyhow::Result<Exit> {
 }
 
 /// The set the candidate is judged against, with where it came from.
-fn load_old(args: &ReviewArgs, format: Format) -> anyhow::Result<Option<(SetRef, Engine)>> {
+fn load_old(
+    args: &ReviewArgs,
+    format: Format,
+) -> anyhow::Result<Option<(SetRef, Engine, PolicyBundle)>> {
     if let Some(old) = &args.old {
         let bundle = old
             .bundle()
             .map_err(|err| anyhow::anyhow!("--old: {err}"))?;
-        let Some(Side { engine, .. }) = Side::of(bundle, false, "--old", format)? else {
+        let Some(Side { engine, .. }) = Side::of(bundle.clone(), false, "--old", format)? else {
             return Ok(None);
         };
         let hash = engine.identity().hash.clone();
@@ -170,12 +178,14 @@ fn load_old(args: &ReviewArgs, format: Format) -> anyhow::Result<Option<(SetRef,
                 source: "--old".to_owned(),
             },
             engine,
+            bundle,
         )));
     }
     let (hash, seq) = last_set(&args.audit)?;
     let bundle = load_snapshot(&snapshots_dir(&args.audit), &hash)
         .with_context(|| format!("the set in force, {hash}, has no readable snapshot"))?;
-    let Some(Side { engine, .. }) = Side::of(bundle, true, "the set in force", format)? else {
+    let Some(Side { engine, .. }) = Side::of(bundle.clone(), true, "the set in force", format)?
+    else {
         return Ok(None);
     };
     Ok(Some((
@@ -184,6 +194,7 @@ fn load_old(args: &ReviewArgs, format: Format) -> anyhow::Result<Option<(SetRef,
             source: format!("the log's last set, seq {seq}"),
         },
         engine,
+        bundle,
     )))
 }
 
@@ -211,18 +222,25 @@ fn last_set(log: &Path) -> anyhow::Result<(String, u64)> {
     last.with_context(|| format!("{} names no policy set", log.display()))
 }
 
-fn report(old: SetRef, candidate: SetRef, diff: Diff, summary: ReplaySummary) -> Report {
+fn report(
+    old: SetRef,
+    candidate: SetRef,
+    (diff, data): (Diff, Vec<Loosening>),
+    summary: ReplaySummary,
+) -> Report {
     let proven = diff.findings.len();
     let widenings: Vec<Finding> = diff.findings.into_iter().filter(|f| f.wider).collect();
     let groups = groups(&summary.changes, &widenings);
     let over_time = over_time(&summary.changes);
-    let opens = !widenings.is_empty() || groups.iter().any(|g| g.opening);
+    let wider = !widenings.is_empty() || !data.is_empty();
+    let opens = wider || groups.iter().any(|g| g.opening);
     Report {
         old,
         candidate,
         proof: Proof {
-            wider: !widenings.is_empty(),
+            wider,
             widenings,
+            data_widenings: data,
             proven,
             bounds: diff.bounds,
         },
@@ -364,8 +382,11 @@ fn print_human(report: &Report) {
         "\nwhat the candidate can newly permit, proven ({} action-pass pairs):",
         report.proof.proven
     );
-    if report.proof.widenings.is_empty() {
+    if report.proof.widenings.is_empty() && report.proof.data_widenings.is_empty() {
         println!("  nothing: it permits no request the set in force refuses");
+    }
+    for loosening in &report.proof.data_widenings {
+        println!("  data: {loosening}");
     }
     for finding in &report.proof.widenings {
         let example = finding.counterexample.as_ref().map_or(String::new(), |c| {

@@ -82,8 +82,27 @@ fn proof(html: &mut String, report: &Report) {
         proof.proven,
         proof.widenings.len()
     );
+    if !proof.data_widenings.is_empty() {
+        html.push_str(
+            "<table id=\"data-widenings\"><tr><th>File</th><th>Entry</th><th>What it newly permits</th></tr>",
+        );
+        for loosening in &proof.data_widenings {
+            let _ = write!(
+                html,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                escape(&loosening.file),
+                escape(&loosening.entry),
+                escape(&loosening.change)
+            );
+        }
+        html.push_str("</table>");
+    }
     if proof.widenings.is_empty() {
-        html.push_str("<p>Nothing: the candidate permits no request the set in force refuses.</p>");
+        if proof.data_widenings.is_empty() {
+            html.push_str(
+                "<p>Nothing: the candidate permits no request the set in force refuses.</p>",
+            );
+        }
         return;
     }
     html.push_str(

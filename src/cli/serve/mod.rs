@@ -21,8 +21,8 @@ use super::{Exit, Format, PolicyArgs};
 use crate::approval::ApprovalSeal;
 use crate::approval::Approvals;
 use crate::audit::{
-    AuditError, AuditLog, Kind, PRIVATE_KEY_FILE, Signer, applied_path, load_or_create_signer,
-    snapshots_dir, store_snapshot,
+    ApplyTrust, AuditError, AuditLog, Kind, PRIVATE_KEY_FILE, Signer, applied_path,
+    load_or_create_signer, read_public_key, snapshots_dir, store_snapshot,
 };
 use crate::auth::{
     AUTH_FAILED, OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path,
@@ -77,6 +77,12 @@ pub struct ServeArgs {
     /// one in force waits for `portcullis policy apply`).
     #[arg(long, value_enum, default_value = "watch", value_name = "WHEN")]
     pub reload: ReloadMode,
+    /// With `--reload tighten-only`: the public key of the operator whose
+    /// `policy apply --apply-keys` lets a wider set through (a
+    /// `portcullis-ed25519` key file). Without it, a `policy_apply` record
+    /// must be covered by a checkpoint signed with the log's own key.
+    #[arg(long, value_name = "FILE")]
+    pub apply_key: Option<PathBuf>,
     /// The agent bridge's session store (SQLite), used when servers.toml
     /// declares a `kind = "agent"` server [default: sessions.sqlite3 in the
     /// token store's folder].
@@ -164,8 +170,10 @@ struct World {
     records: Vec<ClientRecord>,
     proofs: Option<SetCache>,
     snapshots: PathBuf,
-    /// The sets `policy apply` let through `--reload tighten-only`.
+    /// The nudge file `policy apply` writes for `--reload tighten-only`.
     applied: PathBuf,
+    /// Whose signed `policy_apply` lets a wider set through.
+    apply_trust: ApplyTrust,
     reload: ReloadMode,
 }
 
@@ -245,6 +253,13 @@ impl World {
         };
         let audit_path = audit_path(args.audit.as_deref())?;
         let signer = signer_for(&args.store, &audit_path)?;
+        let apply_trust = match &args.apply_key {
+            Some(file) => ApplyTrust::Operator(
+                read_public_key(&file.to_string_lossy())
+                    .with_context(|| format!("--apply-key {}", file.display()))?,
+            ),
+            None => ApplyTrust::Log(signer.verifying_key()),
+        };
         // The log is checked on its writer's thread while the session starts:
         // no record is written before it has verified, and none ever if it
         // does not.
@@ -286,6 +301,7 @@ impl World {
             proofs,
             snapshots: snapshots_dir(&audit_path),
             applied: applied_path(&audit_path),
+            apply_trust,
             reload: args.reload,
         }))
     }
@@ -338,6 +354,7 @@ impl World {
             proofs,
             snapshots,
             applied,
+            apply_trust,
             reload,
             ..
         } = self;
@@ -350,6 +367,7 @@ impl World {
             audit: Arc::clone(&audit),
             snapshots,
             applied,
+            apply_trust,
             session: session.clone(),
         };
         let served = runtime.block_on(async {

@@ -18,9 +18,12 @@ use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::super::PolicyArgs;
-use crate::audit::{AuditLog, Kind, is_applied, store_snapshot};
+use crate::audit::{
+    ApplyTrust, AuditLog, Kind, applied, load_snapshot, signed_apply, store_snapshot,
+};
 use crate::file_stamp::FileStamp;
 use crate::keeper::Setting;
+use crate::loosening::loosenings;
 use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache};
 use crate::servers::{Fleet, Servers};
 
@@ -54,8 +57,10 @@ pub(super) struct Reloader {
     pub fleet: Option<Arc<Fleet>>,
     pub audit: Arc<AuditLog>,
     pub snapshots: PathBuf,
-    /// The sets `policy apply` let through (`--reload tighten-only`).
+    /// The nudge file `policy apply` writes (`--reload tighten-only`).
     pub applied: PathBuf,
+    /// Whose signed `policy_apply` record lets a wider set through.
+    pub apply_trust: ApplyTrust,
     pub session: String,
 }
 
@@ -177,7 +182,7 @@ impl Reloader {
                 return Ok(None);
             };
             store_snapshot(&self.snapshots, &bundle)
-                .map(|_| Some(setting))
+                .map(|_| Some((setting, bundle)))
                 .map_err(|err| {
                     vec![Problem::new(
                         ProblemKind::Files,
@@ -188,10 +193,10 @@ impl Reloader {
         });
         match loaded {
             Ok(None) => tracing::debug!(trigger, "the policy set is unchanged"),
-            Ok(Some(setting)) => {
+            Ok(Some((setting, bundle))) => {
                 let new_hash = setting.engine.identity().hash.clone();
                 let (setting, applied) = if tighten_only {
-                    match self.no_wider(trigger, &old, setting).await {
+                    match self.no_wider(trigger, &old, setting, bundle).await {
                         Some(admitted) => admitted,
                         None => return,
                     }
@@ -243,15 +248,23 @@ impl Reloader {
         trigger: &'static str,
         old: &Arc<Setting>,
         setting: Setting,
+        bundle: PolicyBundle,
     ) -> Option<(Setting, bool)> {
         let in_force = Arc::clone(old);
+        let old_hash = old.engine.identity().hash.clone();
+        let snapshots = self.snapshots.clone();
+        let in_force_hash = old_hash.clone();
         let judged = tokio::task::spawn_blocking(move || {
             let verdict = pdp::diff(&in_force.engine, &setting.engine);
-            (setting, verdict)
+            // The data files are compared with the set in force as it was
+            // recorded: its snapshot, stored before it took effect.
+            let data = load_snapshot(&snapshots, &in_force_hash)
+                .map(|in_force| loosenings(&in_force, &bundle))
+                .map_err(|err| format!("the set in force has no readable snapshot: {err}"));
+            (setting, verdict, data)
         })
         .await;
-        let old_hash = old.engine.identity().hash.clone();
-        let (setting, verdict) = match judged {
+        let (setting, verdict, data) = match judged {
             Ok(judged) => judged,
             Err(err) => {
                 tracing::error!(error = %err, "the proof of the changed policy set stopped: the one in force stays");
@@ -259,28 +272,53 @@ impl Reloader {
             }
         };
         let new_hash = setting.engine.identity().hash.clone();
+        let (data_widenings, data_error) = match data {
+            Ok(found) => (found, None),
+            Err(error) => (Vec::new(), Some(error)),
+        };
         let (widenings, error) = match &verdict {
-            Ok(diff) if !diff.wider() => return Some((setting, false)),
+            Ok(diff) if !diff.wider() && data_widenings.is_empty() && data_error.is_none() => {
+                return Some((setting, false));
+            }
             Ok(diff) => (
                 diff.findings.iter().filter(|f| f.wider).collect::<Vec<_>>(),
-                None,
+                data_error,
             ),
             Err(err) => (Vec::new(), Some(err.to_string())),
         };
-        match is_applied(&self.applied, &new_hash) {
-            Ok(true) => {
-                tracing::info!(policy_set = %new_hash, "a wider policy set is loaded: it was applied");
+        let log = self.audit.path().to_owned();
+        let (trust, hash) = (self.apply_trust.clone(), new_hash.clone());
+        let signed = tokio::task::spawn_blocking(move || signed_apply(&log, &hash, &trust)).await;
+        match signed {
+            Ok(Ok(true)) => {
+                tracing::info!(policy_set = %new_hash, "a wider policy set is loaded: a signed `policy apply` let it through");
                 return Some((setting, true));
             }
-            Ok(false) => {}
+            Ok(Ok(false)) => {
+                // The nudge file is only a nudge: a hash listed there by
+                // hand, with no signed record, lets nothing through.
+                if applied(&self.applied)
+                    .is_ok_and(|listed| listed.iter().any(|a| a.policy_set == new_hash))
+                {
+                    tracing::warn!(policy_set = %new_hash, file = %self.applied.display(),
+                        "the set is listed as applied, but the log holds no signed `policy_apply` for it: the list is ignored");
+                }
+            }
+            Ok(Err(err)) => {
+                tracing::error!(error = %err, "the log cannot be read for a signed `policy apply`: the wider set is refused");
+            }
             Err(err) => {
-                tracing::error!(error = %err, "the applied sets cannot be read: the wider set is refused");
+                tracing::error!(error = %err, "the search for a signed `policy apply` stopped: the wider set is refused");
             }
         }
         for finding in &widenings {
             tracing::error!(action = %finding.action, outcome = finding.outcome.as_str(),
                 counterexample = %serde_json::to_string(&finding.counterexample).unwrap_or_default(),
                 "the changed policy set permits what the one in force does not");
+        }
+        for loosening in &data_widenings {
+            tracing::error!(file = %loosening.file, entry = %loosening.entry,
+                change = %loosening.change, "the changed policy set loosens a data file");
         }
         if let Some(error) = &error {
             tracing::error!(%error, "the changed policy set could not be proven no wider");
@@ -290,7 +328,7 @@ impl Reloader {
         let record = json!({
             "event": "policy_reload_refused", "session": self.session, "trigger": trigger,
             "policy_set": old_hash, "refused": new_hash,
-            "widenings": widenings, "error": error,
+            "widenings": widenings, "data_widenings": data_widenings, "error": error,
         });
         if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
             tracing::error!(error = %err, "the refused reload could not be recorded");

@@ -99,6 +99,8 @@ pub struct Description {
     /// they may carry an attached suffix (`-i.bak`, `--in-place=.bak`).
     pub output_flags: HashSet<String>,
     pub output_operands: OutputOperands,
+    /// Operands `KEY=FILE` whose file is written (`dd of=FILE`).
+    pub output_assignments: Vec<String>,
     pub walk: Walk,
 }
 
@@ -230,6 +232,13 @@ impl Description {
             _ => &[],
         };
         scan.writes.extend(written.iter().map(|w| (*w).to_owned()));
+        for operand in &operands {
+            if let Some((key, file)) = operand.split_once('=')
+                && self.output_assignments.iter().any(|k| k == key)
+            {
+                scan.writes.push(file.to_owned());
+            }
+        }
         if walking {
             scan.walk = Some(WalkScope {
                 operands: operands.iter().map(|o| (*o).to_owned()).collect(),
@@ -411,6 +420,7 @@ mod tests {
             output_options: set(&["-o", "--output"]),
             output_flags: HashSet::new(),
             output_operands: OutputOperands::None,
+            output_assignments: Vec::new(),
             walk: Walk::default(),
         }
     }

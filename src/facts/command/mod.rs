@@ -3,7 +3,9 @@
 //! stays inside the root, and whether anything could not be seen. Nothing
 //! here runs anything.
 
+mod compare;
 mod description;
+mod floor;
 mod globs;
 mod parse;
 mod pattern;
@@ -19,6 +21,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use compare::{Loosening, loosenings as command_loosenings};
+pub use floor::BUILTIN_TABLE as BUILTIN_COMMAND_TABLE;
 pub use parse::{KNOWN_NODE_KINDS, MAX_COMMAND_BYTES};
 pub use quote::shell_quote;
 pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITES_FILES};

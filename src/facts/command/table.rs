@@ -16,6 +16,7 @@
 //! assignments are harmless and which change what runs or loads.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
 
 use super::pattern::{Pattern, PatternSet};
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -23,6 +24,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::description::{Description, OutputOperands, Script, Walk, WalkScope};
+use super::floor::{self, BUILTIN_TABLE};
 
 /// The class of a command no rule or description gives a class.
 pub const UNKNOWN: &str = "unknown";
@@ -71,6 +73,13 @@ pub enum CommandClassError {
         index: usize,
         message: String,
     },
+    /// A team's table takes from what the built-in one knows.
+    #[error("{file}: {entry} {message}")]
+    Floor {
+        file: String,
+        entry: String,
+        message: String,
+    },
     #[error("{file}: environment: pattern `{pattern}`: {message}")]
     BadVariable {
         file: String,
@@ -81,40 +90,47 @@ pub enum CommandClassError {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TableFile {
+pub(super) struct TableFile {
     #[serde(default)]
-    rule: Vec<RuleEntry>,
+    pub(super) rule: Vec<RuleEntry>,
     #[serde(default)]
-    program: Vec<ProgramEntry>,
+    pub(super) program: Vec<ProgramEntry>,
     #[serde(default)]
-    globals: HashMap<String, GlobalsEntry>,
+    pub(super) globals: HashMap<String, GlobalsEntry>,
     #[serde(default)]
-    environment: Option<EnvironmentEntry>,
+    pub(super) environment: Option<EnvironmentEntry>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RuleEntry {
-    class: String,
+pub(super) struct RuleEntry {
+    pub(super) class: String,
     /// Regex over the program's basename, anchored at both ends.
-    program: String,
+    pub(super) program: String,
     /// Regex over the arguments joined by single spaces; the rule applies
     /// only when it matches somewhere.
     #[serde(default)]
-    args: Option<String>,
+    pub(super) args: Option<String>,
     /// The rule does not apply when this matches the arguments.
     #[serde(default)]
-    unless_args: Option<String>,
+    pub(super) unless_args: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(untagged)]
-enum OneOrMany {
+pub(super) enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
 
 impl OneOrMany {
+    pub(super) fn names(&self) -> Vec<String> {
+        match self {
+            Self::One(one) => vec![one.clone()],
+            Self::Many(many) => many.clone(),
+        }
+    }
+
     fn into_vec(self) -> Vec<String> {
         match self {
             Self::One(one) => vec![one],
@@ -123,91 +139,95 @@ impl OneOrMany {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ProgramEntry {
+pub(super) struct ProgramEntry {
     /// Exact basenames, not patterns: a description is closed.
-    program: OneOrMany,
-    class: String,
+    pub(super) program: OneOrMany,
+    pub(super) class: String,
     #[serde(default)]
-    subcommand: Vec<String>,
+    pub(super) subcommand: Vec<String>,
     #[serde(default)]
-    flags: Vec<String>,
+    pub(super) flags: Vec<String>,
     #[serde(default)]
-    options: Vec<String>,
+    pub(super) options: Vec<String>,
     #[serde(default)]
-    pair_options: Vec<String>,
+    pub(super) pair_options: Vec<String>,
     #[serde(default)]
-    flag_pattern: Option<String>,
+    pub(super) flag_pattern: Option<String>,
     #[serde(default)]
-    whole_words: bool,
+    pub(super) whole_words: bool,
     #[serde(default)]
-    free_words: bool,
+    pub(super) free_words: bool,
     #[serde(default)]
-    max_operands: Option<usize>,
+    pub(super) max_operands: Option<usize>,
     #[serde(default)]
-    operand_pattern: Option<String>,
+    pub(super) operand_pattern: Option<String>,
     #[serde(default)]
-    script_options: Vec<String>,
+    pub(super) script_options: Vec<String>,
     #[serde(default)]
-    script_operand: bool,
+    pub(super) script_operand: bool,
     #[serde(default)]
-    script: Option<String>,
+    pub(super) script: Option<String>,
     #[serde(default)]
-    script_unless: Option<String>,
+    pub(super) script_unless: Option<String>,
     #[serde(default)]
-    output_options: Vec<String>,
+    pub(super) output_options: Vec<String>,
     #[serde(default)]
-    output_flags: Vec<String>,
+    pub(super) output_flags: Vec<String>,
     #[serde(default)]
-    output_operands: Option<String>,
+    pub(super) output_operands: Option<String>,
+    /// Operands of the form `KEY=FILE` that name a file written (`dd
+    /// of=FILE`).
     #[serde(default)]
-    walks: bool,
+    pub(super) output_assignments: Vec<String>,
     #[serde(default)]
-    walk_flags: Vec<String>,
+    pub(super) walks: bool,
     #[serde(default)]
-    walk_visible_only: bool,
+    pub(super) walk_flags: Vec<String>,
     #[serde(default)]
-    walk_everything_flags: Vec<String>,
+    pub(super) walk_visible_only: bool,
     #[serde(default)]
-    walk_only_options: Vec<String>,
+    pub(super) walk_everything_flags: Vec<String>,
     #[serde(default)]
-    walk_skip_options: Vec<String>,
+    pub(super) walk_only_options: Vec<String>,
     #[serde(default)]
-    walk_glob_options: Vec<String>,
+    pub(super) walk_skip_options: Vec<String>,
+    #[serde(default)]
+    pub(super) walk_glob_options: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GlobalsEntry {
+pub(super) struct GlobalsEntry {
     /// Global options that take a value (so the subcommand can be found).
     #[serde(default)]
-    options: Vec<String>,
+    pub(super) options: Vec<String>,
     /// Global flags and options that keep a command read-only.
     #[serde(default)]
-    safe: Vec<String>,
+    pub(super) safe: Vec<String>,
     /// Global options whose value is a folder that keeps a command
     /// read-only while it resolves inside the root (`git -C DIR`).
     #[serde(default)]
-    inside_root: Vec<String>,
+    pub(super) inside_root: Vec<String>,
     /// Global options whose value is a folder the subcommand works in: a
     /// subcommand that is not proven read-only writes there (`git -C ..
     /// commit`).
     #[serde(default)]
-    works_in: Vec<String>,
+    pub(super) works_in: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct EnvironmentEntry {
+pub(super) struct EnvironmentEntry {
     #[serde(default)]
-    harmless: Vec<String>,
+    pub(super) harmless: Vec<String>,
     #[serde(default)]
-    loading: Vec<String>,
+    pub(super) loading: Vec<String>,
     #[serde(default)]
-    readable: Vec<String>,
+    pub(super) readable: Vec<String>,
     #[serde(default)]
-    lowercase_harmless: bool,
+    pub(super) lowercase_harmless: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -259,6 +279,10 @@ pub struct CommandClasses {
     globals: HashMap<String, Globals>,
     environment: Environment,
     names: BTreeSet<String>,
+    /// The built-in table, judging beside a team's that differs from it
+    /// (`floor.rs`); `None` for the built-in table itself and for a table
+    /// recorded in an audit snapshot.
+    floor: Option<Arc<CommandClasses>>,
 }
 
 /// What the table makes of one program with its arguments.
@@ -294,23 +318,40 @@ fn set(items: Vec<String>) -> HashSet<String> {
 }
 
 impl CommandClasses {
-    /// Parses a team's table: a `[[rule]]` may not give a proven class.
+    /// Parses a team's table: a `[[rule]]` may not give a proven class,
+    /// and the table may not take from the built-in one, which judges
+    /// every command beside it (`floor.rs`).
     pub fn parse(file: &str, text: &str) -> Result<Self, CommandClassError> {
-        Self::parse_with(file, text, true)
+        if text == BUILTIN_TABLE {
+            return Self::parse_with(file, text, true, None);
+        }
+        let floor = builtin_floor().map_err(|message| CommandClassError::Syntax {
+            file: "<builtin>/policies/commands.toml".to_owned(),
+            message,
+        })?;
+        Self::parse_with(file, text, true, Some(floor))
     }
 
     /// Parses a table recorded in an audit snapshot, as it was accepted
     /// when it was recorded (replay decides from the recorded facts, so the
     /// table only has to load).
     pub fn parse_recorded(file: &str, text: &str) -> Result<Self, CommandClassError> {
-        Self::parse_with(file, text, false)
+        Self::parse_with(file, text, false, None)
     }
 
-    fn parse_with(file: &str, text: &str, strict: bool) -> Result<Self, CommandClassError> {
+    fn parse_with(
+        file: &str,
+        text: &str,
+        strict: bool,
+        floor: Option<&'static Floor>,
+    ) -> Result<Self, CommandClassError> {
         let table: TableFile = toml::from_str(text).map_err(|err| CommandClassError::Syntax {
             file: file.to_owned(),
             message: err.to_string().trim_end().to_owned(),
         })?;
+        if let Some(floor) = floor {
+            floor::check(file, &table, &floor.file)?;
+        }
         let mut names = BTreeSet::new();
         let mut rules = Vec::new();
         for (i, entry) in table.rule.into_iter().enumerate() {
@@ -395,6 +436,7 @@ impl CommandClasses {
             globals,
             environment,
             names,
+            floor: floor.map(|floor| Arc::clone(&floor.table)),
         })
     }
 
@@ -406,8 +448,48 @@ impl CommandClasses {
     /// The classes of a program (its basename) with its arguments, and
     /// the files it writes; `unknown` when nothing gives it a class.
     /// `inside_root` says whether a folder named by a global option
-    /// resolves inside the root.
+    /// resolves inside the root. Beside a team's table the built-in one
+    /// judges too: the files it says are written, the folders it says are
+    /// read whole and the classes it gives (but the proven ones, which only
+    /// the team's descriptions give) are kept.
     pub fn classify(
+        &self,
+        program: &str,
+        args: &[String],
+        inside_root: &dyn Fn(&str) -> bool,
+    ) -> Classified {
+        let mut classified = self.classify_own(program, args, inside_root);
+        let Some(floor) = &self.floor else {
+            return classified;
+        };
+        let known = floor.classify_own(program, args, inside_root);
+        classified.classes.extend(
+            known
+                .classes
+                .into_iter()
+                .filter(|class| class != UNKNOWN && !PROVEN_CLASSES.contains(&class.as_str())),
+        );
+        for write in known.writes {
+            if !classified.writes.contains(&write) {
+                classified.writes.push(write);
+            }
+        }
+        for walk in known.walks {
+            if !classified.walks.contains(&walk) {
+                classified.walks.push(walk);
+            }
+        }
+        if !classified.writes.is_empty() {
+            classified.classes.insert(WRITES_FILES.to_owned());
+        }
+        if classified.classes.len() > 1 {
+            classified.classes.remove(UNKNOWN);
+        }
+        classified
+    }
+
+    /// `classify` by this table alone.
+    fn classify_own(
         &self,
         program: &str,
         args: &[String],
@@ -476,6 +558,14 @@ impl CommandClasses {
     /// redirect's source, an assigned value, a `for` list) by the rules
     /// that apply whatever the program: `cat < .env` reads a secret too.
     pub fn classify_word(&self, word: &str) -> BTreeSet<String> {
+        let mut classes = self.classify_word_own(word);
+        if let Some(floor) = &self.floor {
+            classes.extend(floor.classify_word_own(word));
+        }
+        classes
+    }
+
+    fn classify_word_own(&self, word: &str) -> BTreeSet<String> {
         self.word_rules
             .iter()
             .map(|&index| &self.rules[index])
@@ -493,9 +583,18 @@ impl CommandClasses {
     /// only prints or compares (`echo`, `test`): data in its words is
     /// harmless, where as a file name it would be unknown.
     pub fn takes_free_words(&self, program: &str) -> bool {
-        self.programs
-            .get(program)
-            .is_some_and(|descriptions| descriptions.iter().any(|d| d.free_words))
+        let free = |table: &Self| {
+            table
+                .programs
+                .get(program)
+                .is_some_and(|descriptions| descriptions.iter().any(|d| d.free_words))
+        };
+        // A program the built-in table describes keeps its word on it.
+        free(self)
+            && self
+                .floor
+                .as_ref()
+                .is_none_or(|floor| !floor.programs.contains_key(program) || free(floor))
     }
 
     /// Whether the value of an environment variable may be used and shown:
@@ -509,7 +608,11 @@ impl CommandClasses {
     /// What assigning to `name` means, by the `[environment]` table.
     pub fn assignment(&self, name: &str) -> Assignment {
         let env = &self.environment;
-        if env.loading.is_match(name) {
+        let floor_loading = self
+            .floor
+            .as_ref()
+            .is_some_and(|floor| floor.environment.loading.is_match(name));
+        if env.loading.is_match(name) || floor_loading {
             Assignment::Loading
         } else if env.harmless.is_match(name)
             || (env.lowercase_harmless && !name.chars().any(|c| c.is_ascii_uppercase()))
@@ -560,6 +663,29 @@ impl Globals {
         }
         (safe, &args[index.min(args.len())..], folders)
     }
+}
+
+/// The built-in table, parsed once: as a table that judges, and as the
+/// entries a team's table is compared with.
+struct Floor {
+    table: Arc<CommandClasses>,
+    file: TableFile,
+}
+
+fn builtin_floor() -> Result<&'static Floor, String> {
+    static FLOOR: OnceLock<Result<Floor, String>> = OnceLock::new();
+    FLOOR
+        .get_or_init(|| {
+            let file: TableFile = toml::from_str(BUILTIN_TABLE).map_err(|err| err.to_string())?;
+            let table = CommandClasses::parse_with("<builtin>", BUILTIN_TABLE, true, None)
+                .map_err(|err| err.to_string())?;
+            Ok(Floor {
+                table: Arc::new(table),
+                file,
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 fn regex(
@@ -672,6 +798,7 @@ fn description(
         output_options: set(entry.output_options),
         output_flags: set(entry.output_flags),
         output_operands,
+        output_assignments: entry.output_assignments,
         walk: Walk {
             always: entry.walks,
             flags: set(entry.walk_flags),
@@ -715,8 +842,10 @@ fn environment(file: &str, entry: EnvironmentEntry) -> Result<Environment, Comma
 mod tests {
     use super::*;
 
+    /// A table judged alone, without the built-in floor: these tests are
+    /// about the table's own rules.
     fn table(text: &str) -> Result<CommandClasses, CommandClassError> {
-        CommandClasses::parse("commands.toml", text)
+        CommandClasses::parse_with("commands.toml", text, true, None)
     }
 
     fn args(a: &[&str]) -> Vec<String> {

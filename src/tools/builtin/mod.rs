@@ -145,7 +145,7 @@ pub(crate) mod test_support {
     ) -> (Result<Value, ToolFailure>, Vec<Progress>) {
         let root = Root::new(root).unwrap();
         let spec = tool.spec();
-        let classes = PathClasses::parse("c", "[x]\nglobs = [\"x\"]").unwrap();
+        let classes = PathClasses::parse_recorded("c", "[x]\nglobs = [\"x\"]").unwrap();
         let facts = tool_call_facts(
             &spec.path_arguments,
             &arguments,

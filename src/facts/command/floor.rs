@@ -1,0 +1,322 @@
+//! The floor under a team's command table: what the built-in table knows
+//! about a program writing, running code, reading secrets or reaching the
+//! network. The hard constraints on commands read the files a command
+//! writes, and those come from the table; a team that described `tee` as
+//! read-only with no outputs would have let `tee ../x` through.
+//!
+//! Two lines hold the floor. At load, a team entry that drops a built-in
+//! rule, output, walk, folder a subcommand works in, or loading variable is
+//! refused, naming the file and the entry (`check`). When judging, the
+//! built-in table judges every command beside the team's (`table.rs`), so
+//! what it knows about writes and strict classes holds whatever the team's
+//! table adds (a global option that swallows an operand, say).
+
+use std::collections::HashSet;
+
+use super::table::{CommandClassError, ProgramEntry, TableFile};
+
+/// The built-in command table, as shipped in `policies/commands.toml`.
+pub const BUILTIN_TABLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/policies/commands.toml"
+));
+
+/// Refuses a team table that takes from the built-in one.
+pub(super) fn check(
+    file: &str,
+    team: &TableFile,
+    builtin: &TableFile,
+) -> Result<(), CommandClassError> {
+    let refuse = |entry: String, message: String| CommandClassError::Floor {
+        file: file.to_owned(),
+        entry,
+        message,
+    };
+    for (index, rule) in builtin.rule.iter().enumerate() {
+        let kept = team.rule.iter().any(|theirs| {
+            theirs.class == rule.class
+                && theirs.program == rule.program
+                && theirs.args == rule.args
+                && theirs.unless_args == rule.unless_args
+        });
+        if !kept {
+            return Err(refuse(
+                format!(
+                    "built-in rule {} (class `{}`, program `{}`)",
+                    index + 1,
+                    rule.class,
+                    rule.program
+                ),
+                "is missing or changed; a team's table may add rules, never drop or change a \
+                 built-in one"
+                    .to_owned(),
+            ));
+        }
+    }
+    for (index, entry) in builtin.program.iter().enumerate() {
+        if !entry.knows_effects() {
+            continue;
+        }
+        for name in entry.program.names() {
+            let kept = team
+                .program
+                .iter()
+                .any(|theirs| theirs.program.names().contains(&name) && theirs.keeps(entry));
+            if !kept {
+                return Err(refuse(
+                    format!(
+                        "built-in program {} (`{name}`{}, class `{}`)",
+                        index + 1,
+                        subcommand_text(entry),
+                        entry.class
+                    ),
+                    format!(
+                        "no entry of this table keeps what it knows ({}); a team's table may \
+                         describe more harmless uses and add outputs, never drop the files a \
+                         program writes or the folders it reads whole",
+                        entry.effects_text()
+                    ),
+                ));
+            }
+        }
+    }
+    for (program, globals) in &builtin.globals {
+        let theirs = team.globals.get(program);
+        let missing: Vec<&String> = globals
+            .works_in
+            .iter()
+            .filter(|option| !theirs.is_some_and(|t| t.works_in.contains(option)))
+            .collect();
+        if !missing.is_empty() {
+            return Err(refuse(
+                format!("[globals.{program}]"),
+                format!(
+                    "works_in drops {}: the folder a subcommand works in is where it writes",
+                    quoted(&missing)
+                ),
+            ));
+        }
+    }
+    if let Some(environment) = &builtin.environment {
+        let theirs: HashSet<&String> = team
+            .environment
+            .iter()
+            .flat_map(|e| e.loading.iter())
+            .collect();
+        let missing: Vec<&String> = environment
+            .loading
+            .iter()
+            .filter(|pattern| !theirs.contains(pattern))
+            .collect();
+        if !missing.is_empty() {
+            return Err(refuse(
+                "[environment]".to_owned(),
+                format!(
+                    "loading drops {}: these change what runs or loads",
+                    quoted(&missing)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn quoted(items: &[&String]) -> String {
+    items
+        .iter()
+        .map(|item| format!("`{item}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn subcommand_text(entry: &ProgramEntry) -> String {
+    if entry.subcommand.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", entry.subcommand.join("|"))
+    }
+}
+
+fn superset(theirs: &[String], ours: &[String]) -> bool {
+    ours.iter().all(|item| theirs.contains(item))
+}
+
+/// How many operands an `output_operands` value names: none < last < all.
+pub(super) fn operands_rank(value: Option<&str>) -> u8 {
+    match value {
+        None | Some("none") => 0,
+        Some("last") => 1,
+        Some(_) => 2,
+    }
+}
+
+impl ProgramEntry {
+    /// Whether the entry knows files the program writes or folders it
+    /// reads whole: what the floor keeps.
+    pub(super) fn knows_effects(&self) -> bool {
+        !self.output_options.is_empty()
+            || !self.output_flags.is_empty()
+            || operands_rank(self.output_operands.as_deref()) > 0
+            || !self.output_assignments.is_empty()
+            || self.walks
+            || !self.walk_flags.is_empty()
+    }
+
+    /// Whether this entry, about the same program and subcommands, knows
+    /// at least what `ours` knows.
+    pub(super) fn keeps(&self, ours: &ProgramEntry) -> bool {
+        let subcommands: HashSet<&String> = self.subcommand.iter().collect();
+        subcommands == ours.subcommand.iter().collect()
+            && superset(&self.output_options, &ours.output_options)
+            && superset(&self.output_flags, &ours.output_flags)
+            && superset(&self.output_assignments, &ours.output_assignments)
+            && operands_rank(self.output_operands.as_deref())
+                >= operands_rank(ours.output_operands.as_deref())
+            && (self.walks || !ours.walks)
+            && superset(&self.walk_flags, &ours.walk_flags)
+            && superset(&self.walk_everything_flags, &ours.walk_everything_flags)
+            && (!self.walk_visible_only || ours.walk_visible_only)
+    }
+
+    pub(super) fn effects_text(&self) -> String {
+        let mut parts = Vec::new();
+        let list = |name: &str, items: &[String]| {
+            (!items.is_empty()).then(|| format!("{name} {}", items.join(" ")))
+        };
+        parts.extend(list("output_options", &self.output_options));
+        parts.extend(list("output_flags", &self.output_flags));
+        parts.extend(list("output_assignments", &self.output_assignments));
+        if let Some(operands) = &self.output_operands {
+            parts.push(format!("output_operands {operands}"));
+        }
+        if self.walks {
+            parts.push("walks".to_owned());
+        }
+        parts.extend(list("walk_flags", &self.walk_flags));
+        parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::CommandClasses;
+    use super::*;
+
+    fn judged(table: &CommandClasses, program: &str, args: &[&str]) -> (Vec<String>, Vec<String>) {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let classified = table.classify(program, &args, &|dir| !dir.starts_with(".."));
+        (classified.classes.into_iter().collect(), classified.writes)
+    }
+
+    fn refusal(text: &str) -> String {
+        CommandClasses::parse("team/commands.toml", text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn the_builtin_table_is_its_own_floor() {
+        CommandClasses::parse("commands.toml", BUILTIN_TABLE).unwrap();
+    }
+
+    #[test]
+    fn a_team_table_that_drops_an_output_is_refused_naming_the_entry() {
+        let tee = "program = [\"tee\"]\nclass = \"writes_files\"\nflags = [\"-a\", \"-i\", \"-p\", \"--append\", \"--ignore-interrupts\", \"--output-error\"]\noutput_operands = \"all\"";
+        assert!(BUILTIN_TABLE.contains(tee));
+        let text = BUILTIN_TABLE.replace(
+            tee,
+            "program = [\"tee\"]\nclass = \"read_only\"\nflags = [\"-a\"]",
+        );
+        let err = refusal(&text);
+        assert!(
+            err.starts_with("team/commands.toml: built-in program"),
+            "{err}"
+        );
+        assert!(
+            err.contains("`tee`") && err.contains("output_operands all"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_team_table_that_drops_or_changes_a_rule_is_refused() {
+        let rule = "program = 'rm|rmdir|shred|dd|mkfs(\\..*)?|wipefs|truncate|fdisk|parted|mkswap|srm|unlink'";
+        assert!(BUILTIN_TABLE.contains(rule));
+        let err = refusal(&BUILTIN_TABLE.replace(rule, "program = 'rmdir'"));
+        assert!(
+            err.contains("class `destructive`") && err.contains("is missing or changed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn dropping_a_loading_variable_or_a_works_in_option_is_refused() {
+        let err = refusal(&BUILTIN_TABLE.replacen("\"LD_*\", ", "", 1));
+        assert!(
+            err.contains("[environment]") && err.contains("`LD_*`"),
+            "{err}"
+        );
+        let err = refusal(&BUILTIN_TABLE.replace(
+            "works_in = [\"-C\", \"--git-dir\", \"--work-tree\"]",
+            "works_in = [\"-C\"]",
+        ));
+        assert!(
+            err.contains("[globals.git]") && err.contains("`--git-dir`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn what_the_builtin_table_knows_is_written_stays_written_beside_a_team_entry() {
+        // Allowed at load: the built-in entries are kept, a team adds a
+        // read-only `tee` and a global option that swallows its operand.
+        let text = format!(
+            "{BUILTIN_TABLE}\n[[program]]\nprogram = \"tee\"\nclass = \"read_only\"\nfree_words = true\n\n[globals.tee]\noptions = [\"-a\"]\n"
+        );
+        let table = CommandClasses::parse("team/commands.toml", &text).unwrap();
+        let (classes, writes) = judged(&table, "tee", &["-a", "../x"]);
+        assert_eq!(writes, ["../x"], "{classes:?}");
+        assert!(classes.contains(&"writes_files".to_owned()), "{classes:?}");
+        let (classes, writes) = judged(&table, "rm", &["-rf", "../outside"]);
+        assert_eq!(writes, ["../outside"]);
+        assert!(classes.contains(&"destructive".to_owned()), "{classes:?}");
+        assert!(
+            !table.takes_free_words("tee"),
+            "the built-in word on tee holds"
+        );
+    }
+
+    #[test]
+    fn a_team_may_describe_more_harmless_uses() {
+        let text = format!(
+            "{BUILTIN_TABLE}\n[[program]]\nprogram = \"ls\"\nclass = \"read_only\"\nflags = [\"--team-flag\"]\n"
+        );
+        let table = CommandClasses::parse("team/commands.toml", &text).unwrap();
+        assert_eq!(judged(&table, "ls", &["--team-flag"]).0, ["read_only"]);
+        let builtin = CommandClasses::parse("commands.toml", BUILTIN_TABLE).unwrap();
+        assert_eq!(judged(&builtin, "ls", &["--team-flag"]).0, ["unknown"]);
+    }
+
+    #[test]
+    fn the_builtin_table_names_what_removing_and_cutting_programs_write() {
+        let table = CommandClasses::parse("commands.toml", BUILTIN_TABLE).unwrap();
+        for (program, args, written) in [
+            ("rm", &["-rf", ".git"][..], ".git"),
+            ("rmdir", &["../x"][..], "../x"),
+            ("shred", &["-u", "../k"][..], "../k"),
+            ("truncate", &["-s", "0", ".git/config"][..], ".git/config"),
+            (
+                "dd",
+                &["if=/dev/zero", "of=../disk", "bs=1M"][..],
+                "../disk",
+            ),
+            ("find", &["../x", "-name", "y", "-delete"][..], "../x"),
+        ] {
+            let (_, writes) = judged(&table, program, args);
+            assert!(
+                writes.iter().any(|w| w == written),
+                "{program} {args:?}: {writes:?}"
+            );
+        }
+    }
+}
