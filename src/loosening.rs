@@ -177,4 +177,230 @@ mod tests {
         assert_eq!(found[0].file, "policies/commands.toml");
         assert!(found[0].to_string().contains("program `frob`"), "{found:?}");
     }
+
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use crate::facts::{Root, Transport};
+    use crate::gate;
+    use crate::pdp::{
+        ClientRecord, Engine, Outcome, Query, SERVERS_FILE, SERVERS_LOCK_FILE, ToolAction,
+    };
+    use crate::servers::{Pin, ServersLock, pinned_definition, registry_for};
+
+    /// A downstream server beside the defaults: a tool that spawns and one
+    /// that writes where its `path` says.
+    const SERVERS: &str = "[servers.srv]\ncommand = \"srv-mcp\"\n\n\
+        [servers.srv.tools.spawn]\neffects = [\"process\"]\npaths = { path = \"read\" }\n\n\
+        [servers.srv.tools.writer]\neffects = [\"write\"]\npaths = { path = \"write\" }\n\n\
+        [servers.srv.tools.\"*\"]\neffects = [\"read\"]\npaths = { path = \"read\" }\n";
+
+    fn baseline() -> PolicyBundle {
+        let mut lock = ServersLock::new();
+        for name in ["spawn", "writer", "reader"] {
+            let tool = json!({"name": name, "inputSchema": {"type": "object",
+                "properties": {"path": {"type": "string"}}}});
+            lock.servers
+                .entry("srv".into())
+                .or_default()
+                .insert(name.into(), Pin::of(pinned_definition(&tool)));
+        }
+        let file = |name: &str, text: String| SourceFile {
+            logical: format!("policies/{name}"),
+            display: name.to_owned(),
+            text,
+        };
+        let mut bundle = PolicyBundle::builtin();
+        bundle.policies.push(file(
+            "21_allow_all.cedar",
+            "@id(\"allow.everything\")\n@reason(\"a team that allows what it can\")\npermit (principal, action, resource);\n".to_owned(),
+        ));
+        bundle.servers = Some(file(SERVERS_FILE, SERVERS.to_owned()));
+        bundle.servers_lock = Some(file(SERVERS_LOCK_FILE, lock.to_text()));
+        bundle
+    }
+
+    /// Every hard-constraint probe: a write outside the root or into
+    /// `.git`, a read of `.env`, a process tool, by tool call and by
+    /// command; its outcome under `bundle`, or `None` when it does not load.
+    fn probes(bundle: &PolicyBundle, root: &Path) -> Option<Vec<(String, Outcome)>> {
+        let registry = registry_for(bundle).ok()?;
+        let client = ClientRecord {
+            name: "agent".into(),
+            tier: "owner".into(),
+        };
+        let engine = Engine::load(bundle, &registry, std::slice::from_ref(&client)).ok()?;
+        let root = Root::new(root).ok()?;
+        let mut outcomes = Vec::new();
+        for (tool, path) in [
+            ("builtin/write_file", "../x"),
+            ("builtin/write_file", ".git/config"),
+            ("builtin/read_file", ".env"),
+            ("srv/writer", "/etc/passwd"),
+            ("srv/writer", ".git/hooks/pre-commit"),
+            ("srv/spawn", "x"),
+            ("srv/reader", "../outside"),
+        ] {
+            let arguments = if tool == "builtin/write_file" {
+                json!({"path": path, "content": "x"})
+            } else {
+                json!({"path": path})
+            };
+            let outcome = match registry.lookup(tool) {
+                None => Outcome::Deny,
+                Some(found) => {
+                    match engine.call_facts(&found.spec, &arguments, &root, Transport::Cli) {
+                        Err(_) => Outcome::Deny,
+                        Ok(facts) => {
+                            engine
+                                .decide(&Query::tool(
+                                    "agent",
+                                    ToolAction::Call,
+                                    &found.spec.id,
+                                    &facts.facts,
+                                    "client_elicitation",
+                                ))
+                                .outcome
+                        }
+                    }
+                }
+            };
+            outcomes.push((format!("{tool} {path}"), outcome));
+        }
+        for command in [
+            "tee ../x",
+            "rm -rf .git",
+            "cat .env",
+            "mv .git/config x",
+            "cp README.md ../x",
+            "sort -o ../x README.md",
+        ] {
+            let outcome = gate::judge(&engine, "agent", &root, None, command, Transport::Cli)
+                .map_or(Outcome::Deny, |answer| answer.decision.outcome);
+            outcomes.push((command.to_owned(), outcome));
+        }
+        Some(outcomes)
+    }
+
+    /// A small deterministic generator: the same edits on every run.
+    struct Edits(u64);
+
+    impl Edits {
+        fn next(&mut self, below: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            usize::try_from(self.0 % below as u64).unwrap()
+        }
+
+        /// One edit of `text`: a line deleted, a list element dropped, or
+        /// a value changed.
+        fn edit(&mut self, text: &str) -> String {
+            let lines: Vec<&str> = text.lines().collect();
+            let at = self.next(lines.len());
+            let mut edited: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+            match self.next(3) {
+                0 => {
+                    edited.remove(at);
+                }
+                1 => {
+                    // Drop one quoted element of a list on the line, if any.
+                    let line = &edited[at];
+                    let quotes: Vec<usize> = line.match_indices('"').map(|(i, _)| i).collect();
+                    if quotes.len() >= 2 {
+                        let pair = self.next(quotes.len() / 2) * 2;
+                        let (start, end) = (quotes[pair], quotes[pair + 1] + 1);
+                        let mut without = format!("{}{}", &line[..start], &line[end..]);
+                        without = without
+                            .replacen(", ,", ",", 1)
+                            .replacen("[, ", "[", 1)
+                            .replacen(", ]", "]", 1);
+                        edited[at] = without;
+                    }
+                }
+                _ => {
+                    let swaps = [
+                        ("\"write\"", "\"read\""),
+                        ("\"process\"", "\"read\""),
+                        ("true", "false"),
+                        ("\"all\"", "\"last\""),
+                        ("writes_files", "read_only"),
+                        ("\"read_write\"", "\"read\""),
+                        ("use_tool", "probe"),
+                    ];
+                    let (from, to) = swaps[self.next(swaps.len())];
+                    edited[at] = edited[at].replacen(from, to, 1);
+                }
+            }
+            let mut out = edited.join("\n");
+            out.push('\n');
+            out
+        }
+    }
+
+    fn edits_hold_the_floor(per_file: usize) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("README.md"), "readme\n").unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(dir.path().join(".env"), "TOKEN=x\n").unwrap();
+        let base = baseline();
+        let expected = probes(&base, dir.path()).expect("the baseline loads");
+        assert!(
+            expected
+                .iter()
+                .all(|(_, outcome)| *outcome == Outcome::Deny),
+            "every probe is a deny at the start: {expected:?}"
+        );
+        let mut edits = Edits(0x9e37_79b9_7f4a_7c15);
+        let (mut refused, mut named, mut same) = (0, 0, 0);
+        type Slot = fn(&mut PolicyBundle) -> &mut String;
+        let slots: [(&str, Slot); 6] = [
+            ("schema", |b| &mut b.schemas[0].text),
+            ("commands.toml", |b| &mut b.commands.text),
+            ("path_classes.toml", |b| &mut b.path_classes.text),
+            ("tiers.json", |b| &mut b.tiers.text),
+            ("servers.toml", |b| &mut b.servers.as_mut().unwrap().text),
+            ("servers.lock", |b| {
+                &mut b.servers_lock.as_mut().unwrap().text
+            }),
+        ];
+        for (file, slot) in slots {
+            for _ in 0..per_file {
+                let mut edited = base.clone();
+                let text = slot(&mut edited);
+                *text = edits.edit(text);
+                let Some(outcomes) = probes(&edited, dir.path()) else {
+                    refused += 1;
+                    continue;
+                };
+                if !loosenings(&base, &edited).is_empty() {
+                    named += 1;
+                    continue;
+                }
+                same += 1;
+                assert_eq!(
+                    outcomes,
+                    expected,
+                    "an edit of {file} that loads and is named nowhere changed a probe:\n{}",
+                    slot(&mut edited.clone())
+                );
+            }
+        }
+        eprintln!(
+            "{refused} edits refused at load, {named} named as loosenings, {same} decided as before"
+        );
+    }
+
+    #[test]
+    fn random_edits_of_each_data_file_are_refused_named_or_change_no_probe() {
+        edits_hold_the_floor(12);
+    }
+
+    #[test]
+    #[ignore = "long: 100 edits of each data file; .ci/run runs it in its own step"]
+    fn many_random_edits_of_each_data_file_are_refused_named_or_change_no_probe() {
+        edits_hold_the_floor(100);
+    }
 }

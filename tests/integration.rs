@@ -18,6 +18,7 @@ mod cli_token;
 mod conformance;
 mod downstream;
 mod filesystem_races;
+mod floor;
 mod gate_corpus;
 mod gate_properties;
 mod hook;

@@ -333,33 +333,93 @@ fn a_tier_that_gains_a_capability_is_wider_and_one_that_loses_it_is_not() {
     assert_eq!(run_check(&example["check"]), 4, "{example}");
     assert_eq!(run_check(&example["check_old"]), 2, "{example}");
 
-    assert_eq!(json["unproven_changes"], serde_json::json!([]));
+    // The data file is compared too, and names the change.
+    assert_eq!(
+        json["data_widenings"],
+        serde_json::json!([{
+            "file": "policies/tiers.json",
+            "entry": "tier `readonly`",
+            "change": "gains the capability write",
+        }])
+    );
 
     // Taking the capability away again is no widening.
     assert_eq!(diff(&new, &old).code, 0);
 }
 
 #[test]
-fn a_change_to_the_fact_tables_is_named_as_outside_the_proof() {
+fn every_loosening_of_a_data_file_is_a_widening_named_with_its_file_and_entry() {
     if !solver_or_skip() {
         return;
     }
     let old = Tree::new();
     let new = Tree::new();
+    // A comment changes the set hash, and permits nothing more.
     let classes = new.policies().join("path_classes.toml");
-    let mut text = fs::read_to_string(&classes).unwrap();
-    text.push_str("\n# a comment is a change too\n");
-    fs::write(&classes, text).unwrap();
+    let text = fs::read_to_string(&classes).unwrap();
+    fs::write(&classes, format!("{text}\n# a comment is a change too\n")).unwrap();
     let run = diff(&old, &new);
     assert_eq!(run.code, 0, "{run:?}");
-    let notes = run.json()["unproven_changes"].clone();
-    assert_eq!(notes.as_array().unwrap().len(), 1, "{notes}");
+    assert_eq!(run.json()["data_widenings"], serde_json::json!([]));
+
+    // A class the team added and then drops, a harmless use of a program,
+    // a variable whose value may now be shown: each is named.
+    fs::write(
+        old.policies().join("path_classes.toml"),
+        format!("{text}\n[drafts]\nglobs = [\"drafts/**\"]\n"),
+    )
+    .unwrap();
+    let commands = new.policies().join("commands.toml");
+    let table = fs::read_to_string(&commands).unwrap();
+    let table = table.replacen(
+        "readable = [\"HOME\"",
+        "readable = [\"GITHUB_TOKEN\", \"HOME\"",
+        1,
+    );
+    fs::write(
+        &commands,
+        format!("{table}\n[[program]]\nprogram = \"frob\"\nclass = \"read_only\"\n"),
+    )
+    .unwrap();
+    let run = diff(&old, &new);
+    assert_eq!(run.code, 4, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["wider"], true);
+    let named: Vec<String> = json["data_widenings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            format!(
+                "{} | {} | {}",
+                w["file"].as_str().unwrap(),
+                w["entry"].as_str().unwrap(),
+                w["change"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for expected in [
+        "policies/path_classes.toml | class `drafts` | removed",
+        "policies/commands.toml | program `frob` (class `read_only`) | a harmless use",
+        "policies/commands.toml | [environment] readable | adds `GITHUB_TOKEN`",
+    ] {
+        assert!(
+            named.iter().any(|n| n.starts_with(expected)),
+            "{expected}: {named:?}"
+        );
+    }
+    let human = portcullis(&[
+        "policy",
+        "diff",
+        old.dir.path().to_str().unwrap(),
+        new.dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(human.code, 4, "{human:?}");
     assert!(
-        notes[0]
-            .as_str()
-            .unwrap()
-            .starts_with("path_classes.toml differs"),
-        "{notes}"
+        human
+            .stdout
+            .contains("WIDER (data) policies/path_classes.toml: class `drafts`: removed"),
+        "{human:?}"
     );
 }
 

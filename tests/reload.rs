@@ -315,16 +315,43 @@ async fn tighten_only_takes_a_tightening_and_holds_a_widening_until_it_is_applie
     );
     assert!(!reads(&http, &url, &served.token).await, "still refused");
 
-    // An operator applies exactly this set: it is loaded at the next look.
+    // A list of applied sets written by hand lets nothing through.
     let log = served.audit_log();
-    let mut args = vec!["policy", "apply", "--audit", log.to_str().unwrap()];
+    let nudge = format!("{}.applied", log.display());
+    fs::write(
+        &nudge,
+        format!(
+            "{{\"applied\":[{{\"policy_set\":\"{}\",\"at\":\"2026-12-04T00:00:00Z\"}}]}}\n",
+            refused["refused"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let events = wait_for_reloads(&served, 3);
+    assert_eq!(
+        events[2]["body"]["event"], "policy_reload_refused",
+        "a hand-written list is ignored: {:?}",
+        events[2]
+    );
+    assert!(!reads(&http, &url, &served.token).await, "still refused");
+
+    // An operator applies exactly this set, with the log's key beside the
+    // token store: it is loaded at the next look.
+    let store = served.store.display().to_string();
+    let mut args = vec![
+        "policy",
+        "apply",
+        "--audit",
+        log.to_str().unwrap(),
+        "--store",
+        store.as_str(),
+    ];
     let flags = served.tree.flags();
     args.extend(flags.iter().map(String::as_str));
     let run = portcullis(&args);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.starts_with("applied: policy set "), "{run:?}");
-    let events = wait_for_reloads(&served, 3);
-    let applied = &events[2]["body"];
+    let events = wait_for_reloads(&served, 4);
+    let applied = &events[3]["body"];
     assert_eq!(applied["event"], "policy_reload", "{applied}");
     assert_eq!(applied["applied"], true, "{applied}");
     assert_eq!(applied["new"], refused["refused"], "{applied}");
@@ -347,4 +374,116 @@ fn apply_refuses_a_set_that_does_not_load_and_records_nothing() {
     assert_eq!(run.code, 3, "{run:?}");
     let applied = format!("{}.applied", log.display());
     assert!(!std::path::Path::new(&applied).exists());
+}
+
+/// Replaces any file of the served tree atomically, as an editor would.
+fn replace_file(served: &Served, path: &std::path::Path, text: &str) {
+    let staged = served.tree.dir.path().join("staged.tmp");
+    fs::write(&staged, text).unwrap();
+    fs::rename(&staged, path).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tighten_only_refuses_every_weakening_of_a_data_file() {
+    if !crate::util::solver_or_skip() {
+        return;
+    }
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let policies = served.tree.policies();
+    let definition = |description: &str| {
+        json!({"name": "write_text", "description": description, "inputSchema": {"type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}})
+    };
+    let lock_of = |description: &str| {
+        let mut lock = portcullis::servers::ServersLock::new();
+        lock.servers.entry("srv".into()).or_default().insert(
+            "write_text".into(),
+            portcullis::servers::Pin::of(portcullis::servers::pinned_definition(&definition(
+                description,
+            ))),
+        );
+        lock.to_text()
+    };
+    let servers = "[servers.srv]\ncommand = \"sleep\"\nargs = [\"1000\"]\nstart_timeout = \"1s\"\n\
+                   [servers.srv.tools.write_text]\neffects = [\"write\"]\npaths = { path = \"write\" }\n";
+    fs::write(policies.join("servers.toml"), servers).unwrap();
+    fs::write(policies.join("servers.lock"), lock_of("writes")).unwrap();
+    let server = HttpServer::start(&served, &["--reload", "tighten-only"]);
+
+    // Each edit, the file it is made in, and how the reload must end.
+    let schema = served.tree.schemas().join("portcullis.cedarschema");
+    let classes = policies.join("path_classes.toml");
+    let commands = policies.join("commands.toml");
+    let read = |path: &std::path::Path| fs::read_to_string(path).unwrap();
+    let edits = [
+        (
+            classes.clone(),
+            read(&classes).replacen("  \"**/.env\",\n", "", 1),
+            "policy_reload_failed",
+            "the built-in glob `**/.env` is missing",
+        ),
+        (
+            schema.clone(),
+            read(&schema).replacen("action call_tool in [\"use_tool\"]", "action call_tool", 1),
+            "policy_reload_failed",
+            "action `call_tool`",
+        ),
+        (
+            commands.clone(),
+            read(&commands).replacen("\"LD_*\", ", "", 1),
+            "policy_reload_failed",
+            "loading drops `LD_*`",
+        ),
+        (
+            commands.clone(),
+            format!(
+                "{}\n[[program]]\nprogram = \"frob\"\nclass = \"read_only\"\n",
+                read(&commands)
+            ),
+            "policy_reload_refused",
+            "program `frob` (class `read_only`)",
+        ),
+        (
+            policies.join("servers.toml"),
+            servers.replace(
+                "paths = { path = \"write\" }",
+                "paths = { path = \"read\" }",
+            ),
+            "policy_reload_refused",
+            "the argument `path` is judged as read, was write",
+        ),
+        (
+            policies.join("servers.toml"),
+            servers.replace("effects = [\"write\"]", "effects = [\"read\"]"),
+            "policy_reload_refused",
+            "no longer declared to write",
+        ),
+        (
+            policies.join("servers.lock"),
+            lock_of("writes anything, anywhere"),
+            "policy_reload_refused",
+            "pinned anew",
+        ),
+    ];
+    for (count, (path, text, event, named)) in edits.into_iter().enumerate() {
+        let before = read(&path);
+        replace_file(&served, &path, &text);
+        let events = wait_for_reloads(&served, count + 1);
+        let record = &events[count]["body"];
+        assert_eq!(record["event"], event, "{}: {record}", path.display());
+        assert!(record.to_string().contains(named), "{named}: {record}");
+        // Put back as it was: the set in force again, so nothing is
+        // recorded for it.
+        replace_file(&served, &path, &before);
+    }
+    assert!(
+        reads(&client(), &server.url(), &served.token).await,
+        "the set in force still serves"
+    );
+    server.stop();
+    assert_eq!(
+        reload_events(&served).len(),
+        7,
+        "a file put back records nothing"
+    );
 }

@@ -145,14 +145,15 @@ pub fn applied(path: &Path) -> io::Result<Vec<Applied>> {
     Ok(file.applied)
 }
 
-/// Adds `hash` to the nudge file (once), atomically; whether it is new.
+/// Adds `hash` to the nudge file (once; a second time moves its time),
+/// atomically, so that a watching `serve` looks again; whether it is new.
 pub fn apply(path: &Path, hash: &str, at: SystemTime) -> io::Result<bool> {
     let mut file = AppliedFile {
         applied: applied(path)?,
     };
-    if file.applied.iter().any(|a| a.policy_set == hash) {
-        return Ok(false);
-    }
+    let before = file.applied.len();
+    file.applied.retain(|a| a.policy_set != hash);
+    let new = file.applied.len() == before;
     file.applied.push(Applied {
         policy_set: hash.to_owned(),
         at: humantime::format_rfc3339_seconds(at).to_string(),
@@ -163,7 +164,7 @@ pub fn apply(path: &Path, hash: &str, at: SystemTime) -> io::Result<bool> {
         fs::create_dir_all(folder)?;
     }
     atomic_file::replace(path, text.as_bytes(), Mode::AsBefore)?;
-    Ok(true)
+    Ok(new)
 }
 
 #[cfg(test)]

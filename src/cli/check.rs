@@ -154,12 +154,12 @@ pub(super) fn decide(call: &Call<'_>, arguments: &Value, root: &Path) -> anyhow:
                 .map_err(|err| anyhow::anyhow!("--args: {err}"))?;
             // A downstream server with a root of its own has its paths
             // judged against it, as `serve` does.
-            let folder = call
-                .servers
-                .config
-                .server(tool.spec.id.server())
-                .and_then(|server| server.root_in(root))
-                .unwrap_or_else(|| root.to_owned());
+            let folder = match call.servers.config.server(tool.spec.id.server()) {
+                Some(server) => server
+                    .judged_root(root)
+                    .map_err(|err| anyhow::anyhow!("server `{}`: {err}", server.name))?,
+                None => root.to_owned(),
+            };
             let root = Root::new(&folder)
                 .map_err(|err| anyhow::anyhow!("--root {}: {err}", folder.display()))?;
             let facts = call

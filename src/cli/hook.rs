@@ -173,11 +173,12 @@ fn decide_event(
         // its server, judged against the server's own root if it has one.
         Some(id) => {
             let servers = Servers::of(&bundle).map_err(load_failed)?;
-            let root = servers
-                .config
-                .server(id.server())
-                .and_then(|server| server.root_in(&root))
-                .unwrap_or(root);
+            let root = match servers.config.server(id.server()) {
+                Some(server) => server
+                    .judged_root(&root)
+                    .map_err(|err| anyhow::anyhow!("server `{}`: {err}", server.name))?,
+                None => root,
+            };
             (
                 servers.tool_registry(&bundle, id).map_err(load_failed)?,
                 root,

@@ -103,10 +103,27 @@ impl ToolRule {
 }
 
 impl ServerConfig {
-    /// The folder the server's path arguments are judged against when it
-    /// declares its own root (relative to the workspace root, if relative).
-    pub fn root_in(&self, workspace: &std::path::Path) -> Option<PathBuf> {
-        self.root.as_ref().map(|root| workspace.join(root))
+    /// The folder the server's path arguments are judged against: its own
+    /// root, which must resolve (symlinks followed) inside the served root,
+    /// since its tools' writes are judged against it; or, without one, the
+    /// served root itself.
+    pub fn judged_root(&self, workspace: &std::path::Path) -> Result<PathBuf, String> {
+        let Some(root) = &self.root else {
+            return Ok(workspace.to_owned());
+        };
+        let resolve = |path: &std::path::Path| {
+            path.canonicalize()
+                .map_err(|err| format!("root `{}`: {err}", root.display()))
+        };
+        let own = resolve(&workspace.join(root))?;
+        if own.starts_with(resolve(workspace)?) {
+            Ok(own)
+        } else {
+            Err(format!(
+                "root `{}` resolves outside the served root",
+                root.display()
+            ))
+        }
     }
 
     /// The entry that declares `tool`: the first that matches.

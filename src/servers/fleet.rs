@@ -138,23 +138,6 @@ pub struct Fleet {
     supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-/// A server's own root, which must resolve (symlinks followed) inside the
-/// served root: its tools' writes are judged against it, so a root that
-/// leads out would let them write there.
-fn root_inside(root: &Path, workspace: &Path) -> Result<Root, String> {
-    let root = Root::new(root).map_err(|err| err.to_string())?;
-    let served = Root::new(workspace).map_err(|err| err.to_string())?;
-    if root.path().starts_with(served.path()) {
-        Ok(root)
-    } else {
-        Err(format!(
-            "{} resolves outside the served root {}",
-            root.path().display(),
-            served.path().display()
-        ))
-    }
-}
-
 impl Fleet {
     /// Starts every server in parallel and waits for each first attempt
     /// (bounded by its start timeout); a server that does not start is
@@ -166,8 +149,13 @@ impl Fleet {
                 .iter()
                 .map(|server| {
                     let root = server
-                        .root_in(workspace)
-                        .map(|root| root_inside(&root, workspace))
+                        .root
+                        .is_some()
+                        .then(|| {
+                            server.judged_root(workspace).and_then(|folder| {
+                                Root::new(&folder).map_err(|err| err.to_string())
+                            })
+                        })
                         .transpose();
                     (
                         server.name.clone(),

@@ -37,7 +37,7 @@ use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, drift};
 use http::HttpArgs;
-use reload::{ReloadMode, Reloader};
+use reload::{ReloadMode, Reloader, Watched};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -174,6 +174,7 @@ struct World {
     applied: PathBuf,
     /// Whose signed `policy_apply` lets a wider set through.
     apply_trust: ApplyTrust,
+    watched: Watched,
     reload: ReloadMode,
 }
 
@@ -182,6 +183,9 @@ impl World {
     /// servers and opens the log. `None` when the policies do not load (the
     /// problems are reported on stderr).
     fn prepare(args: &ServeArgs, clients: Vec<StoredClient>) -> anyhow::Result<Option<Self>> {
+        let audit_path = audit_path(args.audit.as_deref())?;
+        let applied = applied_path(&audit_path);
+        let watched = Watched::now(&args.policies, &applied, args.reload);
         let bundle = args.policies.bundle()?;
         let servers = match Servers::of(&bundle) {
             Ok(servers) => servers,
@@ -251,7 +255,6 @@ impl World {
             }
             None => None,
         };
-        let audit_path = audit_path(args.audit.as_deref())?;
         let signer = signer_for(&args.store, &audit_path)?;
         let apply_trust = match &args.apply_key {
             Some(file) => ApplyTrust::Operator(
@@ -300,8 +303,9 @@ impl World {
             records,
             proofs,
             snapshots: snapshots_dir(&audit_path),
-            applied: applied_path(&audit_path),
+            applied,
             apply_trust,
+            watched,
             reload: args.reload,
         }))
     }
@@ -355,6 +359,7 @@ impl World {
             snapshots,
             applied,
             apply_trust,
+            watched,
             reload,
             ..
         } = self;
@@ -368,6 +373,7 @@ impl World {
             snapshots,
             applied,
             apply_trust,
+            watched,
             session: session.clone(),
         };
         let served = runtime.block_on(async {

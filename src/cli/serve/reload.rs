@@ -61,12 +61,40 @@ pub(super) struct Reloader {
     pub applied: PathBuf,
     /// Whose signed `policy_apply` record lets a wider set through.
     pub apply_trust: ApplyTrust,
+    pub watched: Watched,
     pub session: String,
 }
 
 /// What identifies the watched files' contents as they are now: each
 /// file's path and stamp.
 type Fingerprint = BTreeMap<PathBuf, FileStamp>;
+
+/// The files a reload watches, and how they looked when the set in force
+/// was read: taken before start-up reads them, so that an edit made as
+/// soon as the server says it serves is a change, not part of the start.
+#[derive(Debug, Clone)]
+pub(super) struct Watched {
+    folders: Vec<PathBuf>,
+    /// What was loaded. A change is loaded once two looks in a row agree,
+    /// so a file an editor is still writing is not loaded half-written.
+    known: Fingerprint,
+}
+
+impl Watched {
+    pub fn now(policies: &PolicyArgs, applied: &Path, mode: ReloadMode) -> Self {
+        let mut folders: Vec<PathBuf> = [&policies.policies, &policies.schema]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        if mode == ReloadMode::TightenOnly && !folders.is_empty() {
+            // An applied set is loaded at the next look.
+            folders.push(applied.to_owned());
+        }
+        let known = fingerprint(&folders);
+        Self { folders, known }
+    }
+}
 
 fn fingerprint(watched: &[PathBuf]) -> Fingerprint {
     watched
@@ -111,21 +139,10 @@ impl Reloader {
     /// Reloads on every change and every SIGHUP until the process ends.
     /// With `Never`, SIGHUP is only logged.
     pub async fn run(self, mode: ReloadMode, mut hangup: Signal) {
-        let mut folders: Vec<PathBuf> = [&self.policies.policies, &self.policies.schema]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
         let tighten_only = mode == ReloadMode::TightenOnly;
-        if tighten_only && !folders.is_empty() {
-            // An applied set is loaded at the next look.
-            folders.push(self.applied.clone());
-        }
+        let Watched { folders, known } = self.watched.clone();
+        let mut known = known;
         let watching = matches!(mode, ReloadMode::Watch | ReloadMode::TightenOnly);
-        // `known` is what was loaded; `last` what the previous look saw. A
-        // change is loaded once two looks in a row agree, so a file an
-        // editor is still writing is not loaded half-written.
-        let mut known = fingerprint(&folders);
         let mut last = known.clone();
         let mut every = tokio::time::interval(POLL);
         loop {
