@@ -76,6 +76,26 @@ fn gate(c: &mut Criterion) {
         let (p50, p99) = percentiles(samples);
         println!("gate, {name}: p50 {p50:?}, p99 {p99:?}");
     }
+    // A team table that differs from the built-in one: the built-in table
+    // judges every program beside it (the floor), so this is the cost of
+    // the floor.
+    let mut team = PolicyBundle::builtin();
+    team.commands
+        .text
+        .push_str("\n[[program]]\nprogram = \"frob\"\nclass = \"read_only\"\nflags = [\"-q\"]\n");
+    let floored = Engine::load(&team, &Registry::builtin().unwrap(), &clients).unwrap();
+    let samples: Vec<Duration> = (0..5000)
+        .map(|_| {
+            let start = Instant::now();
+            black_box(judge(&floored, "bench", &root, None, TYPICAL, Transport::Cli).unwrap());
+            start.elapsed()
+        })
+        .collect();
+    let (p50, p99) = percentiles(samples);
+    println!("gate, typical, a team's table beside the built-in floor: p50 {p50:?}, p99 {p99:?}");
+    c.bench_function("gate/typical_team_table", |b| {
+        b.iter(|| judge(&floored, "bench", &root, None, TYPICAL, Transport::Cli).unwrap())
+    });
     c.bench_function("gate/typical", |b| {
         b.iter(|| judge(&engine, "bench", &root, None, TYPICAL, Transport::Cli).unwrap())
     });

@@ -9,6 +9,16 @@ use serde_json::Value;
 
 use crate::util::{Run, Tree, portcullis, solver_or_skip};
 
+/// `policy diff OLD NEW` as a person reads it.
+fn diff_table(old: &Tree, new: &Tree) -> Run {
+    portcullis(&[
+        "policy",
+        "diff",
+        old.dir.path().to_str().unwrap(),
+        new.dir.path().to_str().unwrap(),
+    ])
+}
+
 fn diff(old: &Tree, new: &Tree) -> Run {
     portcullis(&[
         "--format",
@@ -170,12 +180,7 @@ fn a_widening_has_a_counterexample_check_confirms_on_both_sides() {
     }
 
     // The table names the action and prints a command to reproduce it.
-    let human = portcullis(&[
-        "policy",
-        "diff",
-        old.dir.path().to_str().unwrap(),
-        new.dir.path().to_str().unwrap(),
-    ]);
+    let human = diff_table(&old, &new);
     assert_eq!(human.code, 4, "{human:?}");
     assert!(
         human.stdout.contains(
@@ -408,12 +413,7 @@ fn every_loosening_of_a_data_file_is_a_widening_named_with_its_file_and_entry() 
             "{expected}: {named:?}"
         );
     }
-    let human = portcullis(&[
-        "policy",
-        "diff",
-        old.dir.path().to_str().unwrap(),
-        new.dir.path().to_str().unwrap(),
-    ]);
+    let human = diff_table(&old, &new);
     assert_eq!(human.code, 4, "{human:?}");
     assert!(
         human

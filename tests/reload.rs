@@ -487,3 +487,96 @@ async fn tighten_only_refuses_every_weakening_of_a_data_file() {
         "a file put back records nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_operator_key_only_its_signature_lets_a_wider_set_through() {
+    if !crate::util::solver_or_skip() {
+        return;
+    }
+    let served = Served::new(NOTHING, "paired");
+    let keys = served.tree.dir.path().join("operator");
+    fs::create_dir_all(&keys).unwrap();
+    portcullis::audit::load_or_create_signer(&keys).unwrap();
+    let public = keys.join(portcullis::audit::PUBLIC_KEY_FILE);
+    let server = HttpServer::start(
+        &served,
+        &[
+            "--reload",
+            "tighten-only",
+            "--apply-key",
+            public.to_str().unwrap(),
+        ],
+    );
+    let (http, url) = (client(), server.url());
+    assert!(
+        !reads(&http, &url, &served.token).await,
+        "nothing allowed at start"
+    );
+    replace_policy(&served, "20_allowlist.cedar", ALLOW_BUILTIN);
+    let events = wait_for_reloads(&served, 1);
+    assert_eq!(events[0]["body"]["event"], "policy_reload_refused");
+
+    let log = served.audit_log();
+    let store = served.store.display().to_string();
+    let apply = |extra: &[&str]| {
+        let mut args = vec![
+            "policy",
+            "apply",
+            "--audit",
+            log.to_str().unwrap(),
+            "--store",
+            store.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        let flags = served.tree.flags();
+        args.extend(flags.iter().map(String::as_str));
+        portcullis(&args)
+    };
+    // The log's own key is not the operator's: refused again.
+    let run = apply(&[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let events = wait_for_reloads(&served, 2);
+    assert_eq!(
+        events[1]["body"]["event"], "policy_reload_refused",
+        "{:?}",
+        events[1]
+    );
+    // Signed with the operator key: loaded.
+    let run = apply(&["--apply-keys", keys.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("signed with the operator key"),
+        "{run:?}"
+    );
+    let events = wait_for_reloads(&served, 3);
+    assert_eq!(
+        events[2]["body"]["event"], "policy_reload",
+        "{:?}",
+        events[2]
+    );
+    assert_eq!(events[2]["body"]["applied"], true);
+    assert!(comes_to(&http, &url, &served.token, true).await);
+    server.stop();
+}
+
+#[test]
+fn an_apply_key_that_does_not_read_stops_serve() {
+    let served = Served::new(NOTHING, "paired");
+    let bad = served.tree.dir.path().join("not-a-key.pub");
+    fs::write(&bad, "hello\n").unwrap();
+    let mut command = served.command();
+    command.args([
+        "--reload",
+        "tighten-only",
+        "--apply-key",
+        bad.to_str().unwrap(),
+    ]);
+    let output = command.stdin(std::process::Stdio::null()).output().unwrap();
+    assert_ne!(output.status.code(), Some(0));
+    assert!(output.stdout.is_empty(), "stdout is the protocol");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--apply-key") && stderr.contains("not a portcullis key"),
+        "{stderr}"
+    );
+}

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use super::table::{PROVEN_CLASSES, ProgramEntry, TableFile};
+use super::floor::quoted;
+use super::table::PROVEN_CLASSES;
+use super::table_file::{ProgramEntry, TableFile};
 
 /// One loosening: the entry, and what it newly permits.
 pub type Loosening = (String, String);
@@ -95,14 +97,6 @@ fn added<'a>(old: &'a [String], new: &'a [String]) -> Vec<&'a String> {
     new.iter().filter(|item| !old.contains(item)).collect()
 }
 
-fn listed(items: &[&String]) -> String {
-    items
-        .iter()
-        .map(|item| format!("`{item}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn environment(old: &TableFile, new: &TableFile, found: &mut Vec<Loosening>) {
     fn lists(table: &TableFile) -> (&[String], &[String], &[String], bool) {
         table
@@ -135,7 +129,7 @@ fn environment(old: &TableFile, new: &TableFile, found: &mut Vec<Loosening>) {
             let verb = if what == "loading" { "drops" } else { "adds" };
             found.push((
                 format!("[environment] {what}"),
-                format!("{verb} {}: {meaning}", listed(&items)),
+                format!("{verb} {}: {meaning}", quoted(&items)),
             ));
         }
     }
@@ -169,7 +163,7 @@ fn globals(old: &TableFile, new: &TableFile, found: &mut Vec<Loosening>) {
                 entry.clone(),
                 format!(
                     "safe adds {}: they keep a read-only subcommand read-only",
-                    listed(&safe)
+                    quoted(&safe)
                 ),
             ));
         }
@@ -177,7 +171,7 @@ fn globals(old: &TableFile, new: &TableFile, found: &mut Vec<Loosening>) {
         if !inside.is_empty() {
             found.push((
                 entry.clone(),
-                format!("inside_root adds {}", listed(&inside)),
+                format!("inside_root adds {}", quoted(&inside)),
             ));
         }
         let works = added(new_works, old_works);
@@ -186,7 +180,7 @@ fn globals(old: &TableFile, new: &TableFile, found: &mut Vec<Loosening>) {
                 entry.clone(),
                 format!(
                     "works_in drops {}: where a subcommand writes is no longer seen",
-                    listed(&works)
+                    quoted(&works)
                 ),
             ));
         }

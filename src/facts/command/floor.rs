@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use super::table::{CommandClassError, ProgramEntry, TableFile};
+use super::table_file::{ProgramEntry, TableFile};
 
 /// The built-in command table, as shipped in `policies/commands.toml`.
 pub const BUILTIN_TABLE: &str = include_str!(concat!(
@@ -21,17 +21,10 @@ pub const BUILTIN_TABLE: &str = include_str!(concat!(
     "/policies/commands.toml"
 ));
 
-/// Refuses a team table that takes from the built-in one.
-pub(super) fn check(
-    file: &str,
-    team: &TableFile,
-    builtin: &TableFile,
-) -> Result<(), CommandClassError> {
-    let refuse = |entry: String, message: String| CommandClassError::Floor {
-        file: file.to_owned(),
-        entry,
-        message,
-    };
+/// Refuses a team table that takes from the built-in one: the entry, and
+/// what it takes.
+pub(super) fn check(team: &TableFile, builtin: &TableFile) -> Result<(), (String, String)> {
+    let refuse = |entry: String, message: String| (entry, message);
     for (index, rule) in builtin.rule.iter().enumerate() {
         let kept = team.rule.iter().any(|theirs| {
             theirs.class == rule.class
@@ -121,7 +114,8 @@ pub(super) fn check(
     Ok(())
 }
 
-fn quoted(items: &[&String]) -> String {
+/// Items as `a`, `b`, for messages.
+pub(super) fn quoted(items: &[&String]) -> String {
     items
         .iter()
         .map(|item| format!("`{item}`"))

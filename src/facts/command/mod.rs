@@ -11,6 +11,7 @@ mod parse;
 mod pattern;
 mod quote;
 mod table;
+mod table_file;
 mod unwrap;
 mod values;
 mod walk;

@@ -1,0 +1,149 @@
+//! The command table file as written (`policies/commands.toml`), before
+//! it is compiled: what the table compiles, what the floor compares with
+//! the built-in one, and what `policy diff` compares entry by entry.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TableFile {
+    #[serde(default)]
+    pub(super) rule: Vec<RuleEntry>,
+    #[serde(default)]
+    pub(super) program: Vec<ProgramEntry>,
+    #[serde(default)]
+    pub(super) globals: HashMap<String, GlobalsEntry>,
+    #[serde(default)]
+    pub(super) environment: Option<EnvironmentEntry>,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RuleEntry {
+    pub(super) class: String,
+    /// Regex over the program's basename, anchored at both ends.
+    pub(super) program: String,
+    /// Regex over the arguments joined by single spaces; the rule applies
+    /// only when it matches somewhere.
+    #[serde(default)]
+    pub(super) args: Option<String>,
+    /// The rule does not apply when this matches the arguments.
+    #[serde(default)]
+    pub(super) unless_args: Option<String>,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(super) fn names(&self) -> Vec<String> {
+        match self {
+            Self::One(one) => vec![one.clone()],
+            Self::Many(many) => many.clone(),
+        }
+    }
+
+    pub(super) fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(one) => vec![one],
+            Self::Many(many) => many,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProgramEntry {
+    /// Exact basenames, not patterns: a description is closed.
+    pub(super) program: OneOrMany,
+    pub(super) class: String,
+    #[serde(default)]
+    pub(super) subcommand: Vec<String>,
+    #[serde(default)]
+    pub(super) flags: Vec<String>,
+    #[serde(default)]
+    pub(super) options: Vec<String>,
+    #[serde(default)]
+    pub(super) pair_options: Vec<String>,
+    #[serde(default)]
+    pub(super) flag_pattern: Option<String>,
+    #[serde(default)]
+    pub(super) whole_words: bool,
+    #[serde(default)]
+    pub(super) free_words: bool,
+    #[serde(default)]
+    pub(super) max_operands: Option<usize>,
+    #[serde(default)]
+    pub(super) operand_pattern: Option<String>,
+    #[serde(default)]
+    pub(super) script_options: Vec<String>,
+    #[serde(default)]
+    pub(super) script_operand: bool,
+    #[serde(default)]
+    pub(super) script: Option<String>,
+    #[serde(default)]
+    pub(super) script_unless: Option<String>,
+    #[serde(default)]
+    pub(super) output_options: Vec<String>,
+    #[serde(default)]
+    pub(super) output_flags: Vec<String>,
+    #[serde(default)]
+    pub(super) output_operands: Option<String>,
+    /// Operands of the form `KEY=FILE` that name a file written (`dd
+    /// of=FILE`).
+    #[serde(default)]
+    pub(super) output_assignments: Vec<String>,
+    #[serde(default)]
+    pub(super) walks: bool,
+    #[serde(default)]
+    pub(super) walk_flags: Vec<String>,
+    #[serde(default)]
+    pub(super) walk_visible_only: bool,
+    #[serde(default)]
+    pub(super) walk_everything_flags: Vec<String>,
+    #[serde(default)]
+    pub(super) walk_only_options: Vec<String>,
+    #[serde(default)]
+    pub(super) walk_skip_options: Vec<String>,
+    #[serde(default)]
+    pub(super) walk_glob_options: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GlobalsEntry {
+    /// Global options that take a value (so the subcommand can be found).
+    #[serde(default)]
+    pub(super) options: Vec<String>,
+    /// Global flags and options that keep a command read-only.
+    #[serde(default)]
+    pub(super) safe: Vec<String>,
+    /// Global options whose value is a folder that keeps a command
+    /// read-only while it resolves inside the root (`git -C DIR`).
+    #[serde(default)]
+    pub(super) inside_root: Vec<String>,
+    /// Global options whose value is a folder the subcommand works in: a
+    /// subcommand that is not proven read-only writes there (`git -C ..
+    /// commit`).
+    #[serde(default)]
+    pub(super) works_in: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EnvironmentEntry {
+    #[serde(default)]
+    pub(super) harmless: Vec<String>,
+    #[serde(default)]
+    pub(super) loading: Vec<String>,
+    #[serde(default)]
+    pub(super) readable: Vec<String>,
+    #[serde(default)]
+    pub(super) lowercase_harmless: bool,
+}
