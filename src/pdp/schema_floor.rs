@@ -61,6 +61,11 @@ impl Declarations {
     fn record<'a>(&'a self, value: &'a Value) -> Option<&'a Map<String, Value>> {
         match value.get("type").and_then(Value::as_str) {
             Some("Record") => value.get("attributes").and_then(Value::as_object),
+            Some("EntityOrCommon") => {
+                let name = value.get("name").and_then(Value::as_str)?;
+                let (common, _) = self.common_types.get(local(name))?;
+                common.get("attributes").and_then(Value::as_object)
+            }
             Some(name) => {
                 let (common, _) = self.common_types.get(local(name))?;
                 common.get("attributes").and_then(Value::as_object)
@@ -560,5 +565,16 @@ mod tests {
             schema_loosenings(&files(&base), &files("namespace {")).len(),
             1
         );
+    }
+
+    #[test]
+    fn a_context_named_in_either_json_form_is_the_same_declaration() {
+        let (fragment, _) = SchemaFragment::from_cedarschema_str(&builtin_text()).unwrap();
+        let mut json = fragment.to_json_value().unwrap();
+        json["Portcullis"]["actions"]["call_tool"]["appliesTo"]["context"] =
+            serde_json::json!({"type": "EntityOrCommon", "name": "Portcullis::ToolFacts"});
+        let mut problems = Vec::new();
+        check(&[(json, "team.json".into())], &[], &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 }
