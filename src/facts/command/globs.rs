@@ -32,8 +32,85 @@ fn has_glob(word: &str) -> bool {
 }
 
 fn has_braces(word: &str) -> bool {
-    word.find('{')
-        .is_some_and(|open| word[open..].contains(',') && word[open..].contains('}'))
+    word.find('{').is_some_and(|open| {
+        let rest = &word[open..];
+        rest.contains('}') && (rest.contains(',') || rest.contains(".."))
+    })
+}
+
+/// The words of a sequence expression (`1..5`, `a..e`, `01..10..3`), as
+/// bash makes them, or `None` when `inner` is not one. Too many is an
+/// error: `Some(Err(()))`.
+fn sequence(inner: &str) -> Option<Result<Vec<String>, ()>> {
+    let parts: Vec<&str> = inner.split("..").collect();
+    if !(2..=3).contains(&parts.len()) {
+        return None;
+    }
+    let step: i64 = match parts.get(2) {
+        Some(step) => step.parse::<i64>().ok()?.checked_abs()?.max(1),
+        None => 1,
+    };
+    let letter = |text: &str| {
+        let mut chars = text.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) if c.is_ascii_alphabetic() => Some(c),
+            _ => None,
+        }
+    };
+    let (values, width): (Vec<i64>, usize) =
+        if let (Some(a), Some(b)) = (letter(parts[0]), letter(parts[1])) {
+            (range(i64::from(a as u8), i64::from(b as u8), step)?, 0)
+        } else {
+            let (a, b) = (parts[0].parse::<i64>().ok()?, parts[1].parse::<i64>().ok()?);
+            let padded = |text: &str| {
+                let digits = text.trim_start_matches('-');
+                digits.len() > 1 && digits.starts_with('0')
+            };
+            let width = if padded(parts[0]) || padded(parts[1]) {
+                parts[0].len().max(parts[1].len())
+            } else {
+                0
+            };
+            match range(a, b, step) {
+                Some(values) => (values, width),
+                None => return Some(Err(())),
+            }
+        };
+    if letter(parts[0]).is_some() && letter(parts[1]).is_some() {
+        return Some(Ok(values
+            .into_iter()
+            .filter_map(|v| u8::try_from(v).ok().map(|b| char::from(b).to_string()))
+            .collect()));
+    }
+    Some(Ok(values
+        .into_iter()
+        .map(|v| {
+            if v < 0 {
+                format!("-{:0>width$}", -v, width = width.saturating_sub(1))
+            } else {
+                format!("{v:0>width$}")
+            }
+        })
+        .collect()))
+}
+
+/// `from` to `to` by `step`, either way; `None` past `MAX_EXPANSIONS`.
+fn range(from: i64, to: i64, step: i64) -> Option<Vec<i64>> {
+    let count = from.abs_diff(to) / step.unsigned_abs() + 1;
+    if count > MAX_EXPANSIONS as u64 {
+        return None;
+    }
+    let mut values = Vec::new();
+    let mut value = from;
+    for _ in 0..count {
+        values.push(value);
+        value = if from <= to {
+            value + step
+        } else {
+            value - step
+        };
+    }
+    Some(values)
 }
 
 /// Expands `word` as run in `cwd`; `home` stands for a leading `~/`.
@@ -65,8 +142,9 @@ pub fn expand(word: &str, cwd: Option<&Path>, home: Option<&Path>) -> Expansion 
     Expansion::Words(words)
 }
 
-/// Brace expansion of one (not nested) `{a,b,...}` group, repeated for
-/// every group; `None` for nesting.
+/// Brace expansion of one (not nested) `{a,b,...}` group or `{x..y}`
+/// sequence, repeated for every group; `None` for nesting, or for a
+/// sequence of more than `MAX_EXPANSIONS` words.
 fn braces(word: &str) -> Option<Vec<String>> {
     let Some(open) = word.find('{') else {
         return Some(vec![word.to_owned()]);
@@ -76,7 +154,13 @@ fn braces(word: &str) -> Option<Vec<String>> {
     if inner.contains('{') {
         return None;
     }
-    if !inner.contains(',') {
+    let choices: Vec<String> = match sequence(inner) {
+        Some(Ok(words)) => words,
+        Some(Err(())) => return None,
+        None if inner.contains(',') => inner.split(',').map(str::to_owned).collect(),
+        None => Vec::new(),
+    };
+    if choices.is_empty() {
         // `{x}` is no brace expansion: keep it and go on after it.
         let rest = braces(&word[close + 1..])?;
         return Some(
@@ -88,7 +172,7 @@ fn braces(word: &str) -> Option<Vec<String>> {
     let (head, tail) = (&word[..open], &word[close + 1..]);
     let tails = braces(tail)?;
     let mut out = Vec::new();
-    for choice in inner.split(',') {
+    for choice in &choices {
         for tail in &tails {
             out.push(format!("{head}{choice}{tail}"));
             if out.len() > MAX_EXPANSIONS {
@@ -196,5 +280,27 @@ mod tests {
         assert_eq!(words("*.md"), ["*.md"], "no match: the pattern stays");
         assert_eq!(expand("*.rs", None, None), Expansion::Unknown);
         assert_eq!(expand("{a,{b,c}}", Some(cwd), None), Expansion::Unknown);
+    }
+
+    #[test]
+    fn brace_sequences_expand_as_bash_expands_them() {
+        let words = |w: &str| match expand(w, None, None) {
+            Expansion::Words(words) => words,
+            other => panic!("{w}: {other:?}"),
+        };
+        assert_eq!(words(".{d..f}nv"), [".dnv", ".env", ".fnv"]);
+        assert_eq!(words(".e{n..n}v"), [".env"]);
+        assert_eq!(words(".gi{t..t}/config"), [".git/config"]);
+        assert_eq!(words("f{3..1}"), ["f3", "f2", "f1"]);
+        assert_eq!(words("{01..03}"), ["01", "02", "03"]);
+        assert_eq!(words("{1..7..3}"), ["1", "4", "7"]);
+        assert_eq!(words("{-1..1}"), ["-1", "0", "1"]);
+        assert_eq!(expand("{1..100000000}", None, None), Expansion::Unknown);
+        assert_eq!(
+            words("{a..}"),
+            ["{a..}"],
+            "not a sequence: the word as written"
+        );
+        assert_eq!(words("{a..b}{1,2}"), ["a1", "a2", "b1", "b2"]);
     }
 }

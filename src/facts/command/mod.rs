@@ -3,7 +3,9 @@
 //! stays inside the root, and whether anything could not be seen. Nothing
 //! here runs anything.
 
+mod arithmetic;
 mod compare;
+mod continuation;
 mod description;
 mod floor;
 mod globs;
@@ -102,8 +104,13 @@ pub fn command_facts(
     if source.contains('\0') {
         return Err(CommandError::Nul);
     }
+    let joined = continuation::join(source);
     let mut unwrapped = Unwrapped::default();
-    unwrap_source(source, 0, &mut unwrapped);
+    unwrap_source(joined.as_deref().unwrap_or(source), 0, &mut unwrapped);
+    // A continuation the gate cannot join as bash does: nothing it reads
+    // of the command can be trusted to be what bash runs.
+    unwrapped.opaque |= joined.is_none();
+    unwrapped.opaque |= arithmetic::may_run_commands(joined.as_deref().unwrap_or(source));
     let mut facts = CommandFacts {
         classes: BTreeSet::new(),
         programs: BTreeSet::new(),

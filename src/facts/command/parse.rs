@@ -243,6 +243,7 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
 pub(super) enum Kind {
     AnsiCString,
     ArithmeticExpansion,
+    BraceExpression,
     Command,
     CommandName,
     CommandSubstitution,
@@ -279,6 +280,7 @@ impl Kind {
         match name {
             "ansi_c_string" => Kind::AnsiCString,
             "arithmetic_expansion" => Kind::ArithmeticExpansion,
+            "brace_expression" => Kind::BraceExpression,
             "command" => Kind::Command,
             "command_name" => Kind::CommandName,
             "command_substitution" => Kind::CommandSubstitution,
@@ -680,6 +682,9 @@ fn argument(node: Node<'_>, source: &str) -> Option<String> {
 pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
     match kind(node) {
         Kind::Word | Kind::Number => Some(unescape(text(node, source))),
+        // `{1..5}`: the words it becomes are the globs' business
+        // (`globs::expand`), as for a `{a,b}` list inside a word.
+        Kind::BraceExpression => Some(text(node, source).to_owned()),
         Kind::RawString => {
             let t = text(node, source);
             Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_owned())

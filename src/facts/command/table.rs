@@ -316,7 +316,32 @@ impl CommandClasses {
     /// judges too: the files it says are written, the folders it says are
     /// read whole and the classes it gives (but the proven ones, which only
     /// the team's descriptions give) are kept.
+    ///
+    /// A path written otherwise (`/etc//shadow`, `/etc/./shadow`) is read
+    /// by the rules as written and as it resolves, so a secret's name
+    /// matches however it is spelt.
     pub fn classify(
+        &self,
+        program: &str,
+        args: &[String],
+        inside_root: &dyn Fn(&str) -> bool,
+    ) -> Classified {
+        let mut classified = self.classify_beside_floor(program, args, inside_root);
+        let normal: Vec<String> = args
+            .iter()
+            .map(|arg| lexically_normal(arg).unwrap_or_else(|| arg.clone()))
+            .collect();
+        if normal != args {
+            let again = self.classify_beside_floor(program, &normal, inside_root);
+            classified.classes.extend(again.classes);
+            if classified.classes.len() > 1 {
+                classified.classes.remove(UNKNOWN);
+            }
+        }
+        classified
+    }
+
+    fn classify_beside_floor(
         &self,
         program: &str,
         args: &[String],
@@ -422,9 +447,13 @@ impl CommandClasses {
     /// redirect's source, an assigned value, a `for` list) by the rules
     /// that apply whatever the program: `cat < .env` reads a secret too.
     pub fn classify_word(&self, word: &str) -> BTreeSet<String> {
-        let mut classes = self.classify_word_own(word);
-        if let Some(floor) = &self.floor {
-            classes.extend(floor.classify_word_own(word));
+        let normal = lexically_normal(word);
+        let mut classes = BTreeSet::new();
+        for word in std::iter::once(word).chain(normal.as_deref()) {
+            classes.extend(self.classify_word_own(word));
+            if let Some(floor) = &self.floor {
+                classes.extend(floor.classify_word_own(word));
+            }
         }
         classes
     }
@@ -527,6 +556,38 @@ impl Globals {
         }
         (safe, &args[index.min(args.len())..], folders)
     }
+}
+
+/// A word naming a path, its empty and `.` components dropped and `..`
+/// applied to the one before (lexically, as the rules read names: a
+/// symlink is the path facts' business); `None` when that changes nothing.
+fn lexically_normal(word: &str) -> Option<String> {
+    if !word.contains('/') {
+        return None;
+    }
+    let absolute = word.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in word.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts
+                .last()
+                .is_some_and(|last| *last != ".." && *last != "~") =>
+            {
+                parts.pop();
+            }
+            ".." if absolute && parts.is_empty() => {}
+            other => parts.push(other),
+        }
+    }
+    let mut normal = parts.join("/");
+    if absolute {
+        normal.insert(0, '/');
+    }
+    if word.ends_with('/') && !normal.ends_with('/') && !normal.is_empty() {
+        normal.push('/');
+    }
+    (normal != word && !normal.is_empty()).then_some(normal)
 }
 
 /// The built-in table, parsed once: as a table that judges, and as the

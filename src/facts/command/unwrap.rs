@@ -269,6 +269,7 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 words = after;
             }
             "xargs" => {
+                let replaced = xargs_replace_string(&rest);
                 words = skip_options(
                     &rest,
                     &[
@@ -286,6 +287,18 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 );
                 if words.is_empty() {
                     words = vec![Some("echo".to_owned())];
+                }
+                // With `-I R` every word holding R becomes what stdin
+                // says, a shell script included (`xargs -I{} sh -c {}`
+                // runs the input): what runs cannot be seen. The words
+                // are still judged as written, so `rm {}` stays a `rm`.
+                if let Some(replaced) = replaced
+                    && words.iter().any(|word| {
+                        word.as_deref()
+                            .is_none_or(|w| w.contains(replaced.as_str()))
+                    })
+                {
+                    out.opaque = true;
                 }
                 // xargs adds words read from stdin: unknown, and they may
                 // be options (`echo '-o out' | xargs sort`).
@@ -573,6 +586,49 @@ fn is_identifier(name: &str) -> bool {
 }
 
 /// Drops leading options; those in `with_value` take the next word too.
+/// The string `xargs` replaces with each input line (`-I R`, `-IR`,
+/// `-i[R]`, `--replace[=R]`; `-i` alone means `{}`), if it replaces.
+/// An option it cannot read is taken to replace `{}`.
+fn xargs_replace_string(words: &[Option<String>]) -> Option<String> {
+    let mut index = 0;
+    while let Some(word) = words.get(index) {
+        let Some(word) = word.as_deref() else {
+            return Some("{}".to_owned());
+        };
+        if word == "--" || !word.starts_with('-') || word.len() == 1 {
+            return None;
+        }
+        index += 1;
+        if word == "-I" {
+            return Some(
+                words
+                    .get(index)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| "{}".to_owned()),
+            );
+        }
+        if let Some(attached) = word.strip_prefix("-I").or_else(|| word.strip_prefix("-i")) {
+            return Some(if attached.is_empty() { "{}" } else { attached }.to_owned());
+        }
+        if let Some(rest) = word.strip_prefix("--replace") {
+            return Some(rest.strip_prefix('=').unwrap_or("{}").to_owned());
+        }
+        // A cluster holding `I` or `i` (`-tI R`): which string it replaces
+        // is not read here, so every word is taken as replaced.
+        if !word.starts_with("--") && word.contains(['I', 'i']) {
+            return Some(String::new());
+        }
+        if matches!(
+            word,
+            "-n" | "-P" | "-d" | "-L" | "-s" | "-a" | "-E" | "--max-args" | "--max-procs"
+        ) {
+            index += 1;
+        }
+    }
+    None
+}
+
 fn skip_options(words: &[Option<String>], with_value: &[&str]) -> Vec<Option<String>> {
     let mut index = 0;
     while index < words.len() {
