@@ -164,6 +164,8 @@ fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
         "zip -r backup.zip config",
         "scp -r . host:",
         "rsync -a . host:copy",
+        "git grep --no-index -n TOKEN",
+        "git grep --untracked --no-exclude-standard -n TOKEN",
     ] {
         assert_eq!(decide(command), Outcome::Deny, "{command}");
     }
@@ -174,6 +176,7 @@ fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
         "grep TOKEN src/main.rs",
         "rg TOKEN",
         "rg TOKEN config",
+        "git grep -n TOKEN",
     ] {
         assert_eq!(decide(command), Outcome::Allow, "{command}");
     }

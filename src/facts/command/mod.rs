@@ -356,6 +356,20 @@ impl Paths<'_> {
     /// Resolves a path the command names, as `write_file` would; `None`
     /// when where it points is unknown.
     fn resolve(&self, target: &str) -> Option<super::paths::ResolvedPath> {
+        let expanded;
+        let target = match tilde_prefix(target) {
+            Tilde::None => target,
+            Tilde::Home => target,
+            Tilde::Cwd(rest) if !self.moved => {
+                expanded = format!("{}{rest}", self.cwd.display());
+                expanded.as_str()
+            }
+            Tilde::User(home, rest) => {
+                expanded = format!("{}{rest}", home.display());
+                expanded.as_str()
+            }
+            Tilde::Cwd(_) | Tilde::Unknown => return None,
+        };
         let relative = !target.starts_with('/') && !target.starts_with('~');
         if relative && self.moved {
             return None;
@@ -372,6 +386,50 @@ impl Paths<'_> {
         self.resolve(folder)
             .is_some_and(|r| r.inside_root && !r.in_vcs_metadata)
     }
+}
+
+/// What a word's leading `~` stands for, as bash expands it.
+enum Tilde<'a> {
+    None,
+    /// `~` or `~/...`: the home folder (`facts::resolve` expands it).
+    Home,
+    /// `~+` or `~+/...`: the current folder, then the rest.
+    Cwd(&'a str),
+    /// `~user` or `~user/...`: that user's home folder, then the rest.
+    User(std::path::PathBuf, &'a str),
+    /// `~-` (the previous folder), or a user the system does not list.
+    Unknown,
+}
+
+fn tilde_prefix(word: &str) -> Tilde<'_> {
+    let Some(after) = word.strip_prefix('~') else {
+        return Tilde::None;
+    };
+    let (name, rest) = after.find('/').map_or((after, ""), |at| after.split_at(at));
+    match name {
+        "" => Tilde::Home,
+        "+" => Tilde::Cwd(rest),
+        _ => match home_of(name) {
+            Some(home) => Tilde::User(home, rest),
+            None => Tilde::Unknown,
+        },
+    }
+}
+
+/// The home folder `/etc/passwd` gives `user`; `None` for a user it does
+/// not list (one from a directory service stays unknown).
+fn home_of(user: &str) -> Option<std::path::PathBuf> {
+    let valid = user
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[0] == user).then(|| std::path::PathBuf::from(fields[5]))
+    })
 }
 
 /// Files the command writes (redirects, output options) and reads by
