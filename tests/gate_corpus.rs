@@ -223,3 +223,37 @@ fn a_pattern_in_a_redirect_target_is_judged_by_what_it_matches() {
     }
     assert_eq!(decide("echo x > ou?/log.txt").outcome, Outcome::Ask);
 }
+
+/// A link inside the root is judged by what it points at: an operand, and
+/// every entry of a tree a command reads whole.
+#[test]
+fn links_inside_the_root_are_judged_by_what_they_point_at() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["docs"]);
+    let ws = root.path();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir_all(outside.path().join(".ssh")).unwrap();
+    fs::write(outside.path().join(".ssh/id_ed25519"), "-----BEGIN").unwrap();
+    fs::write(ws.join(".env"), "TOKEN=1").unwrap();
+    fs::write(ws.join("docs/guide.md"), "guide").unwrap();
+    let decide = |command: &str| {
+        judge(engine, "agent", root, None, command, Transport::Cli)
+            .unwrap()
+            .decision
+            .outcome
+    };
+    for command in ["cat docs/guide.md", "grep -R BEGIN docs", "ls docs"] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+    std::os::unix::fs::symlink("../.env", ws.join("docs/envlink")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join(".ssh"), ws.join("docs/sshlink")).unwrap();
+    for command in [
+        "cat docs/envlink",
+        "head -n 1 docs/sshlink/id_ed25519",
+        "grep -R BEGIN docs",
+        "find -L docs -type f -exec cat {} +",
+        "rg -L --hidden BEGIN docs",
+    ] {
+        assert_eq!(decide(command), Outcome::Deny, "{command}");
+    }
+    assert_eq!(decide("cat docs/guide.md"), Outcome::Allow);
+}

@@ -163,6 +163,20 @@ pub fn command_facts(
                 }
             }
         }
+        // An operand that is a link, or lies under one, is judged by what
+        // it points at too: `cat docs/envlink` reads `.env`.
+        for arg in &run.args {
+            let named = arg
+                .split_once('=')
+                .filter(|_| arg.starts_with('-'))
+                .map_or(arg.as_str(), |(_, v)| v);
+            if named.starts_with('-') || named.is_empty() {
+                continue;
+            }
+            if let Some(target) = paths.linked_target(named) {
+                classes.extend(table.classify_word(&target));
+            }
+        }
         let unseen = run.expanded.iter().any(|value| match value {
             Expanded::Environment(name) => !table.readable(name),
             Expanded::Data => !table.takes_free_words(&run.name),
@@ -380,6 +394,14 @@ impl Paths<'_> {
             target.to_owned()
         };
         resolve(self.root, &absolute).ok()
+    }
+
+    /// Where `word` leads when it names an existing file through a link
+    /// (any component a symbolic link): its canonical path.
+    fn linked_target(&self, word: &str) -> Option<String> {
+        let resolved = self.resolve(word)?;
+        (resolved.exists && resolved.canonical != resolved.requested)
+            .then(|| resolved.canonical.to_string_lossy().into_owned())
     }
 
     fn inside_root(&self, folder: &str) -> bool {

@@ -13,8 +13,10 @@ pub const MAX_WALK_ENTRIES: usize = 20_000;
 
 /// Looks through `folders` as the program would walk them: everything, or
 /// (for walks that are not `everything`, as ripgrep's) without hidden files
-/// and what ignore files exclude. Symbolic links are not followed, as
-/// `grep -r` and `rg` do not. `globs` narrow what is read as ripgrep's
+/// and what ignore files exclude. Symbolic links are followed, and a link
+/// is judged by what it points at as well as by its own name: `grep -R`,
+/// `find -L` and `rg -L` follow them, and judging every walk as if it did
+/// is only stricter. `globs` narrow what is read as ripgrep's
 /// `-g` does (`GLOB` only what matches, `!GLOB` not that); one that does
 /// not compile narrows nothing. `classes_of` adds the classes the rules
 /// give an entry's path; `budget` is what is left of `MAX_WALK_ENTRIES`.
@@ -33,7 +35,7 @@ pub fn reach(
     for folder in rest {
         builder.add(folder);
     }
-    builder.standard_filters(!everything).follow_links(false);
+    builder.standard_filters(!everything).follow_links(true);
     if !globs.is_empty() {
         let mut narrowed = OverrideBuilder::new(first);
         for glob in globs {
@@ -52,6 +54,11 @@ pub fn reach(
         }
         *budget -= 1;
         classes_of(&entry.path().to_string_lossy());
+        if entry.path_is_symlink()
+            && let Ok(target) = std::fs::canonicalize(entry.path())
+        {
+            classes_of(&target.to_string_lossy());
+        }
     }
     true
 }
@@ -146,5 +153,33 @@ mod tests {
         let dir = tree();
         assert_eq!(secrets(dir.path(), true, 2), None);
         assert!(secrets(dir.path(), true, 4).is_some());
+    }
+
+    #[test]
+    fn links_are_followed_and_judged_by_what_they_point_at() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outside.path().join(".ssh")).unwrap();
+        std::fs::write(outside.path().join(".ssh/key"), "k").unwrap();
+        std::fs::write(outside.path().join("plain"), "p").unwrap();
+        let dir = tree();
+        std::os::unix::fs::symlink(outside.path().join(".ssh"), dir.path().join("src/keys"))
+            .unwrap();
+        std::os::unix::fs::symlink(outside.path().join("plain"), dir.path().join("src/envlink"))
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut budget = MAX_WALK_ENTRIES;
+        assert!(reach(
+            &[dir.path().join("src")],
+            false,
+            &[],
+            &mut |p| seen.push(p.to_owned()),
+            &mut budget
+        ));
+        assert!(seen.iter().any(|p| p.ends_with("src/keys/key")), "{seen:?}");
+        assert!(
+            seen.iter().any(|p| p.ends_with(".ssh")),
+            "the link's target: {seen:?}"
+        );
+        assert!(seen.iter().any(|p| p.ends_with("/plain")), "{seen:?}");
     }
 }
