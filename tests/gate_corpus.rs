@@ -11,7 +11,7 @@ use portcullis::tools::Registry;
 
 use crate::util::GateBench;
 
-fn corpus() -> Vec<(Outcome, String)> {
+pub(crate) fn corpus() -> Vec<(Outcome, String)> {
     let text = fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/gate/corpus.txt"

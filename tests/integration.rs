@@ -20,6 +20,7 @@ mod downstream;
 mod filesystem_races;
 mod floor;
 mod gate_corpus;
+mod gate_oracle;
 mod gate_properties;
 mod hook;
 mod http;

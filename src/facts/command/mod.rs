@@ -201,6 +201,9 @@ pub fn command_facts(
             classes,
         });
     }
+    if !facts.parts.is_empty() {
+        facts.programs.extend(unwrapped.wrappers.iter().cloned());
+    }
     judge_named_words(&unwrapped, table, glob_cwd, home.as_deref(), &mut facts);
     judge_walks(&walks, &paths, table, &mut facts);
     judge_assignments(&unwrapped, table, &mut facts);

@@ -170,7 +170,11 @@ pub fn parse(source: &str) -> Parsed {
     };
     let root = tree.root_node();
     let mut parsed = Parsed {
-        unparseable: root.has_error() || !only_known_nodes(root, source),
+        // Bash splits words at spaces, tabs and newlines only; the grammar
+        // also at a form feed, a vertical tab and a carriage return.
+        unparseable: root.has_error()
+            || source.contains(['\u{b}', '\u{c}', '\r'])
+            || !only_known_nodes(root, source),
         ..Parsed::default()
     };
     walk(root, source, &mut parsed, false);
@@ -213,6 +217,20 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
     let mut cursor = root.walk();
     loop {
         let node = cursor.node();
+        // A `$` the grammar leaves as a bare token is a literal dollar to
+        // bash (`a$`, `"5$"`, `a$}b`), which the grammar drops or splits
+        // the word at: the words it reads are not the ones bash passes.
+        if !node.is_named()
+            && node.kind() == "$"
+            && node.parent().is_some_and(|parent| {
+                matches!(
+                    kind(parent),
+                    Kind::Concatenation | Kind::String | Kind::Command
+                )
+            })
+        {
+            return false;
+        }
         if node.is_named() || node.is_error() || node.is_missing() {
             let id = usize::from(node.kind_id());
             if node.is_error() || node.is_missing() || !known.get(id).copied().unwrap_or(false) {
@@ -556,6 +574,17 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     let Some(destination) = node.child_by_field_name("destination") else {
         return;
     };
+    // `cmd > out ARG`: bash passes ARG to the command, the grammar reads it
+    // as part of the redirect. Nothing after it can be trusted to be read
+    // as bash reads it (`sort > /dev/null -o ../x` writes `../x`).
+    let mut cursor = node.walk();
+    if node
+        .children_by_field_name("destination", &mut cursor)
+        .nth(1)
+        .is_some()
+    {
+        out.unparseable = true;
+    }
     walk_inner(destination, source, out);
     let target = literal(destination, source);
     // `>&2`, `2>&1`, `<&3`, `>&-` name descriptors; `>& FILE` is a file.
@@ -785,6 +814,11 @@ fn ansi_c(body: &str) -> String {
             Some(other) => out.push(other),
             None => out.push('\\'),
         }
+    }
+    // The word bash passes is a C string: it ends at a NUL (`$'\0x'`
+    // is the empty word).
+    if let Some(end) = out.find('\0') {
+        out.truncate(end);
     }
     out
 }

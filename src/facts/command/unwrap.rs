@@ -59,6 +59,10 @@ pub struct Unwrapped {
     /// Names the text defines as functions or aliases: a later use of
     /// such a name is not the program of that name.
     pub defined: BTreeSet<String>,
+    /// Programs that run the ones judged (`env`, `timeout`, `xargs`,
+    /// `bash -c`, the `sh` that `watch` starts): they run too, and the
+    /// command's facts name them among its programs.
+    pub wrappers: BTreeSet<String>,
     /// Something could not be seen through.
     pub opaque: bool,
     /// A `cd` or `pushd` changes where relative paths point.
@@ -115,6 +119,7 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
         };
         let name = basename(&first).to_owned();
         let rest: Vec<Option<String>> = words[1..].to_vec();
+        out.wrappers.insert(name.clone());
         match name.as_str() {
             "sudo" | "doas" => {
                 extra.insert(PRIVILEGE.to_owned());
@@ -232,6 +237,7 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
                 let after = skip_options(&rest, &["-n", "--interval", "-q", "--equexit"]);
                 let script: Option<Vec<String>> = after.iter().map(script_word).collect();
                 let script = script.filter(|s| !s.is_empty()).map(|s| s.join(" "));
+                out.wrappers.insert("sh".to_owned());
                 run_script(script.as_deref(), depth, out);
                 return;
             }
@@ -417,6 +423,21 @@ fn unwrap_shell(
     let mut script_from_stdin = false;
     while index < rest.len() {
         match rest[index].as_deref() {
+            // A login or interactive shell first runs the system's and the
+            // user's profile scripts: programs nobody can see from here.
+            Some(flag)
+                if flag == "--login"
+                    || (flag.starts_with('-')
+                        && !flag.starts_with("--")
+                        && flag.contains(['l', 'i'])) =>
+            {
+                out.opaque = true;
+                if flag.contains('c') {
+                    script_follows = true;
+                    index += 1;
+                    break;
+                }
+            }
             Some(flag) if flag.starts_with('-') && !flag.starts_with("--") && flag.len() > 1 => {
                 if flag.contains('c') {
                     script_follows = true;
