@@ -10,8 +10,8 @@ mod tool_input;
 
 pub use command::{
     BUILTIN_COMMAND_TABLE, CommandClassError, CommandClasses, CommandError, CommandFacts,
-    CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, command_facts, command_loosenings,
-    shell_quote,
+    CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, brace_alternatives, command_facts,
+    command_loosenings, shell_quote,
 };
 pub use path_argument::{PathArgument, PathRole, holds_paths};
 pub use path_classes::{BUILTIN_PATH_CLASSES, PathClassError, PathClasses, path_class_loosenings};

@@ -8,10 +8,14 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::facts::{BUILTIN_PATH_CLASSES, brace_alternatives};
 use crate::tools::{PathArgument, SHELL_FOLDER};
 
 /// Arguments that are patterns below the tool's `path` argument.
 const PATTERNS: [&str; 2] = ["pattern", "glob"];
+
+/// The pattern that picks the files a tool reads the contents of (Grep's).
+const CONTENT_FILTER: &str = "glob";
 
 /// The folder a tool's patterns hang from.
 const PATTERN_BASE: &str = "path";
@@ -34,6 +38,12 @@ pub fn judged_input(input: &Value, paths: &[PathArgument], cwd: &Path) -> Value 
     };
     for argument in paths {
         let value = match object.get(&argument.name) {
+            // Grep's `glob` chooses the files whose contents it reads;
+            // Glob's `pattern` only lists names.
+            Some(Value::String(raw)) if argument.name == CONTENT_FILTER => {
+                secret_it_matches(raw, &base)
+                    .unwrap_or_else(|| pattern_reach(&absolute(raw, &base)))
+            }
             Some(Value::String(raw)) if PATTERNS.contains(&argument.name.as_str()) => {
                 pattern_reach(&absolute(raw, &base))
             }
@@ -49,6 +59,89 @@ pub fn judged_input(input: &Value, paths: &[PathArgument], cwd: &Path) -> Value 
         );
     }
     judged
+}
+
+/// A secret a pattern can name, judged in its stead: the pattern's brace
+/// lists are expanded (`{.env,x}`), and each alternative with a wildcard
+/// is tried against a name of each built-in secret glob (`.e*` and `.en?`
+/// match `.env`), so a pattern is as secret as what it can match. The
+/// built-in secret globs only: a team's own are judged on the pattern as
+/// written.
+fn secret_it_matches(raw: &str, base: &Path) -> Option<PathBuf> {
+    let alternatives = brace_alternatives(raw).unwrap_or_else(|| vec![raw.to_owned()]);
+    let (names, secrets) = secret_names()?;
+    for alternative in alternatives {
+        let candidate = absolute(&alternative, base);
+        if !alternative.contains(GLOB_CHARACTERS) {
+            if secrets.is_match(&candidate) {
+                return Some(candidate);
+            }
+            continue;
+        }
+        let last = alternative.rsplit('/').next().unwrap_or(&alternative);
+        // A bare wildcard (`*`, `**`) names no file in particular: the
+        // walk's own rules decide what it reads.
+        if last
+            .chars()
+            .all(|c| GLOB_CHARACTERS.contains(&c) || c == ']' || c == '}')
+        {
+            continue;
+        }
+        let Ok(glob) = globset::GlobBuilder::new(last)
+            .case_insensitive(true)
+            .literal_separator(true)
+            .build()
+        else {
+            continue;
+        };
+        let matcher = glob.compile_matcher();
+        if let Some(name) = names.iter().find(|name| matcher.is_match(name.as_str())) {
+            let folder = candidate
+                .parent()
+                .map_or_else(|| base.to_owned(), Path::to_owned);
+            return Some(folder.join(name));
+        }
+    }
+    None
+}
+
+/// A file name for each built-in secret glob that names files anywhere
+/// (`**/NAME`), wildcards filled in (`**/*.pem` gives `x.pem`), and the
+/// set of those globs; made once.
+fn secret_names() -> Option<&'static (Vec<String>, globset::GlobSet)> {
+    static NAMES: std::sync::OnceLock<Option<(Vec<String>, globset::GlobSet)>> =
+        std::sync::OnceLock::new();
+    NAMES
+        .get_or_init(|| {
+            let table: std::collections::BTreeMap<String, toml::Value> =
+                toml::from_str(BUILTIN_PATH_CLASSES).ok()?;
+            let globs: Vec<String> = table
+                .get("secrets")?
+                .get("globs")?
+                .as_array()?
+                .iter()
+                .filter_map(|g| g.as_str().map(str::to_owned))
+                .collect();
+            let mut set = globset::GlobSetBuilder::new();
+            let mut names = Vec::new();
+            for glob in &globs {
+                let compiled = globset::GlobBuilder::new(glob)
+                    .case_insensitive(true)
+                    .literal_separator(true)
+                    .build()
+                    .ok()?;
+                set.add(compiled);
+                let Some(rest) = glob.strip_prefix("**/") else {
+                    continue;
+                };
+                let first = rest.split('/').next().unwrap_or(rest);
+                if first != "**" {
+                    names.push(first.replace(['*', '?'], "x"));
+                }
+            }
+            Some((names, set.build().ok()?))
+        })
+        .as_ref()
 }
 
 fn absolute(raw: &str, from: &Path) -> PathBuf {
@@ -112,7 +205,7 @@ mod tests {
             "Grep",
             json!({"pattern": "TODO", "path": "lib", "glob": "*.env"}),
         );
-        assert_eq!(j["glob"], "/ws/sub/lib/*.env");
+        assert_eq!(j["glob"], "/ws/sub/lib/.env", "`*.env` can read `.env`");
     }
 
     #[test]
@@ -142,5 +235,31 @@ mod tests {
     #[test]
     fn wrong_types_are_left_for_the_schema_to_refuse() {
         assert_eq!(judged("Read", json!({"file_path": 7}))["file_path"], 7);
+    }
+
+    #[test]
+    fn a_pattern_is_judged_by_the_secret_it_can_match() {
+        for glob in [
+            ".env", "{.env,x}", ".e*", ".en?", "*.pem", "{a,.ssh}", "ID_RSA*",
+        ] {
+            let j = judged(
+                "Grep",
+                json!({"pattern": "TODO", "path": "lib", "glob": glob}),
+            );
+            let judged_as = j["glob"].as_str().unwrap();
+            assert!(
+                judged_as.starts_with("/ws/sub/lib/") && !judged_as.contains(['*', '?', '{']),
+                "{glob}: {judged_as}"
+            );
+        }
+        let j = judged("Grep", json!({"pattern": "TODO", "glob": "*.rs"}));
+        assert_eq!(j["glob"], "/ws/sub/*.rs");
+        let j = judged("Grep", json!({"pattern": "TODO", "glob": "*"}));
+        assert_eq!(j["glob"], "/ws/sub/*");
+        assert_eq!(
+            judged("Glob", json!({"pattern": ".e*"}))["pattern"],
+            "/ws/sub/.e*",
+            "Glob lists names"
+        );
     }
 }

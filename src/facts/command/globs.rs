@@ -145,7 +145,7 @@ pub fn expand(word: &str, cwd: Option<&Path>, home: Option<&Path>) -> Expansion 
 /// Brace expansion of one (not nested) `{a,b,...}` group or `{x..y}`
 /// sequence, repeated for every group; `None` for nesting, or for a
 /// sequence of more than `MAX_EXPANSIONS` words.
-fn braces(word: &str) -> Option<Vec<String>> {
+pub fn braces(word: &str) -> Option<Vec<String>> {
     let Some(open) = word.find('{') else {
         return Some(vec![word.to_owned()]);
     };

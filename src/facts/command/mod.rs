@@ -26,6 +26,7 @@ use thiserror::Error;
 
 pub use compare::{Loosening, loosenings as command_loosenings};
 pub use floor::BUILTIN_TABLE as BUILTIN_COMMAND_TABLE;
+pub use globs::braces as brace_alternatives;
 pub use parse::{KNOWN_NODE_KINDS, MAX_COMMAND_BYTES};
 pub use quote::shell_quote;
 pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITES_FILES};
