@@ -166,13 +166,24 @@ async fn command(keeper: &Keeper, request_id: &str, event: &PreToolUse) -> HookA
 
 /// The command line of a shell tool: a string (Claude Code), or argv
 /// words (Codex's exec form), quoted back into one line so the gate sees
-/// exactly the words that will run.
+/// exactly the words that will run. Codex runs every command as `bash -lc
+/// SCRIPT`: that login shell is the harness's own, started for every
+/// command whatever the model asks, so the script is what is judged (a
+/// login shell the model writes itself is opaque to the gate).
 fn command_text(input: &Value) -> Option<String> {
     match input.get("command")? {
         Value::String(line) => Some(line.clone()),
         Value::Array(words) => {
             let words: Option<Vec<&str>> = words.iter().map(Value::as_str).collect();
             let words = words?;
+            if let [shell, "-lc", script] = words.as_slice()
+                && matches!(
+                    *shell,
+                    "bash" | "/bin/bash" | "/usr/bin/bash" | "zsh" | "/bin/zsh"
+                )
+            {
+                return Some((*script).to_owned());
+            }
             (!words.is_empty()).then(|| crate::facts::shell_quote(&words))
         }
         _ => None,
