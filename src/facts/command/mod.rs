@@ -403,9 +403,34 @@ impl Paths<'_> {
     /// Where `word` leads when it names an existing file through a link
     /// (any component a symbolic link): its canonical path.
     fn linked_target(&self, word: &str) -> Option<String> {
-        let resolved = self.resolve(word)?;
-        (resolved.exists && resolved.canonical != resolved.requested)
-            .then(|| resolved.canonical.to_string_lossy().into_owned())
+        let home;
+        let joined = match tilde_prefix(word) {
+            Tilde::None if word.starts_with('/') => std::path::PathBuf::from(word),
+            Tilde::None if self.moved => return None,
+            Tilde::None => self.cwd.join(word),
+            Tilde::Home => {
+                home = std::env::var_os("HOME")?;
+                std::path::Path::new(&home)
+                    .join(word.trim_start_matches('~').trim_start_matches('/'))
+            }
+            Tilde::Cwd(rest) if !self.moved => self.cwd.join(rest.trim_start_matches('/')),
+            Tilde::User(folder, rest) => folder.join(rest.trim_start_matches('/')),
+            Tilde::Cwd(_) | Tilde::Unknown => return None,
+        };
+        // Only a path that exists and resolves elsewhere than it reads:
+        // `realpath` once, beside the lexical form, with no other look.
+        let canonical = std::fs::canonicalize(&joined).ok()?;
+        let mut lexical = std::path::PathBuf::new();
+        for component in joined.components() {
+            match component {
+                std::path::Component::ParentDir => {
+                    lexical.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => lexical.push(other),
+            }
+        }
+        (canonical != lexical).then(|| canonical.to_string_lossy().into_owned())
     }
 
     fn inside_root(&self, folder: &str) -> bool {
