@@ -139,6 +139,83 @@ pub struct Parsed {
     /// Expansions in a redirect of a compound statement (`while read l;
     /// do ...; done <<< "$X"`): they reach every command of the text.
     statement_uses: Vec<Use>,
+    /// Write targets spelt with variables (`> "$x"`, `> "${HOME}/.bashrc"`),
+    /// by their place in `writes`: resolved once every assignment is known.
+    pending_writes: Vec<(usize, Vec<Piece>)>,
+}
+
+/// A piece of a word spelt with variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Variable { name: String, at: usize },
+}
+
+/// A word as text and plain variables (`"$x/out"`, `${HOME}/.bashrc`), or
+/// `None` when it holds anything else.
+fn pieces(node: Node<'_>, source: &str) -> Option<Vec<Piece>> {
+    let variable = |name: &str, at: usize| Piece::Variable {
+        name: name.to_owned(),
+        at,
+    };
+    match kind(node) {
+        Kind::SimpleExpansion => {
+            let name = node.named_child(0).map(|n| text(n, source))?;
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                .then(|| vec![variable(name, node.start_byte())])
+        }
+        Kind::Expansion => {
+            let name = node
+                .named_child(0)
+                .filter(|_| node.named_child_count() == 1)?;
+            let name = text(name, source);
+            (text(node, source) == format!("${{{name}}}")
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .then(|| vec![variable(name, node.start_byte())])
+        }
+        Kind::String => {
+            let mut out = Vec::new();
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                match kind(child) {
+                    Kind::StringContent => {
+                        out.push(Piece::Text(unescape_double(text(child, source))));
+                    }
+                    _ => out.extend(pieces(child, source)?),
+                }
+            }
+            Some(out)
+        }
+        Kind::Concatenation => {
+            let mut out = Vec::new();
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                out.extend(pieces(child, source)?);
+            }
+            Some(out)
+        }
+        _ => literal(node, source).map(|text| vec![Piece::Text(text)]),
+    }
+}
+
+/// The text of `pieces` once each variable has the one value the text
+/// gives it, or (`HOME`, assigned nowhere in the text) the home folder.
+fn resolved(pieces: &[Piece], values: &Values) -> Option<String> {
+    let mut out = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(text) => out.push_str(text),
+            Piece::Variable { name, at } => match values.literal_value(name, *at) {
+                Some(value) => out.push_str(value),
+                None if name == "HOME" && !values.assigns(name) => {
+                    out.push_str(&std::env::var("HOME").ok().filter(|h| !h.is_empty())?);
+                }
+                None => return None,
+            },
+        }
+    }
+    Some(out)
 }
 
 thread_local! {
@@ -178,6 +255,13 @@ pub fn parse(source: &str) -> Parsed {
         ..Parsed::default()
     };
     walk(root, source, &mut parsed, false);
+    for (index, spelt) in std::mem::take(&mut parsed.pending_writes) {
+        if let Some(target) = resolved(&spelt, &parsed.values)
+            && let Some(slot) = parsed.writes.get_mut(index)
+        {
+            *slot = Some(target);
+        }
+    }
     let everywhere = parsed.values.resolve(&parsed.statement_uses);
     for (index, uses) in std::mem::take(&mut parsed.uses) {
         let mut expanded = parsed.values.resolve(&uses);
@@ -525,8 +609,14 @@ fn assign(node: Node<'_>, name: &str, source: &str, out: &mut Parsed) {
     if let Some(word) = value.and_then(|v| literal(v, source)) {
         out.named_words.push(word);
     }
+    // A value set for one command only (`x=a cmd > "$x"`) is not the one
+    // its own redirect expands: only a statement's own assignment counts.
+    let prefix = node
+        .parent()
+        .is_some_and(|parent| kind(parent) == Kind::Command);
+    let spelled = value.filter(|_| !prefix).and_then(|v| literal(v, source));
     out.values
-        .assign(name, node.start_byte(), origin_of(value, source));
+        .assign_value(name, node.start_byte(), origin_of(value, source), spelled);
 }
 
 /// The variable a `NAME=value` (or `NAME[i]=value`) assigns.
@@ -594,6 +684,11 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
         return;
     }
     if operator.contains('>') {
+        if target.is_none()
+            && let Some(spelt) = pieces(destination, source)
+        {
+            out.pending_writes.push((out.writes.len(), spelt));
+        }
         out.writes.push(target.clone());
     }
     if operator.contains('<') {

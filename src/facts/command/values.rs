@@ -49,6 +49,8 @@ struct Assigned {
     name: String,
     at: usize,
     origin: Origin,
+    /// The literal value, when the text spells it out.
+    value: Option<String>,
 }
 
 /// Every assignment in one piece of shell text, with where it stands.
@@ -59,11 +61,41 @@ pub struct Values {
 
 impl Values {
     pub fn assign(&mut self, name: &str, at: usize, origin: Origin) {
+        self.assign_value(name, at, origin, None);
+    }
+
+    /// As `assign`, with the literal value when the text spells it out.
+    pub fn assign_value(&mut self, name: &str, at: usize, origin: Origin, value: Option<String>) {
         self.assigned.push(Assigned {
             name: name.to_owned(),
             at,
             origin,
+            value,
         });
+    }
+
+    /// The value `name` has at `at` when the text can only give it one:
+    /// assigned before, and every assignment of it anywhere (a loop may
+    /// run a later one first) the same literal.
+    pub fn literal_value(&self, name: &str, at: usize) -> Option<&str> {
+        let mut mine = self.assigned.iter().filter(|a| a.name == name).peekable();
+        mine.peek()?;
+        let mut value: Option<&str> = None;
+        let mut before = false;
+        for assigned in mine {
+            let this = assigned.value.as_deref()?;
+            if value.is_some_and(|v| v != this) {
+                return None;
+            }
+            value = Some(this);
+            before |= assigned.at < at;
+        }
+        value.filter(|_| before)
+    }
+
+    /// Whether the text assigns `name` anywhere.
+    pub fn assigns(&self, name: &str) -> bool {
+        self.assigned.iter().any(|a| a.name == name)
     }
 
     /// What each use expands to. A variable assigned only after its use
