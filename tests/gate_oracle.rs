@@ -430,26 +430,60 @@ fn traced(ws: &Workspace, command: &str, log: &Path) -> String {
     fs::read_to_string(log).unwrap_or_default()
 }
 
+/// What both tests run the oracle with: the workspace, the default set,
+/// the built-in secret classes and the trace file.
+struct Oracle {
+    ws: Workspace,
+    engine: Engine,
+    root: Root,
+    secrets: PathClasses,
+    log: PathBuf,
+}
+
+impl Oracle {
+    /// `None`, saying so, where `strace` or `bash` is missing.
+    fn new() -> Option<Self> {
+        if !have("strace") || !have("bash") {
+            eprintln!("skipped: the gate's oracle needs strace and bash (.ci/run installs them)");
+            return None;
+        }
+        let ws = workspace();
+        let engine = Engine::load(
+            &PolicyBundle::builtin(),
+            &Registry::builtin().unwrap(),
+            &[ClientRecord {
+                name: "agent".into(),
+                tier: "paired".into(),
+            }],
+        )
+        .unwrap();
+        let root = Root::new(&ws.root).unwrap();
+        let secrets =
+            PathClasses::parse("path_classes.toml", portcullis::facts::BUILTIN_PATH_CLASSES)
+                .unwrap();
+        let log = ws.root.parent().unwrap().join("trace.log");
+        Some(Self {
+            ws,
+            engine,
+            root,
+            secrets,
+            log,
+        })
+    }
+}
+
 #[test]
 fn every_command_the_gate_allows_does_in_bash_what_the_gate_judged() {
-    if !have("strace") || !have("bash") {
-        eprintln!("skipped: the gate's oracle needs strace and bash (.ci/run installs them)");
+    let Some(Oracle {
+        ws,
+        engine,
+        root,
+        secrets,
+        log,
+    }) = Oracle::new()
+    else {
         return;
-    }
-    let ws = workspace();
-    let engine = Engine::load(
-        &PolicyBundle::builtin(),
-        &Registry::builtin().unwrap(),
-        &[ClientRecord {
-            name: "agent".into(),
-            tier: "paired".into(),
-        }],
-    )
-    .unwrap();
-    let root = Root::new(&ws.root).unwrap();
-    let secrets =
-        PathClasses::parse("path_classes.toml", portcullis::facts::BUILTIN_PATH_CLASSES).unwrap();
-    let log = ws.root.parent().unwrap().join("trace.log");
+    };
     let mut failures = Vec::new();
     let mut ran = 0;
     let committed: Vec<String> = corpus().into_iter().map(|(_, command)| command).collect();
@@ -505,24 +539,16 @@ fn every_command_the_gate_allows_does_in_bash_what_the_gate_judged() {
 /// held here against answers given for other commands.
 #[test]
 fn the_oracle_finds_what_bash_did_that_the_gate_did_not_judge() {
-    if !have("strace") || !have("bash") {
-        eprintln!("skipped: the gate's oracle needs strace and bash (.ci/run installs them)");
+    let Some(Oracle {
+        ws,
+        engine,
+        root,
+        secrets,
+        log,
+    }) = Oracle::new()
+    else {
         return;
-    }
-    let ws = workspace();
-    let engine = Engine::load(
-        &PolicyBundle::builtin(),
-        &Registry::builtin().unwrap(),
-        &[ClientRecord {
-            name: "agent".into(),
-            tier: "paired".into(),
-        }],
-    )
-    .unwrap();
-    let root = Root::new(&ws.root).unwrap();
-    let secrets =
-        PathClasses::parse("path_classes.toml", portcullis::facts::BUILTIN_PATH_CLASSES).unwrap();
-    let log = ws.root.parent().unwrap().join("trace.log");
+    };
     for (ran, judged_as, found) in [
         ("echo $(touch pwn)", "echo hi", "ran `touch pwn`"),
         ("echo x > out.txt", "echo x", "for writing"),

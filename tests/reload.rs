@@ -336,18 +336,7 @@ async fn tighten_only_takes_a_tightening_and_holds_a_widening_until_it_is_applie
 
     // An operator applies exactly this set, with the log's key beside the
     // token store: it is loaded at the next look.
-    let store = served.store.display().to_string();
-    let mut args = vec![
-        "policy",
-        "apply",
-        "--audit",
-        log.to_str().unwrap(),
-        "--store",
-        store.as_str(),
-    ];
-    let flags = served.tree.flags();
-    args.extend(flags.iter().map(String::as_str));
-    let run = portcullis(&args);
+    let run = apply(&served, &[]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.starts_with("applied: policy set "), "{run:?}");
     let events = wait_for_reloads(&served, 4);
@@ -374,6 +363,25 @@ fn apply_refuses_a_set_that_does_not_load_and_records_nothing() {
     assert_eq!(run.code, 3, "{run:?}");
     let applied = format!("{}.applied", log.display());
     assert!(!std::path::Path::new(&applied).exists());
+}
+
+/// `policy apply` of the served tree's set to its log, with the log's key
+/// beside its token store, and `extra` flags.
+fn apply(served: &Served, extra: &[&str]) -> crate::util::Run {
+    let log = served.audit_log();
+    let store = served.store.display().to_string();
+    let mut args = vec![
+        "policy",
+        "apply",
+        "--audit",
+        log.to_str().unwrap(),
+        "--store",
+        store.as_str(),
+    ];
+    args.extend_from_slice(extra);
+    let flags = served.tree.flags();
+    args.extend(flags.iter().map(String::as_str));
+    portcullis(&args)
 }
 
 /// Replaces any file of the served tree atomically, as an editor would.
@@ -516,22 +524,7 @@ async fn with_an_operator_key_only_its_signature_lets_a_wider_set_through() {
     let events = wait_for_reloads(&served, 1);
     assert_eq!(events[0]["body"]["event"], "policy_reload_refused");
 
-    let log = served.audit_log();
-    let store = served.store.display().to_string();
-    let apply = |extra: &[&str]| {
-        let mut args = vec![
-            "policy",
-            "apply",
-            "--audit",
-            log.to_str().unwrap(),
-            "--store",
-            store.as_str(),
-        ];
-        args.extend_from_slice(extra);
-        let flags = served.tree.flags();
-        args.extend(flags.iter().map(String::as_str));
-        portcullis(&args)
-    };
+    let apply = |extra: &[&str]| apply(&served, extra);
     // The log's own key is not the operator's: refused again.
     let run = apply(&[]);
     assert_eq!(run.code, 0, "{run:?}");
