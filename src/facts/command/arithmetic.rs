@@ -10,8 +10,41 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-/// Whether `source` may run a command through arithmetic evaluation.
+/// Whether `source` may run a command through arithmetic evaluation: a
+/// subscript or arithmetic context with a substitution in the text, or
+/// an arithmetic context beside data the command reads at run time (`read
+/// x < f; echo $((x))`, `x=$(cat f); [[ $x -eq 1 ]]`), which may hold one.
 pub fn may_run_commands(source: &str) -> bool {
+    spelled_out(source) || (evaluates(source) && reads_data(source))
+}
+
+/// An arithmetic context: `$((...))`, `((...))`, `$[...]`, `let`, the
+/// numeric comparisons and `-v`.
+fn evaluates(source: &str) -> bool {
+    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
+    PATTERN
+        .get_or_init(|| {
+            Regex::new(r"\$\(\(|\(\(|\$\[|(^|[;&|(\s])let\s|\s-(eq|ne|lt|le|gt|ge|v)\s").ok()
+        })
+        .as_ref()
+        .is_none_or(|p| p.is_match(source))
+}
+
+/// Data the command takes at run time: `read`, `mapfile`, a substitution.
+fn reads_data(source: &str) -> bool {
+    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
+    PATTERN
+        .get_or_init(|| {
+            // `$(` but not `$((`, which is arithmetic.
+            Regex::new(r"(^|[;&|(\s])(read|mapfile|readarray)\s|\$\([^(]|`").ok()
+        })
+        .as_ref()
+        .is_none_or(|p| p.is_match(source))
+}
+
+/// A subscript or an arithmetic context holding a substitution, in the
+/// text itself.
+fn spelled_out(source: &str) -> bool {
     static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
     let pattern = PATTERN.get_or_init(|| {
         Regex::new(concat!(
@@ -50,6 +83,10 @@ mod tests {
             "let \"x=$(cat n.txt)\"",
             "[[ $(cat n.txt) -eq 1 ]]",
             "test 1 -lt `cat n.txt`",
+            "read x < n.txt; echo $((x))",
+            "x=$(cat n.txt); [[ $x -eq 1 ]]",
+            "mapfile -t a < n.txt; (( a[0] ))",
+            "while read n; do let total+=n; done < n.txt",
         ] {
             assert!(may_run_commands(source), "{source}");
         }
