@@ -257,3 +257,56 @@ fn links_inside_the_root_are_judged_by_what_they_point_at() {
     }
     assert_eq!(decide("cat docs/guide.md"), Outcome::Allow);
 }
+
+/// A git read is read-only only when the configuration git will read
+/// names no program: the workspace's own, a nested repository's, a bare
+/// repository's kept as ordinary files, and what they include.
+#[test]
+fn git_reads_whose_configuration_runs_programs_are_not_proven() {
+    let GateBench { engine, root, .. } = &GateBench::new(&[
+        ".git",
+        "vendor/lib/.git",
+        "evil.git/objects",
+        "evil.git/refs",
+    ]);
+    let ws = root.path();
+    fs::write(
+        ws.join(".git/config"),
+        "[core]\n\trepositoryformatversion = 0\n",
+    )
+    .unwrap();
+    fs::write(ws.join("evil.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let decide = |command: &str| {
+        judge(engine, "agent", root, None, command, Transport::Cli)
+            .unwrap()
+            .decision
+            .outcome
+    };
+    for command in [
+        "git log --oneline",
+        "git -C vendor/lib status",
+        "cd evil.git && git log -p -1",
+    ] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+    fs::write(
+        ws.join("vendor/lib/.git/config"),
+        "[core]\n\tfsmonitor = ./watch.sh\n",
+    )
+    .unwrap();
+    fs::write(
+        ws.join("evil.git/config"),
+        "[diff \"x\"]\n\ttextconv = ./conv\n",
+    )
+    .unwrap();
+    fs::write(ws.join(".git/config"), "[include]\n\tpath = more\n").unwrap();
+    fs::write(ws.join(".git/more"), "[core]\n\tpager = ./page\n").unwrap();
+    for command in [
+        "git log --oneline",
+        "git -C vendor/lib status",
+        "cd evil.git && git log -p -1",
+        "git --git-dir=evil.git log",
+    ] {
+        assert_eq!(decide(command), Outcome::Ask, "{command}");
+    }
+}

@@ -8,6 +8,7 @@ mod compare;
 mod continuation;
 mod description;
 mod floor;
+mod git_config;
 mod globs;
 mod parse;
 mod pattern;
@@ -19,7 +20,7 @@ mod values;
 mod walk;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -127,6 +128,7 @@ pub fn command_facts(
         moved: unwrapped.changes_directory,
         moved_into_vcs: false,
         moved_outside: false,
+        folders: Vec::new(),
     };
     paths.note_moves(&unwrapped.directories);
     let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
@@ -163,6 +165,13 @@ pub fn command_facts(
                     }
                 }
             }
+        }
+        // A git read runs what the repository's configuration names (a
+        // pager, a driver, an fsmonitor): proven only when it names none.
+        if run.name == "git" && classes.contains("vcs_read") && git_runs_programs(&run.args, &paths)
+        {
+            classes.insert(OPAQUE.to_owned());
+            facts.opaque = true;
         }
         // An operand that is a link, or lies under one, is judged by what
         // it points at too: `cat docs/envlink` reads `.env`.
@@ -351,16 +360,28 @@ struct Paths<'a> {
     /// write after it may land there.
     moved_into_vcs: bool,
     moved_outside: bool,
+    /// Every folder a `cd` may have gone to, when the text names it
+    /// (`None` when it does not).
+    folders: Vec<Option<PathBuf>>,
 }
 
 impl Paths<'_> {
     fn note_moves(&mut self, directories: &[Option<String>]) {
-        for directory in directories.iter().flatten() {
+        for directory in directories {
+            let Some(directory) = directory else {
+                self.folders.push(None);
+                continue;
+            };
             let absolute = if directory.starts_with('/') || directory.starts_with('~') {
                 directory.clone()
             } else {
                 self.cwd.join(directory).to_string_lossy().into_owned()
             };
+            self.folders.push(
+                resolve(self.root, &absolute)
+                    .ok()
+                    .map(|resolved| resolved.canonical),
+            );
             match resolve(self.root, &absolute) {
                 Ok(resolved) => {
                     self.moved_into_vcs |= resolved.in_vcs_metadata;
@@ -436,6 +457,63 @@ impl Paths<'_> {
     fn inside_root(&self, folder: &str) -> bool {
         self.resolve(folder)
             .is_some_and(|r| r.inside_root && !r.in_vcs_metadata)
+    }
+}
+
+/// Whether `git ARGS` reads a configuration that names a program: the
+/// repository is found from `-C` folders and `--git-dir`, as git finds it.
+/// A place the gate cannot know (after a `cd`) counts as naming one.
+fn git_runs_programs(args: &[String], paths: &Paths<'_>) -> bool {
+    // Where it may run: the folder it starts in, and (after a `cd`, which
+    // may come before or after it) every folder a `cd` goes to.
+    let mut starts = vec![Some(paths.cwd.to_path_buf())];
+    if paths.moved {
+        starts.extend(paths.folders.iter().cloned());
+    }
+    starts
+        .into_iter()
+        .any(|start| git_runs_programs_from(args, start))
+}
+
+fn git_runs_programs_from(args: &[String], mut start: Option<PathBuf>) -> bool {
+    let mut git_dir = None;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if !word.starts_with('-') {
+            break;
+        }
+        let value = |inline: Option<&str>, words: &mut std::slice::Iter<'_, String>| {
+            inline.map(str::to_owned).or_else(|| words.next().cloned())
+        };
+        if word == "-C" {
+            let folder = value(None, &mut words);
+            start = match (start, folder) {
+                (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
+                (Some(from), Some(folder)) => Some(from.join(folder)),
+                _ => None,
+            };
+        } else if let Some(rest) = word.strip_prefix("--git-dir") {
+            let folder = value(rest.strip_prefix('='), &mut words);
+            git_dir = match (&start, folder) {
+                (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
+                (Some(from), Some(folder)) => Some(from.join(folder)),
+                _ => return true,
+            };
+        } else if [
+            "-c",
+            "--work-tree",
+            "--namespace",
+            "--exec-path",
+            "--config-env",
+        ]
+        .contains(&word.as_str())
+        {
+            words.next();
+        }
+    }
+    match start {
+        Some(start) => git_config::names_a_program(&start, git_dir.as_deref()),
+        None => git_dir.is_none_or(|dir| git_config::names_a_program(&dir, Some(&dir))),
     }
 }
 
