@@ -15,52 +15,36 @@ use regex::Regex;
 /// an arithmetic context beside data the command reads at run time (`read
 /// x < f; echo $((x))`, `x=$(cat f); [[ $x -eq 1 ]]`), which may hold one.
 pub fn may_run_commands(source: &str) -> bool {
-    spelled_out(source) || (evaluates(source) && reads_data(source))
-}
-
-/// An arithmetic context: `$((...))`, `((...))`, `$[...]`, `let`, the
-/// numeric comparisons and `-v`.
-fn evaluates(source: &str) -> bool {
-    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
-    PATTERN
-        .get_or_init(|| {
-            Regex::new(r"\$\(\(|\(\(|\$\[|(^|[;&|(\s])let\s|\s-(eq|ne|lt|le|gt|ge|v)\s").ok()
-        })
-        .as_ref()
-        .is_none_or(|p| p.is_match(source))
-}
-
-/// Data the command takes at run time: `read`, `mapfile`, a substitution.
-fn reads_data(source: &str) -> bool {
-    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
-    PATTERN
-        .get_or_init(|| {
-            // `$(` but not `$((`, which is arithmetic.
-            Regex::new(r"(^|[;&|(\s])(read|mapfile|readarray)\s|\$\([^(]|`").ok()
-        })
-        .as_ref()
-        .is_none_or(|p| p.is_match(source))
-}
-
-/// A subscript or an arithmetic context holding a substitution, in the
-/// text itself.
-fn spelled_out(source: &str) -> bool {
-    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
-    let pattern = PATTERN.get_or_init(|| {
-        Regex::new(concat!(
-            // A subscript holding a command substitution, wherever it
-            // stands: a literal, an assigned value, a here-string.
-            r"\[[^\]]*(\$\(|`)",
-            // An arithmetic context evaluating a substitution's output.
-            r"|(\$\(\(|\(\(|\$\[)[^;&|]*(\$\(|`)",
-            r"|(^|[;&|(\s])let\s[^;&|]*(\$\(|`)",
-            r"|(\$\(|`)[^;&|]*\s-(eq|ne|lt|le|gt|ge)\s",
-            r"|\s-(eq|ne|lt|le|gt|ge)\s+[^;&|]*(\$\(|`)",
-        ))
-        .ok()
-    });
+    let [spelled_out, evaluates, reads_data] = patterns();
     // A pattern that does not compile counts on the strict side.
-    pattern.as_ref().is_none_or(|p| p.is_match(source))
+    let found = |pattern: &Option<Regex>| pattern.as_ref().is_none_or(|p| p.is_match(source));
+    found(spelled_out) || (found(evaluates) && found(reads_data))
+}
+
+/// The three patterns, compiled once: a subscript or arithmetic context
+/// holding a substitution in the text itself; an arithmetic context
+/// (`$((...))`, `((...))`, `$[...]`, `let`, the numeric comparisons, `-v`);
+/// data the command takes at run time (`read`, `mapfile`, a substitution).
+fn patterns() -> &'static [Option<Regex>; 3] {
+    static PATTERNS: OnceLock<[Option<Regex>; 3]> = OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        [
+            concat!(
+                // A subscript holding a command substitution, wherever it
+                // stands: a literal, an assigned value, a here-string.
+                r"\[[^\]]*(\$\(|`)",
+                // An arithmetic context evaluating a substitution's output.
+                r"|(\$\(\(|\(\(|\$\[)[^;&|]*(\$\(|`)",
+                r"|(^|[;&|(\s])let\s[^;&|]*(\$\(|`)",
+                r"|(\$\(|`)[^;&|]*\s-(eq|ne|lt|le|gt|ge)\s",
+                r"|\s-(eq|ne|lt|le|gt|ge)\s+[^;&|]*(\$\(|`)",
+            ),
+            r"\$\(\(|\(\(|\$\[|(^|[;&|(\s])let\s|\s-(eq|ne|lt|le|gt|ge|v)\s",
+            // `$(` but not `$((`, which is arithmetic.
+            r"(^|[;&|(\s])(read|mapfile|readarray)\s|\$\([^(]|`",
+        ]
+        .map(|pattern| Regex::new(pattern).ok())
+    })
 }
 
 #[cfg(test)]

@@ -327,11 +327,14 @@ impl CommandClasses {
         inside_root: &dyn Fn(&str) -> bool,
     ) -> Classified {
         let mut classified = self.classify_beside_floor(program, args, inside_root);
-        let normal: Vec<String> = args
-            .iter()
-            .map(|arg| lexically_normal(arg).unwrap_or_else(|| arg.clone()))
-            .collect();
-        if normal != args {
+        // Most commands name no path otherwise: nothing is copied for them.
+        let normals: Vec<Option<String>> = args.iter().map(|arg| lexically_normal(arg)).collect();
+        if normals.iter().any(Option::is_some) {
+            let normal: Vec<String> = normals
+                .into_iter()
+                .zip(args)
+                .map(|(normal, arg)| normal.unwrap_or_else(|| arg.clone()))
+                .collect();
             let again = self.classify_beside_floor(program, &normal, inside_root);
             classified.classes.extend(again.classes);
             if classified.classes.len() > 1 {
