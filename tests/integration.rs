@@ -30,6 +30,7 @@ mod interop_ts;
 mod load;
 mod mcp_client;
 mod mcp_raw;
+mod oracle;
 mod policy_diff;
 mod policy_review;
 mod regression;

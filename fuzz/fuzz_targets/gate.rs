@@ -1,7 +1,9 @@
 //! Parse, unwrap and classify any text as the command gate does, under
-//! the default policies. Two properties: nothing panics, and a command
+//! the default policies. Three properties: nothing panics; a command
 //! whose syntax tree holds a node kind the gate does not know (or an
-//! error node) is never allowed.
+//! error node) is never allowed; and a command the gate allows does, run
+//! by the real `bash -c` under `strace -f`, only what the gate judged
+//! (the oracle of `tests/oracle`, where `strace` and `bash` are present).
 
 #![no_main]
 
@@ -13,6 +15,9 @@ use portcullis::gate::judge;
 use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
 use portcullis::tools::Registry;
 use tree_sitter::{Node, Parser};
+
+#[path = "../../tests/oracle/mod.rs"]
+mod oracle;
 
 struct Setup {
     engine: Engine,
@@ -42,6 +47,13 @@ fn setup() -> &'static Setup {
             _dir: dir,
         }
     })
+}
+
+/// The oracle, made once per fuzzing process; `None` (said once) where
+/// `strace` or `bash` is missing.
+fn the_oracle() -> Option<&'static oracle::Oracle> {
+    static ORACLE: OnceLock<Option<oracle::Oracle>> = OnceLock::new();
+    ORACLE.get_or_init(oracle::Oracle::new).as_ref()
 }
 
 fn unknown_kind(node: Node<'_>) -> Option<String> {
@@ -83,4 +95,9 @@ fuzz_target!(|data: &[u8]| {
         panic!("allowed, yet the tree holds `{kind}`: {source:?}");
     }
     assert!(!answer.facts.opaque, "allowed while opaque: {source:?}");
+    if let Some(found) = the_oracle().and_then(|oracle| oracle.check(source))
+        && !found.is_empty()
+    {
+        panic!("allowed, yet bash did otherwise:\n{}", found.join("\n"));
+    }
 });
