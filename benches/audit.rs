@@ -90,6 +90,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         errors: decision.errors.clone(),
         message: None,
         shadow: None,
+        confined: None,
     };
     serde_json::to_value(record).unwrap()
 }

@@ -49,6 +49,7 @@ pub mod auth;
 pub mod bridge;
 pub mod cli;
 pub mod clock;
+pub mod confine;
 pub mod facts;
 pub mod file_stamp;
 pub mod gate;

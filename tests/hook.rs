@@ -34,7 +34,8 @@ fn claude_code_output_schema() -> Value {
                 "properties": {
                     "hookEventName": {"const": "PreToolUse"},
                     "permissionDecision": {"enum": ["allow", "ask", "deny"]},
-                    "permissionDecisionReason": {"type": "string", "minLength": 1}
+                    "permissionDecisionReason": {"type": "string", "minLength": 1},
+                    "updatedInput": {"type": "object"}
                 }
             }
         }
@@ -552,7 +553,7 @@ fn the_gate_corpus_decides_the_same_through_the_hook() {
             "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "t"
         });
         let event = PreToolUse::parse(&serde_json::to_vec(&event).unwrap()).unwrap();
-        let answer = runtime.block_on(decide(&keeper, Harness::ClaudeCode, &event));
+        let answer = runtime.block_on(decide(&keeper, Harness::ClaudeCode, &event, None));
         let expected = match gate.decision.outcome {
             Outcome::Allow => Permission::Allow,
             Outcome::Ask => Permission::Ask,

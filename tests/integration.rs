@@ -17,6 +17,7 @@ mod cli_policy;
 mod cli_token;
 mod conformance;
 mod downstream;
+mod exec;
 mod filesystem_races;
 mod floor;
 mod gate_corpus;

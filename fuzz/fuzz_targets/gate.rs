@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use portcullis::facts::{KNOWN_NODE_KINDS, Root, Transport};
+use portcullis::facts::{KNOWN_NODE_KINDS, Root, Transport, join_continuations};
 use portcullis::gate::judge;
 use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
 use portcullis::tools::Registry;
@@ -90,7 +90,10 @@ fuzz_target!(|data: &[u8]| {
     parser
         .set_language(&tree_sitter_bash::LANGUAGE.into())
         .expect("the bash grammar loads");
-    let tree = parser.parse(source, None).expect("a tree");
+    // The gate reads the command with its line continuations joined, as
+    // bash does (a command it cannot join is opaque, never allowed).
+    let joined = join_continuations(source).expect("an allowed command is joined");
+    let tree = parser.parse(joined.as_ref(), None).expect("a tree");
     if let Some(kind) = unknown_kind(tree.root_node()) {
         panic!("allowed, yet the tree holds `{kind}`: {source:?}");
     }

@@ -7,10 +7,14 @@
 //! naming the client's fingerprint, a digest of the call (tool, arguments,
 //! policy set), an expiry and a nonce, which is spent on first use.
 
+mod command;
 mod flow;
 mod grant;
 mod seal;
 
+pub use command::{
+    COMMAND_APPROVAL_KEY_FILE, CommandApprovalError, CommandApprovals, command_digest,
+};
 pub use flow::{Answer, Approvals, Asking, Era, Reply, Request, SealUnavailable};
 pub use grant::Grant;
-pub use seal::{ApprovalSeal, SealError, action_digest};
+pub use seal::{ApprovalSeal, SealError, Unspent, action_digest};

@@ -61,6 +61,15 @@ pub fn action_digest(tool: &str, arguments: &Value, policy_set: &str) -> String 
     sha256_hex(&json!({"tool": tool, "arguments": arguments, "policy_set": policy_set}))
 }
 
+/// A state that checked out, whose nonce is still to be spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unspent {
+    /// Hex: safe as a file name.
+    pub nonce: String,
+    /// Milliseconds since the epoch.
+    pub expires: u64,
+}
+
 /// Seals and opens approval states for one server process.
 pub struct ApprovalSeal {
     /// As long as SHA-256's block, so HMAC uses it as it is.
@@ -77,12 +86,19 @@ impl ApprovalSeal {
     pub fn new(ttl: Duration, clock: Arc<dyn Clock>) -> Result<Self, getrandom::Error> {
         let mut key = [0u8; 64];
         getrandom::fill(&mut key)?;
-        Ok(Self {
+        Ok(Self::with_key(key, ttl, clock))
+    }
+
+    /// A seal with a key several processes share (a hook that asks and
+    /// the `exec` that runs what was approved); they spend nonces where
+    /// all of them see it (see [`ApprovalSeal::verify`]).
+    pub fn with_key(key: [u8; 64], ttl: Duration, clock: Arc<dyn Clock>) -> Self {
+        Self {
             key,
             ttl,
             clock,
             spent: Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -120,6 +136,28 @@ impl ApprovalSeal {
     /// `fingerprint`, spending its nonce. Every check is made before the
     /// nonce is spent, so a refused state cannot burn a valid one.
     pub fn open(&self, state: &str, fingerprint: &str, digest: &str) -> Result<(), SealError> {
+        let unspent = self.verify(state, fingerprint, digest)?;
+        let mut spent = self
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = self.now();
+        spent.retain(|_, expires| *expires > now);
+        if spent.insert(unspent.nonce, unspent.expires).is_some() {
+            return Err(SealError::Replayed);
+        }
+        Ok(())
+    }
+
+    /// Checks a state for the call with `digest` by the client with
+    /// `fingerprint` without spending it: the caller spends the nonce it
+    /// returns, once, where every process that opens states sees it.
+    pub fn verify(
+        &self,
+        state: &str,
+        fingerprint: &str,
+        digest: &str,
+    ) -> Result<Unspent, SealError> {
         let (payload, tag) = state.split_once('.').ok_or(SealError::Tampered)?;
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
@@ -141,15 +179,10 @@ impl ApprovalSeal {
         if sealed.digest != digest {
             return Err(SealError::OtherCall);
         }
-        let mut spent = self
-            .spent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        spent.retain(|_, expires| *expires > now);
-        if spent.insert(sealed.nonce, sealed.expires).is_some() {
-            return Err(SealError::Replayed);
-        }
-        Ok(())
+        Ok(Unspent {
+            nonce: sealed.nonce,
+            expires: sealed.expires,
+        })
     }
 }
 

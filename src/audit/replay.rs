@@ -89,6 +89,11 @@ pub struct DecisionRecord {
     /// The shadow set's decision, when it differs; never enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowRecord>,
+    /// For a shell command a hook let through: whether the harness was
+    /// told to run it through `portcullis exec`, confined (`false`: the
+    /// project turned that off, or the harness cannot rewrite a command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined: Option<bool>,
 }
 
 /// What a decision record decided about.
@@ -758,6 +763,7 @@ mod tests {
             errors: Vec::new(),
             message: None,
             shadow: None,
+            confined: None,
         }
     }
 

@@ -22,6 +22,11 @@ pub enum Exit {
     Wider,
     /// 2: `policy diff` could not compare the sets.
     Unproven,
+    /// 3: `exec` did not run the command: the kernel lacks what its
+    /// confinement needs.
+    NotConfined,
+    /// The code of the command `exec` ran.
+    Code(u8),
 }
 
 impl Exit {
@@ -33,6 +38,8 @@ impl Exit {
             Exit::ValidationFailure => 3,
             Exit::Ask | Exit::Wider => 4,
             Exit::Unproven => 2,
+            Exit::NotConfined => 3,
+            Exit::Code(code) => code,
         }
     }
 }

@@ -26,7 +26,8 @@ use crate::clock::SystemClock;
 use crate::facts::{Root, Transport, shell_quote};
 use crate::hook::install::{Installed, install_claude_code};
 use crate::hook::{
-    Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide, mcp_tool, tools_needed,
+    CommandRewrite, Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide, mcp_tool,
+    tools_needed,
 };
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
 use crate::pdp::{ClientRecord, Engine, LoadError};
@@ -60,6 +61,10 @@ pub struct InstallArgs {
     /// instead of the user's ~/.claude/settings.json.
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,
+    /// Let Claude Code run allowed shell commands as they are, not through
+    /// `portcullis exec` (unconfined; each decision records it).
+    #[arg(long)]
+    pub no_confine: bool,
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +97,11 @@ pub struct HookArgs {
         value_name = "NAME"
     )]
     pub mcp_server: String,
+    /// Answer an allowed or approved shell command as it is, not as a
+    /// `portcullis exec` of it (Claude Code only: Codex cannot rewrite a
+    /// command). Each decision records whether the command runs confined.
+    #[arg(long, env = "PORTCULLIS_NO_CONFINE")]
+    pub no_confine: bool,
 }
 
 pub fn run(command: HookCommand, format: Format) -> anyhow::Result<Exit> {
@@ -190,6 +200,7 @@ fn decide_event(
         ),
     };
     let root = Root::new(&root).with_context(|| format!("workspace root {}", root.display()))?;
+    let root_path = root.path().to_owned();
     let record = ClientRecord {
         name: client.name.clone(),
         tier: client.tier.clone(),
@@ -223,13 +234,22 @@ fn decide_event(
         audit as Arc<dyn AuditSink>,
         event.session_id.clone(),
     );
+    let rewrite = match harness {
+        Harness::ClaudeCode if !args.no_confine => Some(command_rewrite(
+            args,
+            &audit_path,
+            &record.name,
+            &root_path,
+        )?),
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .context("cannot start the async runtime")?;
     let deadline = Duration::from_secs(args.deadline);
     runtime.block_on(async {
-        tokio::time::timeout(deadline, decide(&keeper, harness, event))
+        tokio::time::timeout(deadline, decide(&keeper, harness, event, rewrite.as_ref()))
             .await
             .map_err(|_| {
                 anyhow::anyhow!(
@@ -237,6 +257,49 @@ fn decide_event(
                     deadline.as_secs()
                 )
             })
+    })
+}
+
+/// How an allowed shell command is handed back: `portcullis exec` with
+/// this hook's root, policies, token store and audit log, all absolute
+/// (the harness's shell may start elsewhere).
+fn command_rewrite(
+    args: &HookArgs,
+    audit: &Path,
+    client: &str,
+    root: &Path,
+) -> anyhow::Result<CommandRewrite> {
+    let absolute = |path: &Path| -> anyhow::Result<String> {
+        let path = std::path::absolute(path)
+            .with_context(|| format!("{} cannot be made absolute", path.display()))?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    let exe = std::env::current_exe().context("cannot tell where this portcullis binary is")?;
+    let store = args.store.resolve().context("no token store")?;
+    let mut exec = vec![
+        exe.to_string_lossy().into_owned(),
+        "exec".to_owned(),
+        "--root".to_owned(),
+        absolute(root)?,
+        "--store".to_owned(),
+        absolute(&store)?,
+        "--audit".to_owned(),
+        absolute(audit)?,
+    ];
+    for (flag, folder) in [
+        ("--policies", &args.policies.policies),
+        ("--schema", &args.policies.schema),
+    ] {
+        if let Some(folder) = folder {
+            exec.push(flag.to_owned());
+            exec.push(absolute(folder)?);
+        }
+    }
+    Ok(CommandRewrite {
+        exec,
+        approvals: super::exec::command_approvals(&args.store)?,
+        client: client.to_owned(),
+        root: root.to_owned(),
     })
 }
 
@@ -252,9 +315,14 @@ fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {
     };
     let exe = std::env::current_exe().context("cannot tell where this portcullis binary is")?;
     let command = format!(
-        "{}{}",
+        "{}{}{}",
         shell_quote(&[exe.to_string_lossy()]),
-        crate::hook::install::CLAUDE_CODE_SUFFIX
+        crate::hook::install::CLAUDE_CODE_SUFFIX,
+        if args.no_confine {
+            crate::hook::install::NO_CONFINE_FLAG
+        } else {
+            ""
+        }
     );
     let installed = install_claude_code(&settings, &command)?;
     let token_set = std::env::var_os("PORTCULLIS_TOKEN").is_some_and(|t| !t.is_empty());

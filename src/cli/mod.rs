@@ -6,6 +6,7 @@
 mod audit;
 mod check;
 mod demo;
+mod exec;
 mod exit;
 mod gate;
 mod hook;
@@ -64,6 +65,14 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Judge a shell command (allow, ask or deny) without running it.
     Gate(gate::GateArgs),
+    /// Decide a command with the gate and run what is allowed (or
+    /// approved) confined by the kernel: writes only beneath the root, VCS
+    /// metadata read-only, no network unless allowed.
+    Exec(exec::ExecArgs),
+    /// Confines itself as `exec` planned and becomes the command (started
+    /// by `exec`).
+    #[command(name = "__confined", hide = true)]
+    Confined(exec::ConfinedArgs),
     /// Write the default policies and schema into a folder, for a team to edit.
     Init(init::InitArgs),
     /// Serve MCP over stdio for the client whose token is in PORTCULLIS_TOKEN.
@@ -138,6 +147,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Policy(command) => policy::run(command, cli.format),
         Command::Check(args) => check::run(&args, cli.format),
         Command::Gate(args) => gate::run(&args, cli.format),
+        Command::Exec(args) => exec::run(&args),
+        Command::Confined(args) => Ok(exec::confined(&args)),
         Command::Init(args) => init::run(&args, cli.format),
         Command::Serve(args) => serve::run(&args),
         Command::Token(command) => token::run(command, cli.format),

@@ -11,12 +11,13 @@ mod tool_input;
 pub use command::{
     BUILTIN_COMMAND_TABLE, CommandClassError, CommandClasses, CommandError, CommandFacts,
     CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, brace_alternatives, command_facts,
-    command_loosenings, shell_quote,
+    command_loosenings, join_continuations, shell_quote,
 };
 pub use path_argument::{PathArgument, PathRole, holds_paths};
 pub use path_classes::{BUILTIN_PATH_CLASSES, PathClassError, PathClasses, path_class_loosenings};
 pub use paths::{
-    Anchor, FileId, MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_vcs_metadata, resolve,
+    Anchor, FileId, MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_git_dir, is_vcs_metadata,
+    is_vcs_name, resolve,
 };
 pub use tool_call::{
     CallFactsError, HARDLINKED, ToolCallFacts, ToolFacts, Transport, UNRESOLVABLE, tool_call_facts,

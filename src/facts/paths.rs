@@ -269,19 +269,23 @@ pub fn is_vcs_metadata(path: &Path) -> bool {
 /// file), so portcullis does too, for every folder from the path up to the
 /// root.
 fn in_git_dir_by_content(root: &Root, canonical: &Path) -> bool {
-    let is_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
-    let is_dir = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir());
     canonical
         .ancestors()
         .take_while(|folder| folder.starts_with(root.path()))
-        .any(|folder| {
-            is_file(&folder.join("HEAD"))
-                && ((is_dir(&folder.join("objects")) && is_dir(&folder.join("refs")))
-                    || is_file(&folder.join("commondir")))
-        })
+        .any(is_git_dir)
 }
 
-fn is_vcs_name(name: &OsStr) -> bool {
+/// Whether git would take `folder` for a git directory, whatever its name.
+pub fn is_git_dir(folder: &Path) -> bool {
+    let is_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    let is_dir = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+    is_file(&folder.join("HEAD"))
+        && ((is_dir(&folder.join("objects")) && is_dir(&folder.join("refs")))
+            || is_file(&folder.join("commondir")))
+}
+
+/// Whether a file or folder name is one of VCS metadata (`.git`, `.hg`, ...).
+pub fn is_vcs_name(name: &OsStr) -> bool {
     name.to_str().is_some_and(|name| {
         VCS_METADATA_NAMES
             .iter()

@@ -37,6 +37,9 @@ impl From<Outcome> for Permission {
 pub struct HookAnswer {
     pub permission: Permission,
     pub reason: String,
+    /// The tool input the harness runs instead (a shell command through
+    /// `portcullis exec`, confined).
+    pub updated_input: Option<Value>,
 }
 
 impl HookAnswer {
@@ -44,6 +47,7 @@ impl HookAnswer {
         Self {
             permission: Permission::Deny,
             reason: reason.into(),
+            updated_input: None,
         }
     }
 
@@ -52,19 +56,26 @@ impl HookAnswer {
         Self {
             permission: Permission::Defer,
             reason: reason.into(),
+            updated_input: None,
         }
     }
 
-    /// Claude Code's hook output; none for no opinion.
+    /// Claude Code's hook output; none for no opinion. With an allow or
+    /// an ask, `updatedInput` replaces the tool's input (for an ask, the
+    /// user sees and approves the input that will run).
     pub fn claude_code(&self) -> Option<Value> {
         (self.permission != Permission::Defer).then(|| {
-            json!({
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": self.permission,
-                    "permissionDecisionReason": self.reason,
-                }
-            })
+            let mut output = json!({
+                "hookEventName": "PreToolUse",
+                "permissionDecision": self.permission,
+                "permissionDecisionReason": self.reason,
+            });
+            if let Some(input) = &self.updated_input
+                && matches!(self.permission, Permission::Allow | Permission::Ask)
+            {
+                output["updatedInput"] = input.clone();
+            }
+            json!({ "hookSpecificOutput": output })
         })
     }
 
@@ -101,6 +112,7 @@ mod tests {
         let ask = HookAnswer {
             permission: Permission::Ask,
             reason: "writes need approval".into(),
+            updated_input: None,
         };
         assert_eq!(
             ask.codex().unwrap()["hookSpecificOutput"]["permissionDecision"],
@@ -109,6 +121,7 @@ mod tests {
         let allow = HookAnswer {
             permission: Permission::Allow,
             reason: "fine".into(),
+            updated_input: None,
         };
         assert_eq!(allow.codex(), None);
         assert_eq!(

@@ -9,6 +9,7 @@ use super::answer::{HookAnswer, Permission};
 use super::event::PreToolUse;
 use super::patch::{FileChange, PatchError, patch_files};
 use super::paths::judged_input;
+use super::rewrite::CommandRewrite;
 use crate::keeper::{GateFailure, HarnessCall, HarnessVerdict, Keeper};
 use crate::pdp::{Decision, Outcome};
 use crate::tools::{HARNESS_SERVER, Registry, ToolId};
@@ -61,11 +62,18 @@ pub fn mcp_tool(tool: &str) -> Option<ToolId> {
 
 /// Decides one event, with a keeper built on a harness registry holding
 /// at least `tools_needed`.
-pub async fn decide(keeper: &Keeper, harness: Harness, event: &PreToolUse) -> HookAnswer {
+/// `rewrite`, when the harness can run a changed command, has an allowed
+/// or approved shell command run through `portcullis exec`.
+pub async fn decide(
+    keeper: &Keeper,
+    harness: Harness,
+    event: &PreToolUse,
+    rewrite: Option<&CommandRewrite>,
+) -> HookAnswer {
     let registry = keeper.registry();
     let request_id = event.tool_use_id.as_deref().unwrap_or("hook");
     let id = match route(harness, &event.tool_name) {
-        Route::Command => return command(keeper, request_id, event).await,
+        Route::Command => return command(keeper, request_id, event, rewrite).await,
         Route::Patch => return patch(keeper, registry, request_id, event).await,
         Route::Tool(tool) => ToolId::new(HARNESS_SERVER, tool),
         Route::Mcp(id) => id,
@@ -147,16 +155,46 @@ fn said(outcome: Outcome, reason: &str) -> HookAnswer {
     HookAnswer {
         permission: Permission::from(outcome),
         reason: format!("portcullis: {verb}: {reason}"),
+        updated_input: None,
     }
 }
 
-async fn command(keeper: &Keeper, request_id: &str, event: &PreToolUse) -> HookAnswer {
+async fn command(
+    keeper: &Keeper,
+    request_id: &str,
+    event: &PreToolUse,
+    rewrite: Option<&CommandRewrite>,
+) -> HookAnswer {
     let Some(command) = command_text(&event.tool_input) else {
         return HookAnswer::deny("portcullis: the command is missing from the tool input");
     };
     let cwd = event.cwd.to_string_lossy();
-    match keeper.gate(request_id, &command, Some(&cwd)).await {
-        Ok(judged) => said(judged.decision.outcome, &judged.reason()),
+    match keeper
+        .gate(request_id, &command, Some(&cwd), Some(rewrite.is_some()))
+        .await
+    {
+        Ok(judged) => {
+            let outcome = judged.decision.outcome;
+            let mut answer = said(outcome, &judged.reason());
+            if let Some(rewrite) = rewrite
+                && outcome != Outcome::Deny
+            {
+                match rewrite.input(
+                    &event.tool_input,
+                    &command,
+                    &event.cwd,
+                    outcome == Outcome::Ask,
+                ) {
+                    Ok(input) => answer.updated_input = Some(input),
+                    Err(err) => {
+                        return HookAnswer::deny(format!(
+                            "portcullis: the command cannot be handed to `portcullis exec`: {err}"
+                        ));
+                    }
+                }
+            }
+            answer
+        }
         Err(GateFailure::Input(err)) => {
             HookAnswer::deny(format!("portcullis: the command cannot be judged: {err}"))
         }

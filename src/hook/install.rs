@@ -21,6 +21,9 @@ pub const HOOK_TIMEOUT_SECS: u64 = 30;
 /// is recognised.
 pub const CLAUDE_CODE_SUFFIX: &str = " hook claude-code";
 
+/// What `hook install --no-confine` adds after it.
+pub const NO_CONFINE_FLAG: &str = " --no-confine";
+
 #[derive(Debug, Error)]
 pub enum InstallError {
     #[error("cannot read {path}: {source}")]
@@ -76,7 +79,11 @@ pub fn install_claude_code(path: &Path, command: &str) -> Result<Installed, Inst
             .find(|hook| {
                 hook.get("command")
                     .and_then(Value::as_str)
-                    .is_some_and(|c| c.ends_with(CLAUDE_CODE_SUFFIX))
+                    .is_some_and(|c| {
+                        c.ends_with(CLAUDE_CODE_SUFFIX)
+                            || c.strip_suffix(NO_CONFINE_FLAG)
+                                .is_some_and(|c| c.ends_with(CLAUDE_CODE_SUFFIX))
+                    })
             })
     });
     let installed = match ours {

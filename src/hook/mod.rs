@@ -11,7 +11,9 @@ mod event;
 pub mod install;
 mod patch;
 mod paths;
+mod rewrite;
 
 pub use answer::{HookAnswer, Permission};
 pub use decide::{Harness, decide, mcp_tool, tools_needed};
 pub use event::{EventError, MAX_EVENT_BYTES, PreToolUse};
+pub use rewrite::CommandRewrite;

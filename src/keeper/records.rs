@@ -137,6 +137,7 @@ impl Keeper {
             errors,
             message: refusal.map(|r| r.1.to_owned()),
             shadow,
+            confined: None,
         };
         serde_json::to_value(record).map_err(|err| {
             tracing::error!(error = %err, "a decision record could not be encoded");
@@ -178,6 +179,7 @@ impl Keeper {
             errors: decision.errors.clone(),
             message: None,
             shadow: shadow_record(decision),
+            confined: None,
         }
     }
 

@@ -288,7 +288,7 @@ impl PortcullisServer {
             .map_err(|err| errors::invalid_arguments(err.to_string()))?;
         let command = arguments["command"].as_str().unwrap_or_default();
         let cwd = arguments.get("cwd").and_then(Value::as_str);
-        match keeper.gate(id, command, cwd).await {
+        match keeper.gate(id, command, cwd, None).await {
             Ok(answer) => Ok(CallToolResult::structured(answer.to_json()).into()),
             Err(GateFailure::Input(err)) => Err(errors::invalid_arguments(err.to_string())),
             Err(GateFailure::AuditUnavailable) => Ok(errors::audit_unavailable()),

@@ -16,6 +16,7 @@ mod quote;
 mod table;
 mod table_file;
 mod unwrap;
+pub use continuation::join as join_continuations;
 mod values;
 mod walk;
 
