@@ -525,3 +525,33 @@ fn a_pattern_is_judged_by_what_the_shell_expands_it_to() {
         assert_eq!(gate(command), code, "{command}");
     }
 }
+
+/// A name that a file system or a server maps onto a secret's (a Kelvin
+/// sign for `K`, a full-width letter) is that secret, for the tools as for
+/// the gate.
+#[test]
+fn an_alias_of_a_secret_by_unicode_normalization_is_denied_as_the_secret() {
+    let (tree, root) = allowing_tree();
+    for alias in ["deploy.\u{212a}EY", ".\u{ff45}nv", "\u{ff0e}env"] {
+        fs::write(root.path().join(alias), "secret").unwrap();
+        let args = format!("{{\"path\":\"{alias}\"}}");
+        let run = check(
+            &tree,
+            &root,
+            &["--tool", "builtin/read_file", "--args", &args],
+        );
+        assert_eq!(run.code, 2, "{alias}: {run:?}");
+        assert!(run.stdout.contains("paths.no_secrets"), "{alias}: {run:?}");
+    }
+    let run = check(
+        &tree,
+        &root,
+        &[
+            "--tool",
+            "builtin/read_file",
+            "--args",
+            r#"{"path":"notes.txt"}"#,
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+}

@@ -78,6 +78,26 @@ pub struct ConfinedArgs {
     pub argv: Vec<String>,
 }
 
+/// `portcullis __confined ...` parsed on its own: it runs before every
+/// command `exec` confines, and the whole command line's definition costs
+/// more to build than the confinement does.
+#[derive(Debug, clap::Parser)]
+#[command(name = "portcullis __confined")]
+struct ConfinedCommand {
+    #[command(flatten)]
+    args: ConfinedArgs,
+}
+
+/// Runs `portcullis __confined` from the process's arguments.
+pub fn confined_main() -> Exit {
+    use clap::Parser;
+    let words = std::env::args_os()
+        .enumerate()
+        .filter(|(index, _)| *index != 1)
+        .map(|(_, word)| word);
+    confined(&ConfinedCommand::parse_from(words).args)
+}
+
 /// Confines this process and becomes the command; returns only when
 /// either fails.
 pub fn confined(args: &ConfinedArgs) -> Exit {

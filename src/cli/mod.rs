@@ -7,6 +7,7 @@ mod audit;
 mod check;
 mod demo;
 mod exec;
+pub use exec::confined_main;
 mod exit;
 mod gate;
 mod hook;

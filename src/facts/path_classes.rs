@@ -185,14 +185,35 @@ impl PathClasses {
         &self.names
     }
 
-    /// Adds to `out` the classes `path` falls in.
+    /// Adds to `out` the classes `path` falls in, by its bytes and by its
+    /// compatibility-normalized, case-folded name: `deploy.\u{212a}EY`
+    /// (a Kelvin sign) is the `deploy.KEY` a server or a file system may
+    /// map it to, so it is a secret as that is.
     pub fn classify_into(&self, path: &Path, out: &mut BTreeSet<String>) {
+        self.match_into(path, out);
+        if let Some(text) = path.to_str().filter(|t| !t.is_ascii()) {
+            let folded = folded(text);
+            if folded != text {
+                self.match_into(Path::new(&folded), out);
+            }
+        }
+    }
+
+    fn match_into(&self, path: &Path, out: &mut BTreeSet<String>) {
         for index in self.set.matches(path) {
             if let Some(class) = self.class_of_glob.get(index) {
                 out.insert(class.clone());
             }
         }
     }
+}
+
+/// NFKC, lower case, NFKC again (lower-casing can undo a composition):
+/// the name every alias of it comes to.
+pub(crate) fn folded(text: &str) -> String {
+    let nfkc = icu_normalizer::ComposingNormalizerBorrowed::new_nfkc();
+    nfkc.normalize(&nfkc.normalize(text).to_lowercase())
+        .into_owned()
 }
 
 #[cfg(test)]
@@ -213,6 +234,27 @@ mod tests {
         description = "documentation"
         globs = ["**/*.md"]
     "#;
+
+    #[test]
+    fn an_alias_of_a_secret_by_normalization_or_case_is_a_secret() {
+        for alias in [
+            "/k/\u{ff49}d_rsa.pub",
+            "/w/.\u{ff45}nv",
+            "/w/\u{ff0e}env",
+            "/home/a/.\u{0053}SH/config",
+            "/home/a/.ss\u{0127}/x",
+        ] {
+            let found = classes(TABLE, alias);
+            let expected = !alias.contains('\u{0127}');
+            assert_eq!(found.contains("secrets"), expected, "{alias:?}: {found:?}");
+        }
+        assert!(classes(TABLE, "/w/caf\u{e9}.md").contains("docs"));
+        // The Kelvin sign a server maps to `K`, against the built-in table.
+        let builtin = PathClasses::parse("path_classes.toml", BUILTIN_PATH_CLASSES).unwrap();
+        let mut found = BTreeSet::new();
+        builtin.classify_into(Path::new("/w/deploy.\u{212a}EY"), &mut found);
+        assert!(found.contains("secrets"), "{found:?}");
+    }
 
     #[test]
     fn matches_absolute_and_relative_paths() {

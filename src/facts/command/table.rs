@@ -328,15 +328,22 @@ impl CommandClasses {
     ) -> Classified {
         let mut classified = self.classify_beside_floor(program, args, inside_root);
         // Most commands name no path otherwise: nothing is copied for them.
-        let normals: Vec<Option<String>> = args.iter().map(|arg| lexically_normal(arg)).collect();
+        let normals: Vec<Option<String>> = args.iter().map(|arg| spelt_otherwise(arg)).collect();
         if normals.iter().any(Option::is_some) {
             let normal: Vec<String> = normals
                 .into_iter()
                 .zip(args)
                 .map(|(normal, arg)| normal.unwrap_or_else(|| arg.clone()))
                 .collect();
+            // What the other spelling proves is not proof of the words
+            // bash passes: only what it adds to the judgement counts.
             let again = self.classify_beside_floor(program, &normal, inside_root);
-            classified.classes.extend(again.classes);
+            classified.classes.extend(
+                again
+                    .classes
+                    .into_iter()
+                    .filter(|class| !PROVEN_CLASSES.contains(&class.as_str())),
+            );
             if classified.classes.len() > 1 {
                 classified.classes.remove(UNKNOWN);
             }
@@ -450,7 +457,7 @@ impl CommandClasses {
     /// redirect's source, an assigned value, a `for` list) by the rules
     /// that apply whatever the program: `cat < .env` reads a secret too.
     pub fn classify_word(&self, word: &str) -> BTreeSet<String> {
-        let normal = lexically_normal(word);
+        let normal = spelt_otherwise(word);
         let mut classes = BTreeSet::new();
         for word in std::iter::once(word).chain(normal.as_deref()) {
             classes.extend(self.classify_word_own(word));
@@ -564,6 +571,19 @@ impl Globals {
 /// A word naming a path, its empty and `.` components dropped and `..`
 /// applied to the one before (lexically, as the rules read names: a
 /// symlink is the path facts' business); `None` when that changes nothing.
+/// The word as a file system or a server may read it, where that differs:
+/// lexically normal (`/etc//shadow`), and compatibility-normalized and
+/// case-folded where it is not ASCII (`.\u{ff45}nv` is `.env`).
+fn spelt_otherwise(word: &str) -> Option<String> {
+    let normal = lexically_normal(word);
+    let base = normal.as_deref().unwrap_or(word);
+    if base.is_ascii() {
+        return normal;
+    }
+    let folded = crate::facts::path_classes::folded(base);
+    if folded == word { normal } else { Some(folded) }
+}
+
 fn lexically_normal(word: &str) -> Option<String> {
     if !word.contains('/') {
         return None;
