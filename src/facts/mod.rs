@@ -20,6 +20,7 @@ pub use paths::{
     is_vcs_name, resolve,
 };
 pub use tool_call::{
-    CallFactsError, HARDLINKED, ToolCallFacts, ToolFacts, Transport, UNRESOLVABLE, tool_call_facts,
+    CallFactsError, HARDLINKED, ToolCallFacts, ToolFacts, Transport, UNRESOLVABLE,
+    forwarded_arguments, tool_call_facts,
 };
 pub use tool_input::ToolInput;

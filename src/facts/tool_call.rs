@@ -166,6 +166,48 @@ pub fn tool_call_facts(
     Ok(ToolCallFacts { facts, paths })
 }
 
+/// The arguments a downstream server is sent: each path argument the
+/// decision resolved inside the root, as the canonical path it resolved
+/// (symlinks followed, `..` applied), not the string the client wrote, so
+/// the server acts on the place that was decided about rather than on
+/// whatever the string leads to when it resolves it again. Lists keep
+/// their order; paths outside the root (refused anyway) and arguments that
+/// were only defaulted stay as they were.
+pub fn forwarded_arguments(
+    mut arguments: serde_json::Value,
+    paths: &[(String, ResolvedPath)],
+) -> serde_json::Value {
+    use serde_json::Value;
+    let Some(fields) = arguments.as_object_mut() else {
+        return arguments;
+    };
+    let canonical = |resolved: &ResolvedPath| {
+        resolved
+            .inside_root
+            .then(|| resolved.canonical.to_str().map(str::to_owned))
+            .flatten()
+    };
+    for (name, value) in fields.iter_mut() {
+        let mut resolved = paths.iter().filter(|(n, _)| n == name).map(|(_, r)| r);
+        match value {
+            Value::String(text) => {
+                if let Some(path) = resolved.next().and_then(canonical) {
+                    *text = path;
+                }
+            }
+            Value::Array(items) => {
+                for item in items.iter_mut().filter(|item| item.is_string()) {
+                    if let Some(path) = resolved.next().and_then(canonical) {
+                        *item = Value::String(path);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    arguments
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -350,5 +392,45 @@ mod error_texts {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod forwarding {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::facts::{PathArgument, PathRole};
+
+    #[test]
+    fn a_downstream_gets_the_canonical_paths_the_decision_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(dir.path()).unwrap().join("ws");
+        fs::create_dir_all(ws.join("docs")).unwrap();
+        fs::write(ws.join("docs/a.md"), "a").unwrap();
+        symlink(ws.join("docs"), ws.join("link")).unwrap();
+        let root = Root::new(&ws).unwrap();
+        let classes = PathClasses::parse_recorded("c.toml", "[x]\nglobs = [\"**/x\"]\n").unwrap();
+        let argument = |name: &str| PathArgument {
+            name: name.into(),
+            role: PathRole::Read,
+            default: None,
+        };
+        let arguments = [argument("path"), argument("paths")];
+        let given = json!({
+            "path": "link/./a.md",
+            "paths": ["docs/../docs/a.md", 7, "/etc/hostname"],
+            "depth": 2
+        });
+        let call = tool_call_facts(&arguments, &given, &root, &classes, Transport::Cli).unwrap();
+        let sent = forwarded_arguments(given, &call.paths);
+        let a = ws.join("docs/a.md").display().to_string();
+        assert_eq!(
+            sent,
+            json!({"path": a, "paths": [a, 7, "/etc/hostname"], "depth": 2})
+        );
     }
 }

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::records::Trail;
 use super::{Approval, Authorized, CallOutcome, Keeper};
 use crate::bridge::{Caller, Ended};
-use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, is_vcs_metadata};
+use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, forwarded_arguments, is_vcs_metadata};
 use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
 use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
@@ -318,6 +318,7 @@ impl Keeper {
     ) -> (CallOutcome, Option<Value>) {
         match self.setting.registry.get(tool).map(|t| &t.runner) {
             Some(Runner::Downstream { .. }) => {
+                let arguments = forwarded_arguments(arguments, &call.paths);
                 let outcome = self
                     .forward(tool, arguments, progress, authorized, stop)
                     .await;
