@@ -54,7 +54,9 @@ env = {{ EVENTS = "{events}" }}
 kind = "agent"
 preset = "codex"
 timeout = "60s"
+writable = ["{state}"]
 "#,
+                state = served.tree.dir.path().display(),
                 python = python.display(),
                 script = manifest()
                     .join("tests/interop/servers/fake_codex.py")
@@ -353,8 +355,9 @@ async fn the_real_codex_mcp_server_is_pinned_and_a_prompt_without_a_key_fails_cl
     served.tree.write_policy(
         "servers.toml",
         &format!(
-            "[servers.codex]\ncommand = \"{}\"\nargs = [\"mcp-server\"]\nenv = {{ CODEX_HOME = \"{}\" }}\nkind = \"agent\"\npreset = \"codex\"\n",
+            "[servers.codex]\ncommand = \"{}\"\nargs = [\"mcp-server\"]\nenv = {{ CODEX_HOME = \"{}\" }}\nkind = \"agent\"\npreset = \"codex\"\nwritable = [\"{}\"]\nnetwork = true\n",
             codex.display(),
+            home.display(),
             home.display()
         ),
     );

@@ -91,6 +91,7 @@ command = "sh"
 args = ["-c", "sleep 1000 & echo $! > {sleeper}; {python} {script}; exit $?"]
 env = {{ EVENTS = "{events}", PIDFILE = "{pidfile}", DESCRIPTION = "{description}" }}
 timeout = "60s"
+writable = ["{state}"]
 
 [servers.py.tools."*"]
 effects = ["read"]
@@ -105,6 +106,7 @@ effects = ["read"]
             events = events.display(),
             pidfile = pidfile.display(),
             sleeper = state.join("sleeper.pid").display(),
+            state = state.display(),
         );
         served.tree.write_policy("servers.toml", &servers);
         let proxy = Self {
@@ -1189,5 +1191,121 @@ unless { context.input.message like "hello*" };
     assert_eq!(
         inputs,
         [json!({"message": "hi"}), json!({"message": "hello there"})]
+    );
+}
+
+/// Calls per racer: the official filesystem server resolves each path
+/// again when it gets it.
+const RACED_CALLS: usize = 600;
+
+/// The official filesystem server, behind portcullis as the README sets it
+/// up, with a racer flipping a name between a plain file and a symlink to
+/// `.env` (reads) or to `.git/config` (writes): the server runs confined
+/// (every secret covered, VCS metadata read-only) and gets the canonical
+/// path the decision resolved, so no call reads the secret or writes into
+/// `.git`; a name that normalizes to a secret's is the secret.
+#[test]
+fn a_racer_cannot_make_the_filesystem_server_read_a_secret_or_write_into_vcs_metadata() {
+    use std::os::unix::fs::symlink;
+
+    use crate::filesystem_races::Racer;
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    proxy.served.tree.write_policy(
+        "40_approvals.cedar",
+        "// No approvals: every call is raced.\n",
+    );
+    let root = fs::canonicalize(proxy.served.root.path()).unwrap();
+    fs::create_dir_all(root.join(".git")).unwrap();
+    fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    fs::write(root.join(".env"), "TOKEN=SECRET-MARKER\n").unwrap();
+    fs::write(root.join("deploy.KEY"), "KEY-MARKER\n").unwrap();
+    fs::write(root.join("race"), "plain\n").unwrap();
+    symlink(root.join(".env"), root.join("race.link")).unwrap();
+    fs::write(root.join("wrace"), "plain\n").unwrap();
+    symlink(root.join(".git/config"), root.join("wrace.link")).unwrap();
+    let mut session = proxy.session();
+    let racer = Racer::start(root.join("race"), root.join("race.link"));
+    let mut read = 0;
+    let mut leaked = Vec::new();
+    for id in 0..RACED_CALLS {
+        let id = u64::try_from(id).unwrap() + 1;
+        let response = call(
+            &mut session,
+            id,
+            "files__read_text_file",
+            json!({"path": "race"}),
+        );
+        let text = response.to_string();
+        if text.contains("SECRET-MARKER") {
+            leaked.push(text);
+        } else if text.contains("plain") {
+            read += 1;
+        }
+    }
+    let swaps = racer.stop();
+    assert!(swaps > 100, "the racer ran ({swaps} swaps)");
+    assert!(read > 0, "some reads ran between swaps");
+    assert!(
+        leaked.is_empty(),
+        "{} reads got the secret: {}",
+        leaked.len(),
+        leaked[0]
+    );
+    let racer = Racer::start(root.join("wrace"), root.join("wrace.link"));
+    for id in 0..RACED_CALLS {
+        let id = 10_000 + u64::try_from(id).unwrap();
+        call(
+            &mut session,
+            id,
+            "files__write_file",
+            json!({"path": "wrace", "content": "PWNED\n"}),
+        );
+    }
+    racer.stop();
+    assert_eq!(
+        fs::read_to_string(root.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join(".env")).unwrap(),
+        "TOKEN=SECRET-MARKER\n"
+    );
+    let alias = call(
+        &mut session,
+        20_000,
+        "files__read_text_file",
+        json!({"path": "deploy.\u{212a}EY"}),
+    );
+    assert_eq!(alias["result"]["isError"], true, "{alias}");
+    assert!(!alias.to_string().contains("KEY-MARKER"), "{alias}");
+}
+
+/// A stdio server runs confined or not at all: on a kernel without
+/// Landlock (reported so) it does not start, and the reason says why.
+#[test]
+fn a_server_that_cannot_be_confined_does_not_start() {
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    served.tree.write_policy(
+        "servers.toml",
+        "[servers.mute]\ncommand = \"sleep\"\nargs = [\"30\"]\n",
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["servers", "list", "--format", "json", "--root"])
+        .arg(served.root.path())
+        .args(served.tree.flags())
+        .env("PORTCULLIS_LANDLOCK_ABI", "0")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mute = &report["servers"][0];
+    assert_eq!(mute["state"], "unavailable", "{report}");
+    let error = mute["error"].as_str().unwrap();
+    assert!(
+        error.contains("cannot be confined") && error.contains("Landlock"),
+        "{report}"
     );
 }

@@ -42,13 +42,13 @@ fn served() -> Served {
 /// Exchanges two names until stopped; where the kernel cannot exchange,
 /// swaps them with three renames (a wider window, with a moment where one
 /// name is missing).
-struct Racer {
+pub(crate) struct Racer {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<u64>>,
 }
 
 impl Racer {
-    fn start(a: PathBuf, b: PathBuf) -> Self {
+    pub(crate) fn start(a: PathBuf, b: PathBuf) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::spawn({
             let stop = Arc::clone(&stop);
@@ -74,7 +74,7 @@ impl Racer {
         }
     }
 
-    fn stop(mut self) -> u64 {
+    pub(crate) fn stop(mut self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap()
     }

@@ -17,10 +17,9 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use super::serve::{StoreArgs, audit_path, authenticate, set_cache, signer_for};
+use super::serve::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{ClientArgs, Exit, PolicyArgs};
 use crate::approval::{CommandApprovals, command_digest};
-use crate::audit::{AuditLog, snapshots_dir, store_snapshot};
 use crate::clock::SystemClock;
 use crate::confine::{self, Launch, LaunchError, Plan, landlock_abi};
 use crate::facts::{Root, Transport, shell_quote};
@@ -158,10 +157,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         std::slice::from_ref(&record),
         set_cache(&args.store).as_ref(),
     )
-    .map_err(|err| {
-        let problems: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
-        anyhow::anyhow!("the policy set does not load: {}", problems.join("; "))
-    })?
+    .map_err(super::hook::load_failed)?
     .0;
     let secret_classes = engine.path_classes().clone();
     let approved = match &args.approved {
@@ -175,15 +171,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         }
         None => false,
     };
-    let audit_path = audit_path(args.audit.as_deref())?;
-    let signer = signer_for(&args.store, &audit_path)?;
-    let audit = Arc::new(AuditLog::open_at_end(
-        &audit_path,
-        Some(signer),
-        Arc::new(SystemClock),
-    )?);
-    store_snapshot(&snapshots_dir(&audit_path), &bundle)
-        .context("the policy snapshot cannot be stored beside the audit log")?;
+    let (_, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;
     let root_path = root.path().to_owned();
     let keeper = Keeper::new(
         Setting {

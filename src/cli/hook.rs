@@ -19,10 +19,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::serve::{StoreArgs, audit_path, authenticate, set_cache, signer_for};
+use super::serve::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::audit::{AuditLog, snapshots_dir, store_snapshot};
-use crate::clock::SystemClock;
 use crate::facts::{Root, Transport, shell_quote};
 use crate::hook::install::{Installed, install_claude_code};
 use crate::hook::{
@@ -214,15 +212,7 @@ fn decide_event(
     )
     .map_err(load_failed)?
     .0;
-    let audit_path = audit_path(args.audit.as_deref())?;
-    let signer = signer_for(&args.store, &audit_path)?;
-    let audit = Arc::new(AuditLog::open_at_end(
-        &audit_path,
-        Some(signer),
-        Arc::new(SystemClock),
-    )?);
-    store_snapshot(&snapshots_dir(&audit_path), &bundle)
-        .context("the policy snapshot cannot be stored beside the audit log")?;
+    let (audit_path, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;
     let keeper = Keeper::new(
         Setting {
             engine,
@@ -235,12 +225,10 @@ fn decide_event(
         event.session_id.clone(),
     );
     let rewrite = match harness {
-        Harness::ClaudeCode if !args.no_confine => Some(command_rewrite(
-            args,
-            &audit_path,
-            &record.name,
-            &root_path,
-        )?),
+        // Only a shell command is handed back through `exec`.
+        Harness::ClaudeCode if !args.no_confine && event.tool_name == "Bash" => Some(
+            command_rewrite(args, &audit_path, &record.name, &root_path)?,
+        ),
         _ => None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -303,7 +291,7 @@ fn command_rewrite(
     })
 }
 
-fn load_failed(err: LoadError) -> anyhow::Error {
+pub(super) fn load_failed(err: LoadError) -> anyhow::Error {
     let problems: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
     anyhow::anyhow!("the policy set does not load: {}", problems.join("; "))
 }

@@ -13,10 +13,11 @@ use serde_json::{Value, json};
 use super::policy::report_problems;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::atomic_file::{self, Mode};
+use crate::confine::Plan;
 use crate::facts::Root;
 use crate::pdp::SERVERS_LOCK_FILE;
 use crate::servers::{
-    Drift, DriftKind, Fleet, Pin, ServerState, Servers, ServersLock, drift, run_guard,
+    Drift, DriftKind, Fleet, NOT_CONFINED, Pin, ServerState, Servers, ServersLock, drift, run_guard,
 };
 
 #[derive(Debug, Subcommand)]
@@ -55,14 +56,26 @@ pub struct GuardArgs {
     /// The portcullis process whose death stops the server.
     #[arg(long)]
     pub parent: u32,
+    /// The server's confinement (JSON), applied before it starts.
+    #[arg(long)]
+    pub confine: Option<String>,
     /// The server's command line.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 
 pub fn guard(args: &GuardArgs) -> Exit {
-    match run_guard(args.parent, &args.command) {
+    let plan = match args.confine.as_deref().map(serde_json::from_str::<Plan>) {
+        None => None,
+        Some(Ok(plan)) => Some(plan),
+        Some(Err(err)) => {
+            eprintln!("portcullis guard: the confinement cannot be read: {err}");
+            return Exit::NotConfined;
+        }
+    };
+    match run_guard(args.parent, plan.as_ref(), &args.command) {
         0 => Exit::Ok,
+        NOT_CONFINED => Exit::NotConfined,
         _ => Exit::Failure,
     }
 }

@@ -118,7 +118,7 @@ pub fn apply(plan: &Plan, abi: i32) -> Result<(), ConfineError> {
     let scratch: Vec<&Path> = SCRATCH
         .iter()
         .map(Path::new)
-        .filter(|p| p.is_dir())
+        .filter(|p| plan.private_tmp && p.is_dir())
         .collect();
     for folder in &scratch {
         mount(
@@ -148,6 +148,15 @@ pub fn apply(plan: &Plan, abi: i32) -> Result<(), ConfineError> {
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
     )
     .map_err(mount_error("cannot mount the root on", &plan.root))?;
+    let writable: Vec<&Path> = plan
+        .writable
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| p.is_dir())
+        .collect();
+    for folder in &writable {
+        bind_writable(folder)?;
+    }
     for path in plan.read_only.iter().filter(|p| p.starts_with(&plan.root)) {
         bind_read_only(path)?;
     }
@@ -158,7 +167,9 @@ pub fn apply(plan: &Plan, abi: i32) -> Result<(), ConfineError> {
         path: plan.cwd.clone(),
         err,
     })?;
-    restrict_writes(plan, &scratch, ABI::from(abi))?;
+    let mut granted = scratch;
+    granted.extend(writable);
+    restrict_writes(plan, &granted, ABI::from(abi))?;
     if privileged {
         drop_capabilities().map_err(|errno| ConfineError::Capabilities(errno.into()))?;
     }
@@ -241,6 +252,14 @@ fn remount_read_only(point: &Path) -> Result<(), ConfineError> {
     }
 }
 
+/// A folder outside the root the plan lets the process write: its own
+/// mount, writable again.
+fn bind_writable(folder: &Path) -> Result<(), ConfineError> {
+    mount_bind_recursive(folder, folder).map_err(mount_error("cannot bind", folder))?;
+    mount_remount(folder, MountFlags::BIND | kept_flags(folder), "")
+        .map_err(mount_error("cannot make writable", folder))
+}
+
 fn bind_read_only(path: &Path) -> Result<(), ConfineError> {
     if path.is_dir() {
         mount_bind_recursive(path, path)
@@ -278,10 +297,11 @@ fn hide(path: &Path) -> Result<(), ConfineError> {
 }
 
 /// Landlock: every write access the ABI knows is handled, and granted only
-/// beneath the root and the scratch folders; devices may be written (the
-/// null device, terminals), never created. With ABI 6, signals and
+/// beneath the root and the folders `granted` (scratch, or what a server's
+/// entry names); devices may be written (the null device, terminals),
+/// never created. With ABI 6, signals and
 /// abstract sockets cannot reach outside the sandbox.
-fn restrict_writes(plan: &Plan, scratch: &[&Path], abi: ABI) -> Result<(), ConfineError> {
+fn restrict_writes(plan: &Plan, granted: &[&Path], abi: ABI) -> Result<(), ConfineError> {
     let write = AccessFs::from_write(abi);
     let devices = write & (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
     let mut ruleset = Ruleset::default().handle_access(write)?;
@@ -291,7 +311,7 @@ fn restrict_writes(plan: &Plan, scratch: &[&Path], abi: ABI) -> Result<(), Confi
     }
     let mut created = ruleset.create()?;
     let mut grants: Vec<(&Path, BitFlags<AccessFs>)> = vec![(&plan.root, write)];
-    grants.extend(scratch.iter().map(|s| (*s, write)));
+    grants.extend(granted.iter().map(|s| (*s, write)));
     grants.push((Path::new("/dev"), devices));
     for (path, access) in grants {
         let fd = PathFd::new(path).map_err(|err| ConfineError::LandlockPath {

@@ -27,6 +27,14 @@ pub struct Plan {
     /// Whether the command may use the network (else a network namespace
     /// of its own, with no interface up).
     pub network: bool,
+    /// Folders outside the root it may write too (a server's entry says).
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+    /// Whether `/tmp` and `/dev/shm` are private, empty and writable (a
+    /// command's scratch), or read-only like the rest (a server, which
+    /// says what it writes).
+    #[serde(default)]
+    pub private_tmp: bool,
 }
 
 impl Plan {
@@ -58,6 +66,34 @@ impl Plan {
             read_only,
             hidden,
             network: facts.classes.contains("network"),
+            writable: Vec::new(),
+            private_tmp: true,
+        }
+    }
+
+    /// The plan for a stdio downstream server run in `root` (canonical):
+    /// writes beneath it and the folders its entry names, its VCS metadata
+    /// read-only, every secret-class file beneath it and outside it
+    /// covered (a server never reads one: policies decide on the path as it
+    /// resolved, and the server resolves it again), the network only as
+    /// its entry says.
+    pub fn for_server(
+        root: &Path,
+        writable: &[PathBuf],
+        network: bool,
+        secret_classes: &PathClasses,
+        home: Option<&Path>,
+    ) -> Self {
+        let mut hidden = secrets::outside(root, home, secret_classes);
+        hidden.extend(secrets::inside(root, secret_classes));
+        Self {
+            root: root.to_owned(),
+            cwd: root.to_owned(),
+            read_only: vcs::metadata_in(root),
+            hidden,
+            network,
+            writable: writable.to_vec(),
+            private_tmp: false,
         }
     }
 }

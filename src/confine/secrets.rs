@@ -68,6 +68,44 @@ pub fn outside(root: &Path, home: Option<&Path>, classes: &PathClasses) -> Vec<P
     hidden
 }
 
+/// Most entries of a root looked through for secrets: past it the root is
+/// too large to look through at a server's start, and what was found is
+/// covered (the path classes still judge every path a tool is given).
+const MOST_ENTRIES: usize = 200_000;
+
+/// Secret-class files and folders beneath `root`, not following symbolic
+/// links, not inside VCS metadata.
+pub fn inside(root: &Path, classes: &PathClasses) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_owned()];
+    let mut seen = 0;
+    while let Some(folder) = pending.pop() {
+        for entry in fs::read_dir(&folder).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > MOST_ENTRIES {
+                tracing::warn!(root = %root.display(), "the root holds more than {MOST_ENTRIES} entries: secrets past them are not covered for its server");
+                return found;
+            }
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if crate::facts::is_vcs_name(&entry.file_name()) {
+                continue;
+            }
+            let mut classes_of = BTreeSet::new();
+            classes.classify_into(&path, &mut classes_of);
+            if classes_of.contains("secrets") && (kind.is_file() || kind.is_dir()) {
+                found.push(path);
+            } else if kind.is_dir() {
+                pending.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 fn children(folder: &Path) -> impl Iterator<Item = PathBuf> + use<> {
     fs::read_dir(folder)
         .into_iter()

@@ -50,6 +50,22 @@ pub fn server_loosenings(old: &PolicyBundle, new: &PolicyBundle) -> Vec<ServerLo
                 ),
             ));
         }
+        for folder in &server.confinement.writable {
+            if !was.confinement.writable.contains(folder) {
+                found.push((
+                    toml(),
+                    entry.clone(),
+                    format!("it may now write `{folder}`, outside its root"),
+                ));
+            }
+        }
+        if server.confinement.network && !was.confinement.network {
+            found.push((
+                toml(),
+                entry.clone(),
+                "it may now reach the network".to_owned(),
+            ));
+        }
         if server.pass_errors && !was.pass_errors {
             found.push((
                 toml(),
@@ -252,6 +268,24 @@ mod tests {
             (
                 format!("{DECLARED}[servers.more]\ncommand = \"z\"\n"),
                 "server `more`: added",
+            ),
+            (
+                DECLARED.replace(
+                    "root = \"data\"\n",
+                    "root = \"data\"\nwritable = [\"~/.npm\"]\n",
+                ),
+                "may now write `~/.npm`, outside its root",
+            ),
+            (
+                DECLARED.replace("root = \"data\"\n", "root = \"data\"\nnetwork = true\n"),
+                "may now reach the network",
+            ),
+            (
+                DECLARED.replace(
+                    "effects = [\"write\", \"destructive\"]",
+                    "effects = [\"write\", \"destructive\", \"network\"]",
+                ),
+                "may now reach the network",
             ),
         ];
         for (new, named) in cases {

@@ -57,6 +57,22 @@ pub struct ServerConfig {
     /// For `kind = "agent"`: how the bridge holds conversations with it.
     /// Its own tools are then called only by the bridge.
     pub agent: Option<AgentMapping>,
+    /// What a stdio server's confinement lets it do beyond writing beneath
+    /// its root.
+    pub confinement: ServerConfinement,
+}
+
+/// What a stdio server may do beyond the floor of its confinement (writes
+/// beneath its root, VCS metadata read-only, secrets unreadable, no
+/// network): each is a widening `policy diff` reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerConfinement {
+    /// Folders it may write outside its root, absolute or `~/...` (a
+    /// launcher's cache, a state folder), as written in the entry.
+    pub writable: Vec<String>,
+    /// Whether it may reach the network: `network = true`, or a tool of it
+    /// declared with the `network` effect.
+    pub network: bool,
 }
 
 /// How portcullis reaches a server.
@@ -237,6 +253,11 @@ struct RawServer {
     session_from: Option<String>,
     reply_from: Option<String>,
     start_arguments: Option<toml::Table>,
+    /// Folders a stdio server may write outside its root.
+    #[serde(default)]
+    writable: Vec<String>,
+    /// Whether a stdio server may reach the network.
+    network: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -359,6 +380,29 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             Err(message) => errors.push((Some(pattern.span().start), message)),
         }
     }
+    for folder in &raw.writable {
+        let absolute = folder.starts_with('/') || folder.starts_with("~/");
+        let climbs = std::path::Path::new(folder)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir);
+        if !absolute || climbs || folder == "/" || folder == "~/" {
+            errors.push((
+                None,
+                format!(
+                    "server `{name}`: writable `{folder}` must be a folder given as an absolute path or `~/...`, without `..`, and not `/` or the home folder itself"
+                ),
+            ));
+        }
+    }
+    let network = raw.network.unwrap_or_else(|| {
+        rules
+            .iter()
+            .any(|rule: &ToolRule| rule.effects.contains(&Effect::Network))
+    });
+    let confinement = ServerConfinement {
+        writable: raw.writable.clone(),
+        network,
+    };
     match endpoint {
         Some(endpoint) if errors.is_empty() => Ok(ServerConfig {
             name: name.to_owned(),
@@ -369,6 +413,7 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             root: raw.root.map(PathBuf::from),
             rules,
             agent,
+            confinement,
         }),
         _ => Err(errors),
     }
@@ -742,6 +787,26 @@ effects = ["read"]
     }
 
     #[test]
+    fn a_server_may_reach_the_network_as_its_entry_or_its_tools_say() {
+        let config = ServersConfig::parse(&file(
+            "[servers.a]\ncommand = \"x\"\nwritable = [\"~/.npm\", \"/var/cache/a\"]\n\
+             [servers.b]\ncommand = \"x\"\n[servers.b.tools.fetch]\neffects = [\"network\"]\n\
+             [servers.c]\ncommand = \"x\"\nnetwork = true\n",
+        ))
+        .unwrap();
+        let a = &config.server("a").unwrap().confinement;
+        assert_eq!(
+            (a.writable.as_slice(), a.network),
+            (
+                ["~/.npm".to_owned(), "/var/cache/a".to_owned()].as_slice(),
+                false
+            )
+        );
+        assert!(config.server("b").unwrap().confinement.network);
+        assert!(config.server("c").unwrap().confinement.network);
+    }
+
+    #[test]
     fn an_http_server_and_an_empty_file() {
         let config = ServersConfig::parse(&file(
             "[servers.gh]\nurl = \"https://example.com/mcp\"\nbearer_from = \"GH_TOKEN\"\n",
@@ -773,6 +838,21 @@ effects = ["read"]
                 "`__` separates",
             ),
             ("[servers.a]\n", "1:10", "give `command`"),
+            (
+                "[servers.a]\ncommand = \"x\"\nwritable = [\"cache\"]\n",
+                "1:10",
+                "writable `cache` must be a folder given as an absolute path",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nwritable = [\"~/../etc\"]\n",
+                "1:10",
+                "without `..`",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\nwritable = [\"/\"]\n",
+                "1:10",
+                "not `/` or the home folder",
+            ),
             (
                 "[servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n",
                 "1:10",

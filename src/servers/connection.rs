@@ -2,8 +2,9 @@
 //! listed within the server's start timeout, or an error that says why.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -20,6 +21,8 @@ use super::config::{Endpoint, ServerConfig};
 use super::guard::GUARD_SUBCOMMAND;
 use super::ordered::{self, Arrivals, InOrder};
 use super::pins::{definition_hash, pinned_definition};
+use crate::confine::Plan;
+use crate::facts::{BUILTIN_PATH_CLASSES, PathClasses};
 
 #[derive(Debug, Error)]
 pub(super) enum ConnectError {
@@ -33,6 +36,8 @@ pub(super) enum ConnectError {
     Initialize(String),
     #[error("the server did not list its tools: {0}")]
     List(String),
+    #[error("the server cannot be confined: {0}")]
+    Confine(String),
 }
 
 /// The variables a downstream inherits from portcullis: enough to find
@@ -93,7 +98,8 @@ impl Connection {
                 env,
                 env_from,
             } => {
-                let transport = spawn(&server.name, folder, command, args, env, env_from)?;
+                let plan = server_plan(server, folder)?;
+                let transport = spawn(&server.name, folder, &plan, command, args, env, env_from)?;
                 let transport = InOrder::new(transport, arrivals.clone());
                 start(client, transport, server.start_timeout).await
             }
@@ -166,21 +172,66 @@ where
     .map_err(|_| ConnectError::StartTimeout(timeout))?
 }
 
-/// Starts a stdio server under the guard, in `folder`, with only the
-/// environment it is given.
+/// The confinement of a stdio server started in `folder`: writes beneath
+/// it and the folders its entry names, secrets covered (the built-in
+/// secret class, the floor every team's table keeps), VCS metadata
+/// read-only, the network as its entry says.
+fn server_plan(server: &ServerConfig, folder: &Path) -> Result<Plan, ConnectError> {
+    if crate::confine::landlock_abi() == 0 {
+        return Err(ConnectError::Confine(
+            crate::confine::ConfineError::NoLandlock.to_string(),
+        ));
+    }
+    static SECRETS: OnceLock<Option<PathClasses>> = OnceLock::new();
+    let secrets = SECRETS
+        .get_or_init(|| PathClasses::parse("path_classes.toml", BUILTIN_PATH_CLASSES).ok())
+        .as_ref()
+        .ok_or_else(|| ConnectError::Confine("the built-in path classes do not load".into()))?;
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let writable = server
+        .confinement
+        .writable
+        .iter()
+        .map(|folder| match (folder.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => Ok(home.join(rest)),
+            (Some(_), None) => Err(ConnectError::Confine(format!(
+                "writable `{folder}` names the home folder, and HOME is not set"
+            ))),
+            (None, _) => Ok(PathBuf::from(folder)),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let root = std::fs::canonicalize(folder)
+        .map_err(|err| ConnectError::Confine(format!("its root {}: {err}", folder.display())))?;
+    Ok(Plan::for_server(
+        &root,
+        &writable,
+        server.confinement.network,
+        secrets,
+        home.as_deref(),
+    ))
+}
+
+/// Starts a stdio server under the guard, confined by `plan`, in
+/// `folder`, with only the environment it is given.
 fn spawn(
     name: &str,
     folder: &Path,
+    plan: &Plan,
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
     env_from: &BTreeMap<String, String>,
 ) -> Result<TokioChildProcess, ConnectError> {
     let guard = std::env::current_exe().map_err(ConnectError::Spawn)?;
+    let plan = serde_json::to_string(plan).map_err(|err| ConnectError::Confine(err.to_string()))?;
     let mut cmd = tokio::process::Command::new(guard);
     cmd.arg(GUARD_SUBCOMMAND)
         .arg("--parent")
         .arg(std::process::id().to_string())
+        .arg("--confine")
+        .arg(plan)
         .arg("--")
         .arg(command)
         .args(args)

@@ -13,19 +13,33 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, getppid, kill_process_group};
 
+use crate::confine::Plan;
+
 /// The hidden subcommand that runs the guard.
 pub const GUARD_SUBCOMMAND: &str = "__downstream-guard";
 
 /// How long the server's group gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(3);
 
+/// The exit code of a guard whose server could not be confined.
+pub const NOT_CONFINED: u8 = 3;
+
 /// Runs `command` under the guard until it exits or the guard is stopped;
-/// returns the server's exit code (1 if it could not start or was killed).
-pub fn run_guard(parent: u32, command: &[String]) -> u8 {
+/// returns the server's exit code (1 if it could not start or was killed,
+/// [`NOT_CONFINED`] if `plan` could not be applied). The guard confines
+/// itself first, single-threaded, so the server and everything it starts
+/// inherit the confinement.
+pub fn run_guard(parent: u32, plan: Option<&Plan>, command: &[String]) -> u8 {
     let Some((program, args)) = command.split_first() else {
         eprintln!("portcullis guard: no command");
         return 1;
     };
+    if let Some(plan) = plan
+        && let Err(err) = crate::confine::apply(plan, crate::confine::landlock_abi())
+    {
+        eprintln!("portcullis guard: the server cannot be confined: {err}");
+        return NOT_CONFINED;
+    }
     if let Err(err) = rustix::process::set_parent_process_death_signal(Some(Signal::TERM)) {
         eprintln!("portcullis guard: cannot follow the parent's death: {err}");
         return 1;

@@ -32,7 +32,7 @@ pub use config::{
 };
 pub use drift::{Drift, DriftKind, drift};
 pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus, UpstreamRelay, UpstreamRequest};
-pub use guard::{GUARD_SUBCOMMAND, run_guard};
+pub use guard::{GUARD_SUBCOMMAND, NOT_CONFINED, run_guard};
 pub use pins::{LOCK_VERSION, Pin, ServersLock, definition_hash, pinned_definition};
 
 use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, SERVERS_FILE, tier_entities};

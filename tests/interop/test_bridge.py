@@ -47,6 +47,7 @@ env = {{ EVENTS = "{events}" }}
 kind = "agent"
 preset = "codex"
 timeout = "60s"
+writable = ["{setup.base}"]
 """)
     (setup.base / "policies" / "20_allowlist.cedar").write_text(ALLOW_BRIDGE)
     subprocess.run([BIN, "servers", "pin", "--root", str(setup.root), *policy_flags(setup)], check=True, capture_output=True)

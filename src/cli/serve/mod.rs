@@ -490,6 +490,26 @@ pub(super) fn set_cache(store: &StoreArgs) -> Option<SetCache> {
         .map(SetCache::new)
 }
 
+/// The audit log of a process that decides once (a hook, `exec`): its
+/// path, opened at its end with the checkpoint key, with the policy set's
+/// snapshot stored beside it so every record replays.
+pub(super) fn audit_for_one_decision(
+    store: &StoreArgs,
+    given: Option<&std::path::Path>,
+    bundle: &PolicyBundle,
+) -> anyhow::Result<(PathBuf, Arc<AuditLog>)> {
+    let path = audit_path(given)?;
+    let signer = signer_for(store, &path)?;
+    let log = Arc::new(AuditLog::open_at_end(
+        &path,
+        Some(signer),
+        Arc::new(SystemClock),
+    )?);
+    crate::audit::store_snapshot(&crate::audit::snapshots_dir(&path), bundle)
+        .context("the policy snapshot cannot be stored beside the audit log")?;
+    Ok((path, log))
+}
+
 /// The checkpoint key, kept with the token store and never in the log's
 /// folder: whoever can write the log must not be able to read it.
 pub(super) fn signer_for(store: &StoreArgs, audit: &std::path::Path) -> anyhow::Result<Signer> {
