@@ -329,6 +329,9 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
             if kind(node) == Kind::Word && text(node, source).contains('\n') {
                 return false;
             }
+            if kind(node) == Kind::Command && splits_a_word(node) {
+                return false;
+            }
         }
         if cursor.goto_first_child() || cursor.goto_next_sibling() {
             continue;
@@ -342,6 +345,26 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
             }
         }
     }
+}
+
+/// Whether the grammar made two words of what bash reads as one: bash
+/// splits words only at blanks (and before a redirect), so two words of a
+/// command with nothing between them are one word to bash (`sort a]\]b`
+/// passes `a]]b`, where the grammar reads `a]` and `]b`).
+fn splits_a_word(command: Node<'_>) -> bool {
+    let mut cursor = command.walk();
+    let words: Vec<Node<'_>> = command
+        .named_children(&mut cursor)
+        .filter(|child| {
+            !matches!(
+                kind(*child),
+                Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
+            )
+        })
+        .collect();
+    words
+        .windows(2)
+        .any(|pair| pair[0].end_byte() == pair[1].start_byte())
 }
 
 /// The node kinds the walk reads, by name. `Node::kind` would look the
@@ -1010,6 +1033,16 @@ mod tests {
         // Every kind listed is a named kind of this grammar.
         let known = known_kind_ids();
         assert!(known.iter().filter(|k| **k).count() >= KNOWN_NODE_KINDS.len());
+    }
+
+    #[test]
+    fn two_words_the_grammar_reads_where_bash_reads_one_are_unparseable() {
+        assert!(parse("sort a]\\]b").unparseable);
+        assert!(parse("ls x]]\\]]#]]y").unparseable);
+        assert!(!parse("sort a\\]b").unparseable);
+        assert!(!parse("echo a>b").unparseable);
+        assert!(!parse("echo c x=1 \"q\"'r'$s 2>&1").unparseable);
+        assert!(!parse("x=1 y=2 env a b").unparseable);
     }
 
     #[test]
