@@ -329,7 +329,7 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
             if kind(node) == Kind::Word && text(node, source).contains('\n') {
                 return false;
             }
-            if kind(node) == Kind::Command && splits_a_word(node) {
+            if kind(node) == Kind::Command && reads_words_otherwise(node, source) {
                 return false;
             }
         }
@@ -347,24 +347,30 @@ fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
     }
 }
 
-/// Whether the grammar made two words of what bash reads as one: bash
-/// splits words only at blanks (and before a redirect), so two words of a
-/// command with nothing between them are one word to bash (`sort a]\]b`
-/// passes `a]]b`, where the grammar reads `a]` and `]b`).
-fn splits_a_word(command: Node<'_>) -> bool {
+/// Whether the grammar reads a simple command's words otherwise than
+/// bash. Bash splits words only at blanks (and before a redirect), and
+/// every other byte belongs to a word or a redirect; so two words with
+/// nothing between them are one word to bash (`sort a]\\]b` passes
+/// `a]]b`, where the grammar reads `a]` and `]b`), and anything but blanks
+/// between two parts is a part the grammar dropped (`echo \\ d` passes
+/// ` d`, where the grammar reads `d`).
+fn reads_words_otherwise(command: Node<'_>, source: &str) -> bool {
     let mut cursor = command.walk();
-    let words: Vec<Node<'_>> = command
-        .named_children(&mut cursor)
-        .filter(|child| {
-            !matches!(
-                kind(*child),
-                Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
-            )
-        })
-        .collect();
-    words
-        .windows(2)
-        .any(|pair| pair[0].end_byte() == pair[1].start_byte())
+    let parts: Vec<Node<'_>> = command.children(&mut cursor).collect();
+    parts.windows(2).any(|pair| {
+        let gap = source
+            .get(pair[0].end_byte()..pair[1].start_byte())
+            .unwrap_or("");
+        let words = |node: Node<'_>| {
+            node.is_named()
+                && !matches!(
+                    kind(node),
+                    Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
+                )
+        };
+        gap.chars().any(|c| c != ' ' && c != '\t')
+            || (gap.is_empty() && words(pair[0]) && words(pair[1]))
+    })
 }
 
 /// The node kinds the walk reads, by name. `Node::kind` would look the
@@ -1043,6 +1049,10 @@ mod tests {
         assert!(!parse("echo a>b").unparseable);
         assert!(!parse("echo c x=1 \"q\"'r'$s 2>&1").unparseable);
         assert!(!parse("x=1 y=2 env a b").unparseable);
+        assert!(parse("echo \\ d").unparseable);
+        assert!(parse("awk 'x' \\ 'd  v# 'dfi").unparseable);
+        assert!(!parse("echo a\\ b").unparseable);
+        assert!(!parse("echo a\t b").unparseable);
     }
 
     #[test]
