@@ -143,6 +143,7 @@ fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
             .outcome
     };
     let clean = [
+        "grep -rn src",
         "grep -r TOKEN .",
         "grep -rn TOKEN",
         "rg TOKEN",
@@ -156,6 +157,9 @@ fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
     for command in [
         "grep -r TOKEN .",
         "grep -rn TOKEN",
+        // `src` is the pattern: grep reads `.`, where a folder `src` is.
+        "grep -rn src",
+        "grep -rn src | wc -l",
         "grep -R TOKEN config",
         "egrep -ri token .",
         "rg --hidden TOKEN",

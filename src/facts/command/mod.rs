@@ -311,8 +311,11 @@ fn judge_walks(
                 None => facts.opaque = true,
             }
         }
-        // `grep -r PATTERN` and `rg PATTERN` read the current folder.
-        if folders.is_empty() && scope.operands.len() <= 1 {
+        // `grep -r PATTERN` and `rg PATTERN` read the current folder; with
+        // one operand, it may be the pattern (`grep -rn src` reads `.`,
+        // even where a folder `src` exists) or, after `-e`, a folder: both
+        // are read.
+        if scope.operands.len() <= 1 {
             match paths.resolve(".") {
                 Some(resolved) => folders.push(resolved.canonical),
                 None => facts.opaque = true,
