@@ -153,7 +153,23 @@ fn a_tree_read_whole_is_judged_by_the_secrets_it_holds() {
     for command in clean {
         assert_eq!(decide(command), Outcome::Allow, "{command}");
     }
+    // A listing reaches folder names only: a secret file's name is no
+    // secret, a secret folder (`.ssh`) is listed whole.
+    for command in ["du -sh .", "find . -name x", "ls -R", "tree"] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+    fs::create_dir_all(ws.join("big/.ssh")).unwrap();
+    for command in ["du -sh .", "find . -name x", "ls -R", "tree", "du"] {
+        assert_eq!(decide(command), Outcome::Deny, "{command}");
+    }
+    assert_eq!(decide("ls -la"), Outcome::Allow);
+    fs::remove_dir(ws.join("big/.ssh")).unwrap();
     fs::write(ws.join("config/.env"), "TOKEN=1").unwrap();
+    assert_eq!(
+        decide("du -sh ."),
+        Outcome::Allow,
+        "a secret file's name is listed, not read"
+    );
     for command in [
         "grep -r TOKEN .",
         "grep -rn TOKEN",

@@ -54,6 +54,11 @@ pub struct Walk {
     /// Options whose value is a ripgrep glob: `GLOB` reads only what
     /// matches, `!GLOB` skips it (`rg -g`).
     pub glob_options: HashSet<String>,
+    /// It lists every folder under the folders it is given without being
+    /// asked (`du`, `find`, `tree`): a secret folder in the tree is listed.
+    pub lists: bool,
+    /// Flags that make it list them (`ls -R`).
+    pub list_flags: HashSet<String>,
 }
 
 /// The folders a command reads every file under.
@@ -67,6 +72,9 @@ pub struct WalkScope {
     /// Globs in ripgrep's form that narrow what is read: `GLOB` reads only
     /// what matches, `!GLOB` skips it.
     pub globs: Vec<String>,
+    /// Only the folders' names are read (a listing), not the files in them:
+    /// only a secret folder reached counts.
+    pub names_only: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -149,6 +157,7 @@ impl Description {
         let mut scripts: Vec<&str> = Vec::new();
         let mut in_place = false;
         let mut walking = self.walk.always;
+        let mut listing = self.walk.lists;
         let mut globs = Vec::new();
         let mut everything = !self.walk.visible_only;
         let mut index = 0;
@@ -170,6 +179,11 @@ impl Description {
             }
             if self.walk.flags.contains(word) || self.cluster_holds(word, &self.walk.flags) {
                 walking = true;
+            }
+            if self.walk.list_flags.contains(word)
+                || self.cluster_holds(word, &self.walk.list_flags)
+            {
+                listing = true;
             }
             if self.walk.everything_flags.contains(word)
                 || self.cluster_holds(word, &self.walk.everything_flags)
@@ -239,11 +253,12 @@ impl Description {
                 scan.writes.push(file.to_owned());
             }
         }
-        if walking {
+        if walking || listing {
             scan.walk = Some(WalkScope {
                 operands: operands.iter().map(|o| (*o).to_owned()).collect(),
-                everything,
+                everything: everything || !walking,
                 globs,
+                names_only: !walking,
             });
         }
         if !scan.writes.is_empty() {

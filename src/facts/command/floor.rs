@@ -154,6 +154,8 @@ impl ProgramEntry {
             || !self.output_assignments.is_empty()
             || self.walks
             || !self.walk_flags.is_empty()
+            || self.lists
+            || !self.list_flags.is_empty()
     }
 
     /// Whether this entry, about the same program and subcommands, knows
@@ -170,6 +172,8 @@ impl ProgramEntry {
             && superset(&self.walk_flags, &ours.walk_flags)
             && superset(&self.walk_everything_flags, &ours.walk_everything_flags)
             && (!self.walk_visible_only || ours.walk_visible_only)
+            && (self.lists || !ours.lists)
+            && superset(&self.list_flags, &ours.list_flags)
     }
 
     pub(super) fn effects_text(&self) -> String {
@@ -187,6 +191,10 @@ impl ProgramEntry {
             parts.push("walks".to_owned());
         }
         parts.extend(list("walk_flags", &self.walk_flags));
+        if self.lists {
+            parts.push("lists".to_owned());
+        }
+        parts.extend(list("list_flags", &self.list_flags));
         parts.join("; ")
     }
 }

@@ -314,8 +314,14 @@ fn judge_walks(
         // `grep -r PATTERN` and `rg PATTERN` read the current folder; with
         // one operand, it may be the pattern (`grep -rn src` reads `.`,
         // even where a folder `src` exists) or, after `-e`, a folder: both
-        // are read.
-        if scope.operands.len() <= 1 {
+        // are read. A listing's operands are all folders (`du` alone lists
+        // the current one).
+        let current = if scope.names_only {
+            scope.operands.is_empty()
+        } else {
+            scope.operands.len() <= 1
+        };
+        if current {
             match paths.resolve(".") {
                 Some(resolved) => folders.push(resolved.canonical),
                 None => facts.opaque = true,
@@ -325,6 +331,7 @@ fn judge_walks(
         let whole = walk::reach(
             &folders,
             scope.everything,
+            scope.names_only,
             &scope.globs,
             &mut |path| found.extend(table.classify_word(path)),
             &mut budget,

@@ -755,6 +755,8 @@ fn description(
             only_options: set(entry.walk_only_options),
             skip_options: set(entry.walk_skip_options),
             glob_options: set(entry.walk_glob_options),
+            lists: entry.lists,
+            list_flags: set(entry.list_flags),
         },
     })
 }

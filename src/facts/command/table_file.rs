@@ -113,6 +113,13 @@ pub(super) struct ProgramEntry {
     pub(super) walk_skip_options: Vec<String>,
     #[serde(default)]
     pub(super) walk_glob_options: Vec<String>,
+    /// It lists every folder under the folders it is given (`du`, `find`,
+    /// `tree`): their names, not their files' contents.
+    #[serde(default)]
+    pub(super) lists: bool,
+    /// Flags that make it do so (`ls -R`).
+    #[serde(default)]
+    pub(super) list_flags: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

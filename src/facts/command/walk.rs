@@ -19,11 +19,13 @@ pub const MAX_WALK_ENTRIES: usize = 20_000;
 /// is only stricter. `globs` narrow what is read as ripgrep's
 /// `-g` does (`GLOB` only what matches, `!GLOB` not that); one that does
 /// not compile narrows nothing. `classes_of` adds the classes the rules
-/// give an entry's path; `budget` is what is left of `MAX_WALK_ENTRIES`.
-/// Returns whether the trees were looked through to the end.
+/// give an entry's path (with `folders_only`, a listing's, only a
+/// folder's); `budget` is what is left of `MAX_WALK_ENTRIES`. Returns
+/// whether the trees were looked through to the end.
 pub fn reach(
     folders: &[PathBuf],
     everything: bool,
+    folders_only: bool,
     globs: &[String],
     classes_of: &mut dyn FnMut(&str),
     budget: &mut usize,
@@ -53,6 +55,9 @@ pub fn reach(
             return false;
         }
         *budget -= 1;
+        if folders_only && !entry.path().is_dir() {
+            continue;
+        }
         classes_of(&entry.path().to_string_lossy());
         if entry.path_is_symlink()
             && let Ok(target) = std::fs::canonicalize(entry.path())
@@ -79,6 +84,7 @@ mod tests {
         let whole = reach(
             &[folder.to_path_buf()],
             everything,
+            false,
             &[],
             &mut note,
             &mut budget,
@@ -135,6 +141,7 @@ mod tests {
             reach(
                 &[dir.path().to_path_buf()],
                 true,
+                false,
                 &globs,
                 &mut note,
                 &mut budget,
@@ -170,6 +177,7 @@ mod tests {
         let mut budget = MAX_WALK_ENTRIES;
         assert!(reach(
             &[dir.path().join("src")],
+            false,
             false,
             &[],
             &mut |p| seen.push(p.to_owned()),
