@@ -7,14 +7,6 @@ use clap::Parser;
 use portcullis::cli::{self, Cli, Exit};
 
 fn main() -> ExitCode {
-    // The process `exec` confines before it becomes the command: parsed
-    // alone, so every confined command starts sooner.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|word| word == "__confined")
-    {
-        return ExitCode::from(cli::confined_main().code());
-    }
     let cli = Cli::parse();
     // Logs go to stderr, always: stdout carries command output and, when
     // serving over stdio, nothing but protocol frames.

@@ -1,6 +1,6 @@
 //! `portcullis exec`: decides a command with the gate, as the gate
 //! records it, and runs what was allowed (or approved) confined by the
-//! kernel, recording how it ended. `portcullis __confined` is the fresh
+//! kernel, recording how it ended. `portcullis-confine` is the fresh
 //! process that confines itself and becomes the command.
 //!
 //! Exit codes: the command's own (128 plus the signal that ended it), or
@@ -77,29 +77,27 @@ pub struct ConfinedArgs {
     pub argv: Vec<String>,
 }
 
-/// `portcullis __confined ...` parsed on its own: it runs before every
-/// command `exec` confines, and the whole command line's definition costs
-/// more to build than the confinement does.
+/// `portcullis-confine`'s command line: it runs before every command
+/// `exec` confines.
 #[derive(Debug, clap::Parser)]
-#[command(name = "portcullis __confined")]
+#[command(name = "portcullis-confine")]
 struct ConfinedCommand {
     #[command(flatten)]
     args: ConfinedArgs,
 }
 
-/// Runs `portcullis __confined` from the process's arguments.
+/// Runs `portcullis-confine` from the process's arguments.
 pub fn confined_main() -> Exit {
     use clap::Parser;
-    let words = std::env::args_os()
-        .enumerate()
-        .filter(|(index, _)| *index != 1)
-        .map(|(_, word)| word);
-    confined(&ConfinedCommand::parse_from(words).args)
+    confined(&ConfinedCommand::parse().args)
 }
+
+/// The helper binary `exec` starts: beside this one.
+pub const CONFINE_HELPER: &str = "portcullis-confine";
 
 /// Confines this process and becomes the command; returns only when
 /// either fails.
-pub fn confined(args: &ConfinedArgs) -> Exit {
+fn confined(args: &ConfinedArgs) -> Exit {
     let report = std::fs::OpenOptions::new().write(true).open(&args.report);
     let fail = |why: String| {
         use std::io::Write;
@@ -221,11 +219,17 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         &secret_classes,
         home.as_deref(),
     );
-    let exe = std::env::current_exe().context("cannot tell where this portcullis binary is")?;
+    let exe = std::env::current_exe()
+        .context("cannot tell where this portcullis binary is")?
+        .with_file_name(CONFINE_HELPER);
     let confined = match landlock_abi() {
         0 => Err(LaunchError::NotConfined(
             crate::confine::ConfineError::NoLandlock.to_string(),
         )),
+        _ if !exe.is_file() => Err(LaunchError::NotConfined(format!(
+            "the helper {} is missing: install it beside portcullis",
+            exe.display()
+        ))),
         _ => confine::launch(
             &Launch::Confined {
                 exe: &exe,

@@ -70,10 +70,7 @@ pub enum Command {
     /// approved) confined by the kernel: writes only beneath the root, VCS
     /// metadata read-only, no network unless allowed.
     Exec(exec::ExecArgs),
-    /// Confines itself as `exec` planned and becomes the command (started
-    /// by `exec`).
-    #[command(name = "__confined", hide = true)]
-    Confined(exec::ConfinedArgs),
+
     /// Write the default policies and schema into a folder, for a team to edit.
     Init(init::InitArgs),
     /// Serve MCP over stdio for the client whose token is in PORTCULLIS_TOKEN.
@@ -149,7 +146,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Check(args) => check::run(&args, cli.format),
         Command::Gate(args) => gate::run(&args, cli.format),
         Command::Exec(args) => exec::run(&args),
-        Command::Confined(args) => Ok(exec::confined(&args)),
+
         Command::Init(args) => init::run(&args, cli.format),
         Command::Serve(args) => serve::run(&args),
         Command::Token(command) => token::run(command, cli.format),

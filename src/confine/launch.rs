@@ -14,7 +14,8 @@ use super::Plan;
 
 /// How a command is started.
 pub enum Launch<'a> {
-    /// Through `exe confined` (this binary), which applies the plan.
+    /// Through the helper `exe` (`portcullis-confine`), which applies the
+    /// plan and becomes the command.
     Confined { exe: &'a Path, plan: &'a Plan },
     /// As it is, in `cwd`.
     Unconfined { cwd: &'a Path },
@@ -73,7 +74,6 @@ pub fn launch(how: &Launch<'_>, argv: &[String]) -> Result<Launched, LaunchError
                 .map_err(|err| LaunchError::Report(std::io::Error::other(err)))?;
             let mut command = Command::new(exe);
             command
-                .arg("__confined")
                 .arg("--plan")
                 .arg(plan)
                 .arg("--report")
