@@ -925,9 +925,30 @@ fn ansi_c(body: &str) -> String {
             Some('e' | 'E') => out.push('\u{1b}'),
             Some('f') => out.push('\u{c}'),
             Some('v') => out.push('\u{b}'),
-            Some('x') => out.push(radix(&mut chars, 16, 2)),
-            Some('u') => out.push(radix(&mut chars, 16, 4)),
-            Some('U') => out.push(radix(&mut chars, 16, 8)),
+            Some('\\') => out.push('\\'),
+            Some('\'') => out.push('\''),
+            Some('"') => out.push('"'),
+            Some('?') => out.push('?'),
+            // A hex escape without a digit is kept as written.
+            Some(letter @ ('x' | 'u' | 'U')) => {
+                let digits = match letter {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                match chars.peek().is_some_and(char::is_ascii_hexdigit) {
+                    true => out.push(radix(&mut chars, 16, digits)),
+                    false => {
+                        out.push('\\');
+                        out.push(letter);
+                    }
+                }
+            }
+            // `\cX` is the control character of X.
+            Some('c') => match chars.next() {
+                Some(x) => out.push(char::from_u32(u32::from(x) & 0x1f).unwrap_or('\u{fffd}')),
+                None => out.push_str("\\c"),
+            },
             Some(d @ '0'..='7') => {
                 let mut value = d.to_digit(8).unwrap_or(0);
                 for _ in 0..2 {
@@ -941,7 +962,11 @@ fn ansi_c(body: &str) -> String {
                 }
                 out.push(char::from_u32(value).unwrap_or('\u{fffd}'));
             }
-            Some(other) => out.push(other),
+            // An escape bash does not know keeps its backslash.
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
             None => out.push('\\'),
         }
     }
@@ -981,6 +1006,16 @@ mod tests {
 
     fn lit(words: &[&str]) -> Vec<Option<String>> {
         words.iter().map(|w| Some((*w).to_owned())).collect()
+    }
+
+    #[test]
+    fn ansi_c_strings_decode_as_bash_decodes_them() {
+        assert_eq!(ansi_c(r"\x72m"), "rm");
+        assert_eq!(ansi_c(r"a\Tb"), r"a\Tb");
+        assert_eq!(ansi_c(r"1\uuu"), r"1\uuu");
+        assert_eq!(ansi_c(r"\xg"), r"\xg");
+        assert_eq!(ansi_c(r"\u0041\U00000042"), "AB");
+        assert_eq!(ansi_c(r"\cA\\\'\?"), "\u{1}\\'?");
     }
 
     #[test]
