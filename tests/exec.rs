@@ -434,8 +434,9 @@ fn a_command_the_hook_lets_through_cannot_escape_when_claude_code_runs_it() {
     assert_eq!(output["permissionDecision"], "allow");
     let run = ws.run_as_claude_code(output["updatedInput"]["command"].as_str().unwrap());
     assert!(run.stdout.contains("ran"), "{run:?}");
-    assert!(run.stderr.contains("Read-only file system"), "{run:?}");
-    assert!(!ws.outside.join("x").exists());
+    // Refused, or (a checkout under `/tmp`) written into the command's
+    // private `/tmp`, gone with it: either way nothing outside changed.
+    assert!(!ws.outside.join("x").exists(), "{run:?}");
     // Turned off for the project: no rewrite, and the decision says so.
     let output = ws.hook(&["--no-confine"], &bash_event(&ws.root, "ls"));
     assert_eq!(output["permissionDecision"], "allow");
@@ -474,8 +475,11 @@ fn credentials_outside_the_root_cannot_be_read_by_a_command_judged_to_read_none(
     let run = run_with_stdin(command, b"");
     assert_eq!(run.code, 0, "{run:?}");
     assert!(!run.stdout.contains("SECRET"), "{run:?}");
-    assert!(
-        run.stdout.contains("PLAIN-PROFILE"),
-        "the rest is readable: {run:?}"
-    );
+    // A home under `/tmp` is behind the command's private `/tmp`.
+    if !home.starts_with("/tmp") {
+        assert!(
+            run.stdout.contains("PLAIN-PROFILE"),
+            "the rest is readable: {run:?}"
+        );
+    }
 }
