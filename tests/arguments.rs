@@ -98,16 +98,24 @@ fn ticket_definition() -> Value {
 }
 
 /// A tree with the argument policies and a pinned `tickets` server whose
-/// `assignee.token` is redacted.
+/// arguments are all visible but `assignee.token`, which is redacted.
 fn tree() -> Tree {
+    tree_showing("visible = \"all\"\n")
+}
+
+/// The same tree, the `create_ticket` entry saying `shown` of what it
+/// shows policies.
+fn tree_showing(shown: &str) -> Tree {
     let tree = Tree::new();
     tree.write_policy("20_allowlist.cedar", ARGUMENT_POLICIES);
     fs::write(
         tree.policies().join("servers.toml"),
-        "[servers.tickets]\ncommand = \"tickets-mcp\"\n\n\
-         [servers.tickets.tools.\"create_ticket\"]\neffects = [\"write\", \"network\"]\n\
-         redact = [\"assignee.token\"]\n\
-         not_paths = { target = \"the release a ticket is for, never a file\" }\n",
+        format!(
+            "[servers.tickets]\ncommand = \"tickets-mcp\"\n\n\
+             [servers.tickets.tools.\"create_ticket\"]\neffects = [\"write\", \"network\"]\n\
+             redact = [\"assignee.token\"]\n{shown}\
+             not_paths = {{ target = \"the release a ticket is for, never a file\" }}\n"
+        ),
     )
     .unwrap();
     let mut lock = portcullis::servers::ServersLock::new();
@@ -353,8 +361,30 @@ fn reading_a_redacted_argument_is_refused_with_the_reason() {
     ] {
         let problems = problems_with(&forbid_when(action, condition));
         let help = problems[0]["help"].as_str().unwrap_or_default();
-        assert!(help.contains("redacted"), "{condition}: {problems:?}");
+        assert!(
+            help.contains("recorded only as its SHA-256"),
+            "{condition}: {problems:?}"
+        );
     }
+}
+
+#[test]
+fn an_argument_a_downstream_entry_does_not_make_visible_is_refused_by_name() {
+    let tree = tree_showing("visible = [\"repo\"]\n");
+    let run = tree.run(&["--format", "json", "policy", "validate"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let problems = run.json()["problems"].as_array().unwrap().clone();
+    let said: Vec<&str> = problems.iter().filter_map(|p| p["help"].as_str()).collect();
+    assert_eq!(said.len(), 1, "{problems:?}");
+    assert!(
+        said[0].contains("`priority` of tickets/create_ticket is not visible to policies")
+            && said[0].contains("`visible`"),
+        "{said:?}"
+    );
+    // Named, it is read as any argument is.
+    let shown = tree_showing("visible = [\"repo\", \"priority\"]\n");
+    let run = shown.run(&["policy", "validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
 }
 
 #[test]

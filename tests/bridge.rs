@@ -132,10 +132,10 @@ async fn a_conversation_is_decided_recorded_by_hash_and_replays() {
     let client = connect(&agent.served).await;
     let names = tool_names(&client).await;
     for tool in [
-        "bridge__sessions_list",
-        "bridge__session_get",
-        "bridge__prompt_send",
-        "bridge__prompt_cancel",
+        "sessions_list",
+        "session_get",
+        "prompt_send",
+        "prompt_cancel",
     ] {
         assert!(names.iter().any(|n| n == tool), "{tool} not in {names:?}");
     }
@@ -154,7 +154,7 @@ async fn a_conversation_is_decided_recorded_by_hash_and_replays() {
     assert!(format!("{direct:?}").contains("Unknown tool"), "{direct:?}");
 
     let prompt = "the secret plan, in words";
-    let first = call(&client, "bridge__prompt_send", json!({"prompt": prompt})).await;
+    let first = call(&client, "prompt_send", json!({"prompt": prompt})).await;
     assert_ne!(first.is_error, Some(true), "{first:?}");
     let session_id = structured(&first)["session_id"]
         .as_str()
@@ -164,7 +164,7 @@ async fn a_conversation_is_decided_recorded_by_hash_and_replays() {
     assert!(reply.starts_with("turn 1 of "), "{reply}");
     let bad = client
         .call_tool(
-            CallToolRequestParams::new("bridge__session_get").with_arguments(
+            CallToolRequestParams::new("session_get").with_arguments(
                 json!({"session_id": "../../etc/passwd"})
                     .as_object()
                     .unwrap()
@@ -244,9 +244,9 @@ async fn the_bridge_is_hidden_by_the_empty_allowlist_and_prompt_send_needs_the_a
 
     let readonly = Agent::new(ALLOW_BRIDGE, "readonly");
     let client = connect(&readonly.served).await;
-    let listed = call(&client, "bridge__sessions_list", json!({})).await;
+    let listed = call(&client, "sessions_list", json!({})).await;
     assert_eq!(structured(&listed), json!({"sessions": []}));
-    let refused = call(&client, "bridge__prompt_send", json!({"prompt": "hi"})).await;
+    let refused = call(&client, "prompt_send", json!({"prompt": "hi"})).await;
     assert_eq!(refused.is_error, Some(true));
     assert_eq!(structured(&refused)["reason_code"], "missing_capability");
     assert_eq!(
@@ -265,7 +265,7 @@ async fn the_bridge_is_hidden_by_the_empty_allowlist_and_prompt_send_needs_the_a
         "paired",
     );
     let client = connect(&asking.served).await;
-    let asked = call(&client, "bridge__prompt_send", json!({"prompt": "hi"})).await;
+    let asked = call(&client, "prompt_send", json!({"prompt": "hi"})).await;
     assert_eq!(structured(&asked)["reason_code"], "approval_unavailable");
     client.cancel().await.unwrap();
 }
@@ -277,7 +277,7 @@ fn a_turn_in_flight_when_portcullis_is_killed_is_interrupted_at_the_next_start()
     session.initialize();
     session.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "bridge__prompt_send", "arguments": {"prompt": "a slow job"}}})
+            "params": {"name": "prompt_send", "arguments": {"prompt": "a slow job"}}})
         .to_string(),
     );
     let log = agent.served.audit_log();
@@ -301,7 +301,7 @@ fn a_turn_in_flight_when_portcullis_is_killed_is_interrupted_at_the_next_start()
     session.initialize();
     session.send(
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "bridge__sessions_list", "arguments": {}}})
+            "params": {"name": "sessions_list", "arguments": {}}})
         .to_string(),
     );
     let listed = loop {
@@ -377,7 +377,7 @@ async fn the_real_codex_mcp_server_is_pinned_and_a_prompt_without_a_key_fails_cl
     );
 
     let client = connect(&served).await;
-    let sent = call(&client, "bridge__prompt_send", json!({"prompt": "say hi"})).await;
+    let sent = call(&client, "prompt_send", json!({"prompt": "say hi"})).await;
     assert_eq!(sent.is_error, Some(true), "{sent:?}");
     let body = structured(&sent);
     assert_eq!(body["reason_code"], "tool_failed", "{body}");
@@ -386,7 +386,7 @@ async fn the_real_codex_mcp_server_is_pinned_and_a_prompt_without_a_key_fails_cl
         !body.to_string().contains("PORTCULLIS_TEST_UNSET_KEY"),
         "the agent's own error text stays behind: {body}"
     );
-    let listed = call(&client, "bridge__sessions_list", json!({})).await;
+    let listed = call(&client, "sessions_list", json!({})).await;
     assert_eq!(structured(&listed)["sessions"][0]["state"], "failed");
     client.cancel().await.unwrap();
     let outcome = served

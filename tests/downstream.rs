@@ -85,6 +85,7 @@ command = "{everything}"
 [servers.everything.tools."{{echo,trigger-long-running-operation,get-structured-content,trigger-elicitation-request}}"]
 effects = ["read"]
 not_paths = {{ location = "the city get-structured-content reports the weather of" }}
+visible = ["message"]
 
 [servers.py]
 command = "sh"
@@ -92,6 +93,10 @@ args = ["-c", "sleep 1000 & echo $! > {sleeper}; {python} {script}; exit $?"]
 env = {{ EVENTS = "{events}", PIDFILE = "{pidfile}", DESCRIPTION = "{description}" }}
 timeout = "60s"
 writable = ["{state}"]
+
+[servers.py.tools.note]
+effects = ["write"]
+paths = {{ path = "write" }}
 
 [servers.py.tools."*"]
 effects = ["read"]
@@ -436,7 +441,7 @@ fn a_downstream_write_asks_a_human_through_portcullis_then_is_forwarded() {
     session.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "tool_call", "arguments": {"name": "files__write_file",
-            "arguments": {"path": target, "content": "approved\n"}}}})
+            "arguments": {"path": target, "content": "approved: a7c3e9 kept out of the log\n"}}}})
         .to_string(),
     );
     let asked = loop {
@@ -466,7 +471,10 @@ fn a_downstream_write_asks_a_human_through_portcullis_then_is_forwarded() {
         }
     };
     assert_ne!(answer["result"]["isError"], true, "{answer}");
-    assert_eq!(fs::read_to_string(&target).unwrap(), "approved\n");
+    assert_eq!(
+        fs::read_to_string(&target).unwrap(),
+        "approved: a7c3e9 kept out of the log\n"
+    );
     // tools_list shows the downstream tools as data.
     let listed = call(&mut session, 2, "tools_list", json!({}));
     let names = listed["result"]["structuredContent"]["tools"].to_string();
@@ -480,6 +488,13 @@ fn a_downstream_write_asks_a_human_through_portcullis_then_is_forwarded() {
         .find(|r| r["body"]["resource"] == "files/write_file" && r["body"]["approved"] == true)
         .expect("the approved decision");
     assert_eq!(approved["body"]["decision"], "allow", "{approved}");
+    // The README's servers.toml names no argument visible: the path is
+    // recorded (it is judged), the content only as its SHA-256.
+    let input = &approved["body"]["facts"]["input"];
+    assert_eq!(input["values"], json!({"path": target}), "{input}");
+    assert!(input["redacted"]["content"].is_string(), "{input}");
+    let log = fs::read_to_string(proxy.served.audit_log()).unwrap();
+    assert!(!log.contains("a7c3e9"), "the content reached the log");
 }
 
 #[test]

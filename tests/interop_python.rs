@@ -78,5 +78,5 @@ fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras
         (0, 0, 0),
         "{stdout}"
     );
-    assert!(count("tests") >= 56, "tests went missing: {stdout}");
+    assert!(count("tests") >= 140, "tests went missing: {stdout}");
 }

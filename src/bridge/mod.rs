@@ -16,6 +16,7 @@ mod store;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -209,14 +210,19 @@ impl Bridge {
         let (tool, arguments) = self.mapping.request(slot.conversation.as_deref(), &prompt);
         let forwarded = match fleet {
             Some(fleet) => {
-                fleet
-                    .forward(&self.server, &tool, arguments, progress, async {
-                        tokio::select! {
-                            () = stop => {}
-                            () = cancel.cancelled() => {}
-                        }
-                    })
-                    .await
+                let heartbeat = progress.clone();
+                let forwarding = fleet.forward(&self.server, &tool, arguments, progress, async {
+                    tokio::select! {
+                        () = stop => {}
+                        () = cancel.cancelled() => {}
+                    }
+                });
+                // The heartbeat's sender goes with it when the turn ends, so
+                // no progress follows the reply.
+                tokio::select! {
+                    forwarded = forwarding => forwarded,
+                    never = waiting(heartbeat) => match never {},
+                }
             }
             None => Forwarded::Unavailable,
         };
@@ -304,7 +310,12 @@ impl Bridge {
                 Err(Ended::Failed(ToolFailure::Cancelled)),
             ),
             Forwarded::Cancelled => (TurnState::Cancelled, None, None, Err(Ended::Cancelled)),
-            Forwarded::Unavailable => failed(ToolFailure::ServerUnavailable),
+            Forwarded::Unavailable | Forwarded::AgentFailed => {
+                let said = fleet
+                    .map(|f| f.stderr_lines(&self.server))
+                    .unwrap_or_default();
+                failed(ToolFailure::AgentFailed(last_words(&said)))
+            }
             Forwarded::TimedOut => failed(ToolFailure::TimedOut),
             Forwarded::Failed => failed(ToolFailure::Internal),
         }
@@ -333,6 +344,44 @@ impl Bridge {
                 Err(Ended::Failed(ToolFailure::Internal))
             }
         }
+    }
+}
+
+/// How often a turn in flight tells a caller that asked for progress that
+/// it is still waiting for the agent.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// Sends "still waiting" progress every [`HEARTBEAT`] while a turn runs,
+/// when the caller asked for progress; never returns.
+async fn waiting(progress: Option<mpsc::UnboundedSender<Progress>>) -> std::convert::Infallible {
+    let Some(progress) = progress else {
+        return std::future::pending().await;
+    };
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(started + HEARTBEAT, HEARTBEAT);
+    loop {
+        ticks.tick().await;
+        let waited = started.elapsed().as_secs();
+        let note = Progress {
+            done: waited as f64,
+            total: None,
+            message: format!("waiting for the agent's reply ({waited} s)"),
+        };
+        if progress.send(note).is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// What a failed agent last said, for the caller: its last stderr lines.
+fn last_words(said: &[String]) -> String {
+    if said.is_empty() {
+        "it exited or failed and wrote nothing on stderr".to_owned()
+    } else {
+        format!(
+            "it exited or failed; the last lines it wrote on stderr:\n{}",
+            said.join("\n")
+        )
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::records::Trail;
+use super::result_fit::misfit;
 use super::{Approval, Authorized, CallOutcome, Keeper};
 use crate::bridge::{Caller, Ended};
 use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, forwarded_arguments, is_vcs_metadata};
@@ -424,10 +425,26 @@ impl Keeper {
             Forwarded::Result { result, is_error }
                 if !is_error || fleet.passes_errors(tool.server()) =>
             {
-                CallOutcome::Relayed { result, is_error }
+                let output = self
+                    .setting
+                    .registry
+                    .get(tool)
+                    .and_then(|t| t.output.as_ref());
+                match output.and_then(|output| misfit(&result, output)) {
+                    Some(why) => CallOutcome::InvalidResult {
+                        why,
+                        content: fleet
+                            .passes_errors(tool.server())
+                            .then(|| result.get("content").cloned())
+                            .flatten(),
+                    },
+                    None => CallOutcome::Relayed { result, is_error },
+                }
             }
             Forwarded::Result { .. } => CallOutcome::Failed(ToolFailure::Downstream),
-            Forwarded::Unavailable => CallOutcome::Failed(ToolFailure::ServerUnavailable),
+            Forwarded::Unavailable | Forwarded::AgentFailed => {
+                CallOutcome::Failed(ToolFailure::ServerUnavailable)
+            }
             Forwarded::TimedOut => CallOutcome::Failed(ToolFailure::TimedOut),
             Forwarded::Failed => CallOutcome::Failed(ToolFailure::Internal),
             Forwarded::Cancelled => CallOutcome::Cancelled,
@@ -456,6 +473,11 @@ impl Keeper {
             CallOutcome::Failed(failure) => {
                 ("failed", Some(failure.to_string()), Some(failure.code()))
             }
+            CallOutcome::InvalidResult { why, .. } => (
+                "failed",
+                Some(why.clone()),
+                Some(ToolFailure::DownstreamInvalidResult.code()),
+            ),
             _ => ("cancelled", stopped.map(str::to_owned), None),
         };
         let truncated = match outcome {

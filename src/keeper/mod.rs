@@ -20,6 +20,7 @@ mod question;
 mod reason;
 mod records;
 mod relay;
+mod result_fit;
 mod sink;
 
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use authorized::Authorized;
 pub use harness::{HarnessCall, HarnessVerdict};
-pub use reason::ReasonCode;
+pub use reason::{ReasonCode, refusal_schema};
 pub use sink::{Appending, AuditSink};
 
 use crate::approval::{Grant, action_digest};
@@ -44,7 +45,8 @@ use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
 use crate::pdp::{Cause, Decision, Engine, Outcome, Query, ToolAction};
 use crate::servers::{Fleet, ToolStatus};
 use crate::tools::{
-    BUILTIN_SERVER, BridgeTool, RegisteredTool, Registry, Runner, ToolFailure, ToolId, ToolSpec,
+    BRIDGE_SERVER, BUILTIN_SERVER, BridgeTool, RegisteredTool, Registry, Runner, ToolFailure,
+    ToolId, ToolSpec,
 };
 
 /// The authenticated client a keeper serves.
@@ -119,6 +121,10 @@ pub enum CallOutcome {
     /// A downstream server ran the tool: its result, passed on as it came
     /// (an error result only where the server passes errors).
     Relayed { result: Value, is_error: bool },
+    /// A downstream server's result that does not fit the output schema
+    /// its tool declares: why, and its content blocks when the server
+    /// passes errors on.
+    InvalidResult { why: String, content: Option<Value> },
     /// The caller cancelled; nothing is sent back.
     Cancelled,
 }
@@ -314,7 +320,9 @@ impl Keeper {
     /// The name a client calls a tool by: its bare name for built-in tools,
     /// `server__name` for others.
     pub fn mcp_name(spec: &ToolSpec) -> String {
-        if spec.id.server() == BUILTIN_SERVER {
+        // The bridge's tools keep the names the seed gives them
+        // (`prompt_send`, ...): one agent per set, so they are unambiguous.
+        if spec.id.server() == BUILTIN_SERVER || spec.id.server() == BRIDGE_SERVER {
             spec.id.name().to_owned()
         } else {
             format!("{}__{}", spec.id.server(), spec.id.name())
@@ -325,16 +333,24 @@ impl Keeper {
     /// tools are decided for the hook, never served: a client naming one
     /// finds no such tool.
     fn tool_named(&self, name: &str) -> Option<&RegisteredTool> {
-        // `server__tool` (a server name never holds `__`), or a built-in
-        // tool's bare name: one lookup, however many tools servers add.
-        let id = match name.split_once("__") {
-            Some((server, tool)) => ToolId::new(server, tool),
-            None => ToolId::new(BUILTIN_SERVER, name),
+        // `server__tool` (a server name never holds `__`), or a built-in or
+        // bridge tool's bare name: a lookup or two, however many tools
+        // servers add.
+        let found = match name.split_once("__") {
+            Some((server, tool)) => self.setting.registry.get(&ToolId::new(server, tool)),
+            None => self
+                .setting
+                .registry
+                .get(&ToolId::new(BUILTIN_SERVER, name))
+                .or_else(|| self.setting.registry.get(&ToolId::new(BRIDGE_SERVER, name))),
         };
-        self.setting
-            .registry
-            .get(&id)
-            .filter(|tool| Self::is_served(tool) && Self::mcp_name(&tool.spec) == name)
+        found.filter(|tool| Self::is_served(tool) && Self::mcp_name(&tool.spec) == name)
+    }
+
+    /// Whether a tool of this name is one this keeper serves, whoever may
+    /// discover it.
+    pub fn serves(&self, name: &str) -> bool {
+        self.tool_named(name).is_some()
     }
 
     fn is_served(tool: &RegisteredTool) -> bool {

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::pdp::Cause;
 
@@ -106,6 +107,32 @@ impl fmt::Display for ReasonCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The shape of every refusal and failure body a client is sent
+/// (`mcp::errors` builds them), which every advertised output schema
+/// admits beside the tool's own result.
+pub fn refusal_schema() -> Value {
+    let codes: Vec<&str> = ReasonCode::ALL.iter().map(|code| code.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "decision": {"enum": ["allow", "ask", "deny"]},
+            "reason_code": {"enum": codes},
+            "reason": {"type": "string"},
+            "policies": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                    "required": ["id"]
+                }
+            },
+            "missing_capabilities": {"type": "array", "items": {"type": "string"}},
+            "failure": {"type": "string"}
+        },
+        "required": ["reason_code", "reason"]
+    })
 }
 
 #[cfg(test)]

@@ -4,12 +4,14 @@
 //! should read is an `isError` result with a stable [`ReasonCode`].
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, CallToolResult, InputRequiredResult};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, InputRequiredResult, ResultType,
+};
 use serde_json::{Value, json};
 
 use super::approvals::input_requests;
 use crate::approval::Reply;
-use crate::keeper::{CallOutcome, ReasonCode};
+use crate::keeper::{CallOutcome, ReasonCode, refusal_schema};
 use crate::pdp::{Cause, Decision};
 use crate::tools::ToolFailure;
 
@@ -51,30 +53,6 @@ pub fn listing_unrecorded() -> ErrorData {
 /// reason.
 pub fn output_schema(success: &Value) -> Value {
     json!({"type": "object", "anyOf": [success, refusal_schema()]})
-}
-
-/// The shape of every refusal and failure body built below.
-fn refusal_schema() -> Value {
-    let codes: Vec<&str> = ReasonCode::ALL.iter().map(|code| code.as_str()).collect();
-    json!({
-        "type": "object",
-        "properties": {
-            "decision": {"enum": ["allow", "ask", "deny"]},
-            "reason_code": {"enum": codes},
-            "reason": {"type": "string"},
-            "policies": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
-                    "required": ["id"]
-                }
-            },
-            "missing_capabilities": {"type": "array", "items": {"type": "string"}},
-            "failure": {"type": "string"}
-        },
-        "required": ["reason_code", "reason"]
-    })
 }
 
 /// Maps what the approval flow answered to the MCP answer.
@@ -129,9 +107,12 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
         }
         CallOutcome::Completed(output) => Ok(CallToolResult::structured(output).into()),
         CallOutcome::Relayed { result, .. } => Ok(relayed(result)),
+        CallOutcome::InvalidResult { why, content } => Ok(invalid_result(why, content)),
         CallOutcome::Failed(failure) => {
             let code = match failure {
-                ToolFailure::ServerUnavailable => ReasonCode::ServerUnavailable,
+                ToolFailure::ServerUnavailable
+                | ToolFailure::AgentUnavailable
+                | ToolFailure::AgentFailed(_) => ReasonCode::ServerUnavailable,
                 _ => ReasonCode::ToolFailed,
             };
             Ok(CallToolResult::structured_error(json!({
@@ -146,11 +127,17 @@ pub fn to_response(outcome: CallOutcome) -> Option<Result<CallToolResponse, Erro
     Some(response)
 }
 
-/// A downstream server's result, passed on as it came. One that does not
-/// read back as a result (it did when the server sent it) is a failure.
+/// A downstream server's result, passed on as it came, in the shape of the
+/// era the client speaks: a server of the 2025 era sends no `resultType`,
+/// which a 2026-07-28 client requires (rmcp takes it off again for a
+/// client of the 2025 era). One that does not read back as a result (it
+/// did when the server sent it) is a failure.
 fn relayed(result: Value) -> CallToolResponse {
     match serde_json::from_value::<CallToolResult>(result) {
-        Ok(result) => result.into(),
+        Ok(mut result) => {
+            result.result_type = Some(ResultType::COMPLETE);
+            result.into()
+        }
         Err(err) => {
             tracing::warn!(error = %err, "a relayed result could not be read back");
             CallToolResult::structured_error(json!({
@@ -161,6 +148,22 @@ fn relayed(result: Value) -> CallToolResponse {
             .into()
         }
     }
+}
+
+/// A downstream result that does not fit its tool's output schema: a
+/// failure the client can read, naming the misfit, with the server's own
+/// content blocks after it when the server passes errors on.
+fn invalid_result(why: String, content: Option<Value>) -> CallToolResponse {
+    let mut result = CallToolResult::structured_error(json!({
+        "reason_code": ReasonCode::ToolFailed,
+        "failure": ToolFailure::DownstreamInvalidResult.code(),
+        "reason": format!("{}: {why}", ToolFailure::DownstreamInvalidResult),
+    }));
+    let kept: Vec<ContentBlock> = content
+        .and_then(|content| serde_json::from_value(content).ok())
+        .unwrap_or_default();
+    result.content.extend(kept);
+    result.into()
 }
 
 /// The answer when a decision could not be recorded: nothing ran.

@@ -19,11 +19,15 @@ use tokio::sync::mpsc;
 use super::approvals;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
-use crate::approval::{Answer, Approvals, Asking, Era, Request};
+use crate::approval::{Answer, Approvals, Asking, Era, Reply, Request};
 use crate::gate::GateAnswer;
 use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
 use crate::pdp::PolicyBundle;
-use crate::tools::{ArgumentValidator, Effect, Progress, RegisteredTool, SchemaError};
+use crate::servers::Surface;
+use crate::tools::{
+    ArgumentValidator, BridgeTool, Effect, Progress, SchemaError, ToolFailure, ToolSpec,
+    bridge_specs,
+};
 
 const TOOLS_LIST: &str = "tools_list";
 const TOOL_CALL: &str = "tool_call";
@@ -55,6 +59,10 @@ pub struct PortcullisServer {
     tool_call_arguments: Arc<ArgumentValidator>,
     no_arguments: Arc<ArgumentValidator>,
     gate_arguments: Arc<ArgumentValidator>,
+    surface: Surface,
+    /// The bridge's tools as the wrappers surface always lists them, agent
+    /// or not.
+    bridge_tools: Arc<[Tool]>,
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -102,10 +110,13 @@ impl PortcullisServer {
         callers: Callers,
         bundle: &PolicyBundle,
         approvals: Arc<Approvals>,
+        surface: Surface,
     ) -> Result<Self, SchemaError> {
         Ok(Self {
             callers,
             approvals,
+            surface,
+            bridge_tools: bridge_specs().iter().map(Self::mcp_tool).collect(),
             resources: policy_resources(bundle).into(),
             tool_call_arguments: Arc::new(ArgumentValidator::compile(&tool_call_schema())?),
             no_arguments: Arc::new(ArgumentValidator::compile(&no_arguments_schema())?),
@@ -116,8 +127,7 @@ impl PortcullisServer {
     /// A tool as clients see it. The annotations come from the effects the
     /// registry declares, never from a downstream's own claims; a tool with
     /// no output schema gets none.
-    fn mcp_tool(tool: &RegisteredTool) -> Tool {
-        let spec = &tool.spec;
+    fn mcp_tool(spec: &ToolSpec) -> Tool {
         let annotations = ToolAnnotations::new()
             .read_only(spec.read_only())
             .destructive(spec.effects.contains(&Effect::Destructive))
@@ -368,11 +378,17 @@ impl ServerHandler for PortcullisServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let keeper = self.keeper(&context)?;
+        let [tools_list, tool_call, gate] = Self::wrappers();
+        if self.surface == Surface::Wrappers {
+            let mut tools = self.bridge_tools.to_vec();
+            tools.extend([tools_list, tool_call]);
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
         let mut tools: Vec<Tool> = keeper
-            .discoverable(&request_id(&context), Self::mcp_tool)
+            .discoverable(&request_id(&context), |tool| Self::mcp_tool(&tool.spec))
             .await
             .map_err(|_| errors::listing_unrecorded())?;
-        tools.extend(Self::wrappers());
+        tools.extend([tools_list, tool_call, gate]);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -384,12 +400,24 @@ impl ServerHandler for PortcullisServer {
         let keeper = self.keeper(&context)?;
         let id = request_id(&context);
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let direct = self.surface == Surface::Direct;
         let (name, arguments) = match request.name.as_ref() {
             TOOLS_LIST => return self.tools_list_call(&keeper, &id, &arguments).await,
-            GATE => return self.gate_call(&keeper, &id, &arguments).await,
             TOOL_CALL => self.unwrapped(&arguments)?,
-            other => (other.to_owned(), arguments),
+            other if direct || BridgeTool::named(other).is_some() => (other.to_owned(), arguments),
+            other => return Err(errors::unknown_tool(other)),
         };
+        if name == GATE {
+            return self.gate_call(&keeper, &id, &arguments).await;
+        }
+        // The wrappers surface lists the bridge's tools agent or not: one
+        // that is listed and cannot run says why, as any tool that exists
+        // and may not run now does.
+        if !direct && BridgeTool::named(&name).is_some() && !keeper.serves(&name) {
+            return errors::reply(Reply::Done(CallOutcome::Failed(
+                ToolFailure::AgentUnavailable,
+            )));
+        }
         let era = match context.protocol_version() {
             Some(version) if !version.has_initialize() => Era::Modern,
             _ => Era::Legacy,

@@ -79,12 +79,11 @@ fn spec_for(
         sha256: definition_hash(definition),
         definition: definition.clone(),
     };
-    let (effects, required_capabilities, path_arguments, redact) = match server.rule_for(name) {
+    let (effects, required_capabilities, path_arguments) = match server.rule_for(name) {
         Some(rule) => (
             rule.effects.clone(),
             rule.required_capabilities.clone(),
             rule.paths.clone(),
-            rule.redact.clone(),
         ),
         // Whatever it does, it does it where its arguments say: each one
         // named like a place is judged as read and written.
@@ -99,9 +98,9 @@ fn spec_for(
                     default: None,
                 })
                 .collect(),
-            Vec::new(),
         ),
     };
+    let redact = server.hashed_arguments(name, &pin.input_schema());
     ToolSpec {
         id: ToolId::new(&server.name, name),
         description: pin.description().to_owned(),

@@ -176,7 +176,7 @@ fn declaration(id: &ToolId, was: &ToolSpec, now: &ToolSpec, found: &mut Vec<Serv
     let fewer = dropped(&was.redact, &now.redact);
     if !fewer.is_empty() {
         say(format!(
-            "no longer redacts {}: recorded in clear",
+            "shows {} to policies: recorded in clear, no longer only as a SHA-256",
             fewer.join(", ")
         ));
     }
@@ -286,6 +286,17 @@ mod tests {
                     "effects = [\"write\", \"destructive\", \"network\"]",
                 ),
                 "may now reach the network",
+            ),
+            (
+                DECLARED.replace(
+                    "paths = { path = \"write\" }",
+                    "paths = { path = \"write\" }\nvisible = [\"content\"]",
+                ),
+                "shows content to policies: recorded in clear",
+            ),
+            (
+                DECLARED.replace("root = \"data\"\n", "root = \"data\"\nvisible = \"all\"\n"),
+                "shows content to policies",
             ),
         ];
         for (new, named) in cases {

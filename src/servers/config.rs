@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 use super::agent::{AgentMapping, MappingFields};
+use super::visible::{RawVisible, Visible};
 use crate::facts::{PathArgument, PathRole};
 use crate::pdp::{Problem, ProblemKind, SourceFile};
 use crate::tools::{BUILTIN_SERVER, Effect, HARNESS_SERVER};
@@ -36,6 +37,30 @@ pub const UNDECLARED_EFFECTS: [Effect; 3] = [Effect::Write, Effect::Network, Eff
 #[derive(Debug, Clone, Default)]
 pub struct ServersConfig {
     pub servers: Vec<ServerConfig>,
+    /// The tools MCP clients are shown, when the team says (`surface =
+    /// "wrappers"`); `serve --surface` overrides it.
+    pub surface: Option<Surface>,
+}
+
+/// The tools `tools/list` shows MCP clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// Every tool the client may discover, by its own name, beside
+    /// `tools_list`, `tool_call` and `gate`.
+    Direct,
+    /// The seed's six, fixed: the bridge's four and `tools_list` and
+    /// `tool_call`; every other tool only through `tool_call`.
+    Wrappers,
+}
+
+impl Surface {
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "direct" => Some(Surface::Direct),
+            "wrappers" => Some(Surface::Wrappers),
+            _ => None,
+        }
+    }
 }
 
 /// One downstream server.
@@ -60,6 +85,9 @@ pub struct ServerConfig {
     /// What a stdio server's confinement lets it do beyond writing beneath
     /// its root.
     pub confinement: ServerConfinement,
+    /// The arguments its tools show policies where their entry does not
+    /// say: none but path arguments without it.
+    pub visible: Option<Visible>,
 }
 
 /// What a stdio server may do beyond the floor of its confinement (writes
@@ -110,6 +138,9 @@ pub struct ToolRule {
     /// Arguments (dotted paths) recorded only as their SHA-256, and never
     /// shown to policies.
     pub redact: Vec<String>,
+    /// The arguments policies may read (and the log holds in clear), when
+    /// the entry says.
+    pub visible: Option<Visible>,
 }
 
 impl ToolRule {
@@ -175,6 +206,23 @@ impl ServersConfig {
             }]
         })?;
         let mut problems = Vec::new();
+        let surface = raw.surface.and_then(|surface| {
+            let named = Surface::named(surface.get_ref());
+            if named.is_none() {
+                problems.push(
+                    Problem::new(
+                        ProblemKind::Servers,
+                        &file.display,
+                        format!(
+                            "surface = \"{}\": expected \"direct\" or \"wrappers\"",
+                            surface.get_ref()
+                        ),
+                    )
+                    .at_offset(&file.text, surface.span().start),
+                );
+            }
+            named
+        });
         let mut servers = Vec::new();
         for (name, server) in raw.servers {
             let at = |offset: usize, message: String| {
@@ -202,7 +250,7 @@ impl ServersConfig {
             ));
         }
         if problems.is_empty() {
-            Ok(Self { servers })
+            Ok(Self { servers, surface })
         } else {
             Err(problems)
         }
@@ -226,6 +274,7 @@ pub(super) fn parsed(text: &str) -> ServersConfig {
 struct RawFile {
     #[serde(default)]
     servers: BTreeMap<Spanned<String>, Spanned<RawServer>>,
+    surface: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -258,6 +307,9 @@ struct RawServer {
     writable: Vec<String>,
     /// Whether a stdio server may reach the network.
     network: Option<bool>,
+    /// The arguments its tools show policies, where their entry does not
+    /// say.
+    visible: Option<RawVisible>,
 }
 
 #[derive(Deserialize)]
@@ -274,6 +326,7 @@ struct RawRule {
     not_paths: BTreeMap<String, String>,
     #[serde(default)]
     redact: Vec<String>,
+    visible: Option<RawVisible>,
 }
 
 /// The `tools` table in file order: the first matching entry wins, so the
@@ -403,6 +456,13 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
         writable: raw.writable.clone(),
         network,
     };
+    let visible = match raw.visible {
+        Some(visible) => visible
+            .check(&format!("server `{name}`"))
+            .map_err(|problem| errors.push((None, problem)))
+            .ok(),
+        None => None,
+    };
     match endpoint {
         Some(endpoint) if errors.is_empty() => Ok(ServerConfig {
             name: name.to_owned(),
@@ -414,6 +474,7 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             rules,
             agent,
             confinement,
+            visible,
         }),
         _ => Err(errors),
     }
@@ -662,12 +723,24 @@ fn check_rule(pattern: &str, raw: RawRule, effects: Vec<Effect>) -> Result<ToolR
             "tools.\"{pattern}\": `{bad}` in `redact` is not an argument name (dotted for a nested one)"
         ));
     }
+    let visible = match raw.visible {
+        Some(visible) => Some(visible.check(&format!("tools.\"{pattern}\""))?),
+        None => None,
+    };
+    if let Some(Visible::Listed(names)) = &visible
+        && let Some(both) = names.iter().find(|name| raw.redact.contains(name))
+    {
+        return Err(format!(
+            "tools.\"{pattern}\": `{both}` is in both visible and redact"
+        ));
+    }
     Ok(ToolRule {
         pattern: pattern.to_owned(),
         matcher,
         effects,
         required_capabilities,
         redact: raw.redact,
+        visible,
         not_paths: raw.not_paths,
         paths: raw
             .paths

@@ -21,6 +21,7 @@ use super::config::{Endpoint, ServerConfig};
 use super::guard::GUARD_SUBCOMMAND;
 use super::ordered::{self, Arrivals, InOrder};
 use super::pins::{definition_hash, pinned_definition};
+use super::stderr_tail::StderrTail;
 use crate::confine::Plan;
 use crate::facts::{BUILTIN_PATH_CLASSES, PathClasses};
 
@@ -83,6 +84,7 @@ impl Connection {
         routes: Routes,
         relay: RelaySlot,
         list_changed: mpsc::UnboundedSender<()>,
+        stderr: &StderrTail,
     ) -> Result<(Self, Session), ConnectError> {
         let (arrivals, routed) = mpsc::unbounded_channel();
         tokio::spawn(ordered::route(routed, routes));
@@ -99,7 +101,16 @@ impl Connection {
                 env_from,
             } => {
                 let plan = server_plan(server, folder)?;
-                let transport = spawn(&server.name, folder, &plan, command, args, env, env_from)?;
+                let child = Child {
+                    name: &server.name,
+                    folder,
+                    plan: &plan,
+                    command,
+                    args,
+                    env,
+                    env_from,
+                };
+                let transport = spawn(&child, stderr)?;
                 let transport = InOrder::new(transport, arrivals.clone());
                 start(client, transport, server.start_timeout).await
             }
@@ -213,17 +224,30 @@ fn server_plan(server: &ServerConfig, folder: &Path) -> Result<Plan, ConnectErro
     ))
 }
 
-/// Starts a stdio server under the guard, confined by `plan`, in
-/// `folder`, with only the environment it is given.
-fn spawn(
-    name: &str,
-    folder: &Path,
-    plan: &Plan,
-    command: &str,
-    args: &[String],
-    env: &BTreeMap<String, String>,
-    env_from: &BTreeMap<String, String>,
-) -> Result<TokioChildProcess, ConnectError> {
+/// A stdio server to start: confined by `plan`, in `folder`, with only
+/// the environment it is given.
+struct Child<'a> {
+    name: &'a str,
+    folder: &'a Path,
+    plan: &'a Plan,
+    command: &'a str,
+    args: &'a [String],
+    env: &'a BTreeMap<String, String>,
+    env_from: &'a BTreeMap<String, String>,
+}
+
+/// Starts a stdio server under the guard. Its stderr goes to the log, line
+/// by line, and its last lines to `stderr`.
+fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<TokioChildProcess, ConnectError> {
+    let Child {
+        name,
+        folder,
+        plan,
+        command,
+        args,
+        env,
+        env_from,
+    } = *child;
     let guard = std::env::current_exe().map_err(ConnectError::Spawn)?;
     let plan = serde_json::to_string(plan).map_err(|err| ConnectError::Confine(err.to_string()))?;
     let mut cmd = tokio::process::Command::new(guard);
@@ -248,16 +272,18 @@ fn spawn(
         let value = std::env::var_os(from).ok_or_else(|| ConnectError::MissingEnv(from.clone()))?;
         cmd.env(name, value);
     }
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
+    let (transport, written) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::piped())
         .spawn()
         .map_err(ConnectError::Spawn)?;
-    if let Some(stderr) = stderr {
+    if let Some(written) = written {
         let name = name.to_owned();
+        let tail = stderr.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
+            let mut lines = BufReader::new(written).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::info!(server = %name, "{line}");
+                tail.push(&line);
             }
         });
     }

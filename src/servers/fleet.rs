@@ -26,6 +26,7 @@ use super::client::{ProgressRoute, RelaySlot, RouteTable, Routes};
 use super::config::{ServerConfig, ServersConfig};
 use super::connection::Connection;
 use super::ordered;
+use super::stderr_tail::StderrTail;
 use crate::facts::Root;
 use crate::tools::Progress;
 
@@ -110,6 +111,10 @@ pub enum Forwarded {
     Failed,
     /// The caller or the service stopped the call; the downstream was told.
     Cancelled,
+    /// An agent wrote an error on stderr while its turn ran: the turn
+    /// would never be answered, so it was stopped (the downstream was
+    /// told).
+    AgentFailed,
 }
 
 /// First and longest wait before a dead server is started again.
@@ -128,6 +133,8 @@ struct Supervised {
     state: RwLock<ServerState>,
     connection: RwLock<Option<Arc<RwLock<Connection>>>>,
     routes: Routes,
+    /// What a stdio server last wrote on stderr, across restarts.
+    stderr: StderrTail,
 }
 
 pub struct Fleet {
@@ -165,6 +172,7 @@ impl Fleet {
                             state: RwLock::new(ServerState::Starting),
                             connection: RwLock::new(None),
                             routes: Arc::new(Mutex::new(RouteTable::default())),
+                            stderr: StderrTail::default(),
                         }),
                     )
                 })
@@ -225,6 +233,7 @@ impl Fleet {
                 Arc::clone(&server.routes),
                 Arc::clone(&self.relay),
                 list_changed,
+                &server.stderr,
             )
             .await;
             let (connection, session) = match connected {
@@ -355,6 +364,14 @@ impl Fleet {
         self.servers.get(server)?.root.as_ref().ok()?.as_ref()
     }
 
+    /// The last lines `server` wrote on stderr, oldest first, sanitized.
+    pub fn stderr_lines(&self, server: &str) -> Vec<String> {
+        self.servers
+            .get(server)
+            .map(|s| s.stderr.lines())
+            .unwrap_or_default()
+    }
+
     /// Whether `server` lets its error results through to the client.
     pub fn passes_errors(&self, server: &str) -> bool {
         self.servers
@@ -418,9 +435,24 @@ impl Fleet {
         }
         let token = handle.progress_token.clone();
         let id = handle.id.clone();
+        // An agent that writes an error while its turn runs will not answer
+        // it: the turn ends at once rather than at the timeout.
+        let agent = supervised.config.agent.is_some();
+        let mut errors = supervised.stderr.errors();
+        errors.mark_unchanged();
+        let troubled = async move {
+            if !agent || errors.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let mut failed = false;
         let answered = tokio::select! {
             answer = handle.await_response() => Some(answer),
             () = stop => None,
+            () = troubled => {
+                failed = true;
+                None
+            }
         };
         // Every step the server sent before its answer is relayed, and none
         // from here on: the route and its sender go before the result is
@@ -434,14 +466,20 @@ impl Fleet {
             routes.by_request.remove(&request);
         }
         let Some(answer) = answered else {
-            let note = CancelledNotificationParam::new(
-                Some(id),
-                Some("cancelled by the caller".to_owned()),
-            );
+            let why = if failed {
+                "the agent reported an error"
+            } else {
+                "cancelled by the caller"
+            };
+            let note = CancelledNotificationParam::new(Some(id), Some(why.to_owned()));
             if let Err(err) = peer.notify_cancelled(note).await {
                 tracing::debug!(server, error = %err, "the cancellation could not be sent");
             }
-            return Forwarded::Cancelled;
+            return if failed {
+                Forwarded::AgentFailed
+            } else {
+                Forwarded::Cancelled
+            };
         };
         match answer {
             Ok(ServerResult::CallToolResult(result)) => {

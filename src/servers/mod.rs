@@ -17,6 +17,8 @@ mod fleet;
 mod guard;
 mod ordered;
 mod pins;
+mod stderr_tail;
+mod visible;
 
 use std::collections::BTreeMap;
 
@@ -28,7 +30,7 @@ pub use client::refused as relay_refused;
 pub use compare::{ServerLoosening, server_loosenings};
 pub use config::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, Endpoint, RESERVED_SERVERS, ServerConfig,
-    ServersConfig, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
+    ServersConfig, Surface, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
 };
 pub use drift::{Drift, DriftKind, drift};
 pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus, UpstreamRelay, UpstreamRequest};

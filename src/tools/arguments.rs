@@ -15,9 +15,9 @@ pub struct ArgumentError {
     pub problems: Vec<String>,
 }
 
-/// An input schema that is not a valid JSON Schema.
+/// An input or output schema that is not a valid JSON Schema.
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("the input schema does not compile: {message}")]
+#[error("the schema does not compile: {message}")]
 pub struct SchemaError {
     message: String,
 }

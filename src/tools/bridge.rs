@@ -34,6 +34,11 @@ impl BridgeTool {
         BridgeTool::PromptCancel,
     ];
 
+    /// The bridge tool of this name, if one is.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             BridgeTool::SessionsList => "sessions_list",

@@ -58,6 +58,10 @@ pub struct RegisteredTool {
     pub spec: ToolSpec,
     pub arguments: ArgumentValidator,
     pub runner: Runner,
+    /// The output schema a result another server sends must fit, for a
+    /// tool with one: portcullis advertises it, so it checks it rather
+    /// than pass on what a client's SDK would throw on.
+    pub output: Option<ArgumentValidator>,
     /// SHA-256 of the definition clients are shown (for a pinned
     /// downstream tool, its pin), named in every decision record.
     pub definition: String,
@@ -157,6 +161,19 @@ impl Registry {
                     source,
                 }
             })?;
+            let relayed = matches!(runner, Runner::Downstream { .. } | Runner::Agent { .. });
+            let output = if relayed && !spec.output_schema.is_null() {
+                let validator =
+                    ArgumentValidator::compile(&spec.output_schema).map_err(|source| {
+                        RegistryError::InvalidSchema {
+                            tool: spec.id.clone(),
+                            source,
+                        }
+                    })?;
+                Some(validator)
+            } else {
+                None
+            };
             let id = spec.id.clone();
             let definition = match &runner {
                 Runner::Downstream {
@@ -179,6 +196,7 @@ impl Registry {
                         spec,
                         arguments,
                         runner,
+                        output,
                         definition,
                     },
                 )

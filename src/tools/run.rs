@@ -111,10 +111,18 @@ pub enum ToolFailure {
     PermissionDenied,
     #[error("the tool's server is not running; try again later")]
     ServerUnavailable,
+    #[error("no agent is configured: servers.toml declares no `kind = \"agent\"` server")]
+    AgentUnavailable,
+    /// The agent exited, or wrote an error while the turn ran: what it
+    /// last wrote on stderr.
+    #[error("the agent cannot answer: {0}")]
+    AgentFailed(String),
     #[error("the tool's server did not answer in time")]
     TimedOut,
     #[error("the tool reported an error")]
     Downstream,
+    #[error("the tool's result does not fit the output schema it declares")]
+    DownstreamInvalidResult,
     #[error("no such session")]
     SessionNotFound,
     #[error("the session has a turn in flight; wait for its reply or cancel it")]
@@ -140,8 +148,10 @@ impl ToolFailure {
             ToolFailure::Cancelled => "cancelled",
             ToolFailure::PermissionDenied => "path_refused",
             ToolFailure::ServerUnavailable => "server_unavailable",
+            ToolFailure::AgentUnavailable | ToolFailure::AgentFailed(_) => "agent_unavailable",
             ToolFailure::TimedOut => "timed_out",
             ToolFailure::Downstream => "downstream_error",
+            ToolFailure::DownstreamInvalidResult => "downstream_invalid_result",
             ToolFailure::SessionNotFound => "session_not_found",
             ToolFailure::SessionBusy => "session_busy",
             ToolFailure::Internal => "internal",

@@ -118,6 +118,7 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
         Callers::PerRequest,
         &world.bundle,
         Arc::clone(&world.approvals),
+        world.surface,
     )?;
     let (listener, signals) = {
         let _entered = world.runtime.enter();

@@ -35,7 +35,7 @@ use arc_swap::ArcSwap;
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
 use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
-use crate::servers::{Fleet, Servers, ServersLock, drift};
+use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
 use http::HttpArgs;
 use reload::{ReloadMode, Reloader, Watched};
 
@@ -88,8 +88,31 @@ pub struct ServeArgs {
     /// token store's folder].
     #[arg(long, env = "PORTCULLIS_SESSIONS", value_name = "FILE")]
     pub sessions: Option<PathBuf>,
+    /// The tools clients are shown: `direct` (every tool the client may
+    /// discover, by its name, beside tools_list, tool_call and gate) or
+    /// `wrappers` (the seed's six: sessions_list, session_get, prompt_send,
+    /// prompt_cancel, tools_list and tool_call; every other tool only
+    /// through tool_call) [default: servers.toml's `surface`, else direct].
+    #[arg(long, env = "PORTCULLIS_SURFACE", value_enum, value_name = "SURFACE")]
+    pub surface: Option<SurfaceArg>,
     #[command(flatten)]
     pub http: HttpArgs,
+}
+
+/// `--surface`, as the command line spells it.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SurfaceArg {
+    Direct,
+    Wrappers,
+}
+
+impl From<SurfaceArg> for Surface {
+    fn from(arg: SurfaceArg) -> Self {
+        match arg {
+            SurfaceArg::Direct => Surface::Direct,
+            SurfaceArg::Wrappers => Surface::Wrappers,
+        }
+    }
 }
 
 /// Where the token store is.
@@ -176,6 +199,8 @@ struct World {
     apply_trust: ApplyTrust,
     watched: Watched,
     reload: ReloadMode,
+    /// The tools clients are shown, fixed at start.
+    surface: Surface,
 }
 
 impl World {
@@ -194,6 +219,11 @@ impl World {
                 return Ok(None);
             }
         };
+        let surface = args
+            .surface
+            .map(Surface::from)
+            .or(servers.config.surface)
+            .unwrap_or(Surface::Direct);
         let root =
             Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
         // One client over stdio sends a message, waits for the answer, sends
@@ -307,6 +337,7 @@ impl World {
             apply_trust,
             watched,
             reload: args.reload,
+            surface,
         }))
     }
 

@@ -37,6 +37,7 @@ pub(super) fn serve(world: World, _args: &ServeArgs) -> anyhow::Result<Exit> {
         Callers::One(Arc::clone(&keeper)),
         &world.bundle,
         Arc::clone(&world.approvals),
+        world.surface,
     )?;
     let serving = crate::mcp::serve_stdio(keeper, handler, signals.first());
     let fields = start.as_object().cloned().unwrap_or_default();

@@ -174,7 +174,13 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
     };
     let deleting = request.method() == Method::DELETE;
     request.extensions_mut().insert(Caller(keeper));
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    // rmcp answers a closed session 202; the SDKs take a closing as done
+    // only on 200 or 204 (the Python SDK prints "Session termination
+    // failed: 202"), and it is done: nothing is left to accept.
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
     match session {
         None => {
             if let Some(opened) = response

@@ -103,12 +103,10 @@ impl ToolTypes {
                 if !crate::servers::exposable(&server.name, name) {
                     continue;
                 }
-                let redact = server
-                    .rule_for(name)
-                    .map(|rule| rule.redact.clone())
-                    .unwrap_or_default();
+                let schema = pin.input_schema();
+                let redact = server.hashed_arguments(name, &schema);
                 let id = ToolId::new(&server.name, name);
-                tools.insert(id.clone(), ToolType::new(id, &pin.input_schema(), redact));
+                tools.insert(id.clone(), ToolType::new(id, &schema, redact));
             }
         }
         Ok(Self { tools })

@@ -29,8 +29,10 @@ pub fn check_reads(policy: &Value, types: &ToolTypes, named_only: bool) -> Optio
             let under = |field: &str| read == field || read.starts_with(&format!("{field}."));
             if let Some(field) = tool.redact.iter().find(|f| under(f)) {
                 reasons.push(format!(
-                    "`context.input.{read}`: `{field}` of {} is redacted (recorded only as its \
-                     SHA-256), so no policy may read it; remove it from `redact` to let policies see it",
+                    "`context.input.{read}`: `{field}` of {} is not visible to policies (recorded \
+                     only as its SHA-256), so no policy may read it; to let policies see it, name it \
+                     in `visible` of the tool's servers.toml entry and not in `redact` (a built-in \
+                     tool's never shows)",
                     tool.id
                 ));
             } else if let Some(hidden) = tool.hidden.iter().find(|h| under(&h.path)) {

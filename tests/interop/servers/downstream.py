@@ -8,6 +8,10 @@ Python SDK: the shapes the reference servers lack.
 - `mutate`: redefines `describe` mid-session and sends tools/list_changed.
 - `crash`: the process exits mid-call.
 - `fail`: returns an error result with a "stack trace".
+- `shaped`: declares an output schema and returns structured content that
+  fits it; `unshaped` declares the same schema and returns only text (as
+  phocinae-mcp 0.2.6's `gate` does).
+- `note`: takes a path and a content, and says how much it was given.
 Its pid is written to PIDFILE at start. With LINGER set it does not exit
 when its stdin closes (a misbehaving server that only a signal stops).
 """
@@ -18,6 +22,8 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
 
 server = MCPServer("portcullis-test-downstream")
 
@@ -63,6 +69,31 @@ def crash() -> str:
 @server.tool(description="Fails with an error that holds internal details.")
 def fail() -> str:
     raise ToolError("Traceback (most recent call last): secret internal path /srv/app/db.py")
+
+
+class Verdict(BaseModel):
+    decision: str
+    reason: str
+
+
+@server.tool(description="Gives a verdict as structured content that fits its output schema.")
+def shaped() -> Verdict:
+    return Verdict(decision="allow", reason="harmless")
+
+
+@server.tool(description="Declares a verdict as its output and returns only text.")
+def unshaped() -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text="allow: harmless")])
+
+
+# The schema is advertised and, published without a model, never checked
+# by the SDK's server: the shape of a server that does not keep its word.
+server._tool_manager.get_tool("unshaped").fn_metadata.output_schema = Verdict.model_json_schema()
+
+
+@server.tool(name="note", description="Takes a note for a file, and says how long it was.")
+def take_note(path: str, content: str) -> str:
+    return f"{len(content)} characters for {path}"
 
 
 if __name__ == "__main__":

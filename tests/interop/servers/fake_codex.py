@@ -9,10 +9,14 @@ Python SDK, for portcullis's agent-bridge tests.
   "started <thread>" and then "cancelled <thread>" to EVENTS.
 - A prompt that holds "fail" ends with an error result that holds
   internal details.
+- A prompt that holds "no-credentials" writes an error on stderr, as Codex
+  without credentials does, and never answers; one that holds "die" writes
+  a last line on stderr and exits.
 Its pid is written to PIDFILE at start.
 """
 
 import os
+import sys
 import uuid
 
 import anyio
@@ -39,6 +43,12 @@ def note(event: str) -> None:
 async def turn(thread: str, prompt: str, ctx: Context) -> Reply:
     threads.setdefault(thread, []).append(prompt)
     await ctx.report_progress(1, 2, "thinking")
+    if "no-credentials" in prompt:
+        print("\x1b[31mERROR\x1b[0m codex_core::client: 401 Unauthorized: no credentials", file=sys.stderr, flush=True)
+        await anyio.sleep_forever()
+    if "die" in prompt:
+        print("the agent gives up: no model configured", file=sys.stderr, flush=True)
+        os._exit(2)
     if "fail" in prompt:
         raise ToolError("Traceback (most recent call last): /srv/agent/secret.py")
     if "slow" in prompt:
