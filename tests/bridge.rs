@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::util::{Served, Session, have, npm_install, portcullis, wait_for_record};
 
-const ALLOW_BRIDGE: &str = r#"
+pub const ALLOW_BRIDGE: &str = r#"
 @id("allow.bridge")
 @reason("test clients may talk to the agent through the bridge")
 permit (
@@ -32,13 +32,13 @@ fn manifest() -> &'static Path {
 
 /// A served setup with the fake agent declared (`kind = "agent"`, preset
 /// codex) and pinned. The agent writes its events to `events`.
-struct Agent {
-    served: Served,
-    events: PathBuf,
+pub struct Agent {
+    pub served: Served,
+    pub events: PathBuf,
 }
 
 impl Agent {
-    fn new(allowlist: &str, tier: &str) -> Self {
+    pub fn new(allowlist: &str, tier: &str) -> Self {
         let served = Served::new(allowlist, tier);
         let events = served.tree.dir.path().join("events.txt");
         fs::write(&events, "").unwrap();
@@ -68,7 +68,7 @@ writable = ["{state}"]
         Self { served, events }
     }
 
-    fn started(&self) -> usize {
+    pub fn started(&self) -> usize {
         fs::read_to_string(&self.events)
             .unwrap_or_default()
             .lines()
@@ -77,7 +77,7 @@ writable = ["{state}"]
     }
 }
 
-fn pin(served: &Served) {
+pub fn pin(served: &Served) {
     let root = served.root.path().display().to_string();
     let mut args = vec!["servers", "pin", "--root", root.as_str()];
     let flags = served.tree.flags();

@@ -174,13 +174,29 @@ pub async fn modern(
     token: &str,
     id: i64,
     method: &str,
-    mut params: Value,
+    params: Value,
+) -> Answer {
+    modern_declaring(http, url, token, (id, method, params), json!({})).await
+}
+
+/// A 2026-07-28 request `(id, method, params)` from a client that declares
+/// `capabilities`.
+pub async fn modern_declaring(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    (id, method, mut params): (i64, &str, Value),
+    capabilities: Value,
 ) -> Answer {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
-    let name = params["name"].as_str().map(str::to_owned);
+    // Mcp-Name: the tool's name, or the task's id for the task methods.
+    let name = params["name"]
+        .as_str()
+        .or_else(|| params["taskId"].as_str())
+        .map(str::to_owned);
     let bearer = format!("Bearer {token}");
     let mut headers = vec![
         ("authorization", bearer.as_str()),

@@ -38,4 +38,5 @@ mod regression;
 mod reload;
 mod shadow;
 mod shutdown;
+mod tasks;
 mod util;

@@ -190,40 +190,108 @@ fn claude_code_reports_the_http_server_connected_as_the_readme_configures_it() {
     server.stop();
 }
 
+/// The current Inspector CLI, on the Node 22 installed beside it (it needs
+/// 22.19 or later): one `tools/call` in `era`, with its exit code (5 for an
+/// `isError` result) and the result it printed.
+fn inspect(
+    machine: &Machine,
+    bin: &Path,
+    token: &str,
+    era: &str,
+    tool_args: &[&str],
+) -> (i32, Value) {
+    let path = format!(
+        "{}:{}:{}",
+        bin.display(),
+        machine.bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = machine.command(&bin.join("mcp-inspector"));
+    command
+        .env("PATH", path)
+        .arg("--cli")
+        .args(machine.env_flags(token))
+        .args(["--protocol-era", era])
+        .args(["--method", "tools/call"])
+        .args(tool_args)
+        .args([
+            "--format",
+            "json",
+            "-q",
+            "portcullis",
+            "--",
+            "serve",
+            "--root",
+        ])
+        .arg(&machine.project);
+    let output = command.output().unwrap();
+    let printed: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("{era}: {err}: {}", text(&output)));
+    (output.status.code().unwrap_or(-1), printed)
+}
+
 #[test]
-fn the_inspector_cli_shows_an_ask_and_a_denial_and_exits_zero() {
+fn the_current_inspector_cli_shows_a_read_an_ask_and_a_denial_in_both_eras() {
     let Some(bin) = installed() else { return };
     let machine = Machine::new();
     let token = machine.token("inspector");
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), machine.project.join("outside")).unwrap();
-    let call = |path: &str| {
-        let output = machine
-            .command(&bin.join("mcp-inspector"))
-            .arg("--cli")
-            .args(machine.env_flags(&token))
-            .args(["portcullis", "serve", "--root"])
-            .arg(&machine.project)
-            .args(["--method", "tools/call", "--tool-name", "write_file"])
-            .args([
+    for era in ["legacy", "modern"] {
+        let (code, read) = inspect(
+            &machine,
+            &bin,
+            &token,
+            era,
+            &["--tool-name", "read_file", "--tool-arg", "path=README.md"],
+        );
+        assert_eq!(code, 0, "{era}: {read}");
+        assert_eq!(
+            read["result"]["structuredContent"]["content"], "# a project\n",
+            "{era}: {read}"
+        );
+        let (code, denied) = inspect(
+            &machine,
+            &bin,
+            &token,
+            era,
+            &[
+                "--tool-name",
+                "write_file",
                 "--tool-arg",
-                &format!("path={path}"),
+                "path=outside/escape.txt",
                 "--tool-arg",
                 "content=x",
-            ])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", text(&output));
-        let result: Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|err| panic!("{err}: {}", text(&output)));
-        assert_eq!(result["isError"], true, "{result}");
-        result["structuredContent"]["reason_code"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    assert_eq!(call("new.txt"), "approval_unavailable");
-    assert_eq!(call("outside/escape.txt"), "forbidden");
+            ],
+        );
+        // 5: the CLI's code for an isError result.
+        assert_eq!(code, 5, "{era}: {denied}");
+        assert_eq!(
+            denied["result"]["structuredContent"]["reason_code"], "forbidden",
+            "{era}: {denied}"
+        );
+    }
+    // A legacy session of the CLI declares no elicitation: nobody can be
+    // asked, and the write does not run.
+    let (code, asked) = inspect(
+        &machine,
+        &bin,
+        &token,
+        "legacy",
+        &[
+            "--tool-name",
+            "write_file",
+            "--tool-arg",
+            "path=new.txt",
+            "--tool-arg",
+            "content=x",
+        ],
+    );
+    assert_eq!(code, 5, "{asked}");
+    assert_eq!(
+        asked["result"]["structuredContent"]["reason_code"], "approval_unavailable",
+        "{asked}"
+    );
     assert!(!machine.project.join("new.txt").exists());
     assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
 }

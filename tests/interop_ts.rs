@@ -18,7 +18,9 @@ use crate::util::{ALLOW_BUILTIN, Served, have, npm_install};
 fn installed() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
     let dir = npm_install(&source.join("package.json"), "interop-ts");
-    fs::copy(source.join("session.mjs"), dir.join("session.mjs")).unwrap();
+    for script in ["session.mjs", "proxied.mjs"] {
+        fs::copy(source.join(script), dir.join(script)).unwrap();
+    }
     dir
 }
 
@@ -133,4 +135,126 @@ fn session_over(over: Over) {
         "{report}"
     );
     assert_eq!(step("after_cancel")["isError"], false);
+}
+
+/// The allowlist of the proxied session: the downstream server's tools.
+const ALLOW_DOWN: &str = r#"
+@id("allow.down")
+@reason("test clients may use the downstream server's tools")
+permit (
+  principal,
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"down"
+);
+"#;
+
+#[test]
+fn the_v2_client_reads_every_proxied_answer_in_both_eras_over_stdio_and_http() {
+    if !have("node") || !have("npm") {
+        eprintln!("SKIPPED: node and npm are needed for the TypeScript SDK interop test");
+        return;
+    }
+    let dir = installed();
+    for (over, era) in [
+        (Over::Stdio, "modern"),
+        (Over::Stdio, "legacy"),
+        (Over::Http, "modern"),
+        (Over::Http, "legacy"),
+    ] {
+        proxied_session(&dir, over, era);
+    }
+}
+
+fn proxied_session(dir: &Path, over: Over, era: &str) {
+    let served = Served::new(ALLOW_DOWN, "paired");
+    let python = crate::interop_python::venv().join("bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/servers/downstream.py");
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            "[servers.down]\ncommand = \"{}\"\nargs = [\"{}\"]\ntimeout = \"60s\"\n\n\
+             [servers.down.tools.note]\neffects = [\"write\"]\npaths = {{ path = \"write\" }}\n\n\
+             [servers.down.tools.\"*\"]\neffects = [\"none\"]\n",
+            python.display(),
+            script.display()
+        ),
+    );
+    crate::bridge::pin(&served);
+    let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
+    serve.extend(served.serve_args());
+    let mut node = Command::new("node");
+    node.arg(dir.join("proxied.mjs"))
+        .current_dir(dir)
+        .env("ERA", era)
+        .env("PORTCULLIS_SERVE", serde_json::to_string(&serve).unwrap())
+        .env("PORTCULLIS_TOKEN", &served.token);
+    let server = match over {
+        Over::Stdio => None,
+        Over::Http => {
+            let server = HttpServer::start(&served, &[]);
+            node.env("PORTCULLIS_URL", server.url());
+            Some(server)
+        }
+    };
+    let output = node.output().unwrap();
+    if let Some(server) = server {
+        server.stop();
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{era}: node failed:\n{stdout}\n{stderr}"
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let version = if era == "modern" {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
+    assert_eq!(report["version"], version, "{report}");
+    let steps = &report["steps"];
+    // The SDK read every answer: nothing thrown.
+    for (name, step) in steps.as_object().unwrap() {
+        assert_ne!(step["thrown"], true, "{era} {name}: {step}");
+    }
+    let step = |name: &str| -> &Value {
+        let step = &steps[name];
+        assert!(step.is_object(), "{era}: no step {name}: {report}");
+        step
+    };
+    assert_eq!(step("text")["text"], "described", "{era}: {report}");
+    let verdict = serde_json::json!({"decision": "allow", "reason": "harmless"});
+    assert_eq!(step("shaped")["structured"], verdict, "{era}: {report}");
+    assert_eq!(step("wrapped")["structured"], verdict, "{era}: {report}");
+    assert_eq!(step("unshaped")["isError"], true, "{era}: {report}");
+    assert_eq!(step("unshaped")["failure"], "downstream_invalid_result");
+    assert_eq!(
+        step("denied")["reason_code"],
+        "forbidden",
+        "{era}: {report}"
+    );
+    assert_eq!(step("asked")["isError"], false, "{era}: {report}");
+    assert!(
+        step("asked")["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("5 characters for "),
+        "{era}: {report}"
+    );
+    assert_eq!(report["questions"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(step("downstream_error")["failure"], "downstream_error");
+    assert_eq!(
+        report["progress"],
+        serde_json::json!([1, 2, 3]),
+        "{era}: {report}"
+    );
+    assert!(
+        report["cancelled"]
+            .as_str()
+            .unwrap()
+            .starts_with("rejected"),
+        "{era}: {report}"
+    );
+    assert_eq!(step("after_cancel")["text"], "described", "{era}: {report}");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::records::Trail;
@@ -71,6 +71,30 @@ impl Keeper {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         cancelled: CancellationToken,
     ) -> CallOutcome {
+        self.call_telling(
+            request_id, name, arguments, approval, progress, cancelled, None,
+        )
+        .await
+    }
+
+    /// [`Self::call`], telling `decided` once the call is allowed and its
+    /// decision recorded, before the tool runs: a caller that runs long
+    /// calls as tasks makes the task only then (a call that ends before
+    /// it runs is answered at once).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the call's own parts, plus the one signal only the task path asks for"
+    )]
+    pub async fn call_telling(
+        self: &Arc<Self>,
+        request_id: &str,
+        name: &str,
+        arguments: Value,
+        approval: Approval,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        cancelled: CancellationToken,
+        decided: Option<oneshot::Sender<()>>,
+    ) -> CallOutcome {
         let this = Arc::new(self.pinned());
         let _in_flight = Arc::clone(&this.in_flight).read_owned().await;
         if this.shutdown.is_cancelled() {
@@ -91,6 +115,11 @@ impl Keeper {
                 Err(outcome) => return outcome,
             }
         };
+        if let Some(decided) = decided {
+            // The receiver may be gone (its request ended): the call runs
+            // all the same, as decided.
+            let _ = decided.send(());
+        }
         let seq = authorized.decision_seq();
         let (slot, waited_ms) = match this.slot(request_id, seq, &stop).await {
             Ok(slot) => slot,

@@ -13,6 +13,7 @@ mod relay;
 mod resources;
 mod server;
 mod stdio;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;

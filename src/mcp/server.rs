@@ -2,23 +2,26 @@
 //! or the approval flow, and the answer translated back through `errors`.
 //! It decides nothing and builds no error itself.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::approvals;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
+use super::tasks::{OwnedCall, TASK_TOOLS, Tasks};
 use crate::approval::{Answer, Approvals, Asking, Era, Reply, Request};
 use crate::gate::GateAnswer;
 use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
@@ -63,6 +66,7 @@ pub struct PortcullisServer {
     /// The bridge's tools as the wrappers surface always lists them, agent
     /// or not.
     bridge_tools: Arc<[Tool]>,
+    tasks: Tasks,
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -117,6 +121,7 @@ impl PortcullisServer {
             approvals,
             surface,
             bridge_tools: bridge_specs().iter().map(Self::mcp_tool).collect(),
+            tasks: Tasks::default(),
             resources: policy_resources(bundle).into(),
             tool_call_arguments: Arc::new(ArgumentValidator::compile(&tool_call_schema())?),
             no_arguments: Arc::new(ArgumentValidator::compile(&no_arguments_schema())?),
@@ -238,14 +243,20 @@ fn request_id(context: &RequestContext<RoleServer>) -> String {
 
 impl PortcullisServer {
     /// Runs one call through the keeper, forwarding its progress.
-    async fn run_call(
-        keeper: &Arc<Keeper>,
-        context: &RequestContext<RoleServer>,
-        id: &str,
-        name: &str,
-        arguments: Value,
-        approval: Approval,
-    ) -> CallOutcome {
+    async fn run_call(call: &McpCall<'_>, approval: Approval) -> CallOutcome {
+        let McpCall {
+            keeper,
+            context,
+            id,
+            name,
+            arguments,
+            ..
+        } = *call;
+        let decided = call
+            .decided
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let token = context.meta.get_progress_token();
         let peer = context.peer.clone();
         let (sender, mut receiver) = mpsc::unbounded_channel::<Progress>();
@@ -267,7 +278,15 @@ impl PortcullisServer {
             }
         };
         let (outcome, ()) = tokio::join!(
-            keeper.call(id, name, arguments, approval, sender, context.ct.clone()),
+            keeper.call_telling(
+                id,
+                name,
+                arguments.clone(),
+                approval,
+                sender,
+                call.cancel.clone(),
+                decided
+            ),
             forward
         );
         outcome
@@ -321,25 +340,22 @@ impl PortcullisServer {
 
 /// One tool call as the approval flow sees it: run it through the keeper,
 /// or ask this client's user on the same call.
-struct McpCall<'a> {
-    keeper: &'a Arc<Keeper>,
-    context: &'a RequestContext<RoleServer>,
-    id: &'a str,
-    name: &'a str,
-    arguments: &'a Value,
+pub(super) struct McpCall<'a> {
+    pub(super) keeper: &'a Arc<Keeper>,
+    pub(super) context: &'a RequestContext<RoleServer>,
+    pub(super) id: &'a str,
+    pub(super) name: &'a str,
+    pub(super) arguments: &'a Value,
+    /// Stops the call: the request's own token, or a task's.
+    pub(super) cancel: CancellationToken,
+    /// Told once the call is allowed and recorded, for a call that becomes
+    /// a task then.
+    pub(super) decided: Mutex<Option<oneshot::Sender<()>>>,
 }
 
 impl Asking for McpCall<'_> {
     async fn run(&self, approval: Approval) -> CallOutcome {
-        PortcullisServer::run_call(
-            self.keeper,
-            self.context,
-            self.id,
-            self.name,
-            self.arguments.clone(),
-            approval,
-        )
-        .await
+        PortcullisServer::run_call(self, approval).await
     }
 
     async fn ask(&self, question: &str, timeout: Duration) -> Answer {
@@ -364,7 +380,12 @@ impl Asking for McpCall<'_> {
 
 impl ServerHandler for PortcullisServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_tasks()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("portcullis", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "portcullis decides every tool call before it runs. A refused call returns \
@@ -430,12 +451,31 @@ impl ServerHandler for PortcullisServer {
                 let answer = approvals::retried_answer(request.input_responses.as_ref());
                 (request.request_state.as_deref(), answer)
             });
+        let tasked = retried.is_none()
+            && TASK_TOOLS.contains(&name.as_str())
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if tasked {
+            let call = OwnedCall {
+                keeper,
+                context,
+                id,
+                name,
+                arguments,
+                era,
+                askable,
+            };
+            return self.tasks.call(call, Arc::clone(&self.approvals)).await;
+        }
         let adapter = McpCall {
             keeper: &keeper,
             context: &context,
             id: &id,
             name: &name,
             arguments: &arguments,
+            cancel: context.ct.clone(),
+            decided: Mutex::new(None),
         };
         let request = Request {
             request_id: &id,
@@ -451,6 +491,39 @@ impl ServerHandler for PortcullisServer {
             .await
             .map_err(|_| errors::internal("the approval state could not be sealed"))?;
         errors::reply(reply)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks
+            .owned(&*self.keeper(&context)?, &request.task_id)?;
+        let task = self.tasks.manager().get_task(&request.task_id)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .owned(&*self.keeper(&context)?, &request.task_id)?;
+        self.tasks
+            .manager()
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .owned(&*self.keeper(&context)?, &request.task_id)?;
+        self.tasks.manager().cancel_task(&request.task_id)
     }
 
     async fn list_resources(
