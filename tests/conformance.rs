@@ -124,5 +124,56 @@ fn the_conformance_suites_pass_but_for_their_fixture_scenarios() {
         "baseline-2026-07-28.yml",
         &["--spec-version", "2026-07-28"],
     );
+    tasks_checks(&dir, &url);
     server.stop();
+}
+
+/// The tasks extension's scenarios are run one by one (they are not in
+/// `--suite all`). Each needs fixture tools (`greet`, `slow_compute`, ...)
+/// for most of its checks; the checks that need none must pass: the
+/// extension is advertised, and the task methods are refused to a client
+/// that did not declare it.
+fn tasks_checks(dir: &Path, url: &str) {
+    let node = dir.join("node_modules/.bin/node");
+    let results = tempfile::tempdir().unwrap();
+    let output = Command::new(&node)
+        .arg(dir.join("node_modules/conformance-next/dist/index.js"))
+        .args(["server", "--url", url, "--scenario", "tasks-capability-negotiation"])
+        .args(["--spec-version", "2026-07-28", "--force", "-o"])
+        .arg(results.path())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut checks = Vec::new();
+    for entry in walk(results.path()) {
+        if entry.file_name().is_some_and(|n| n == "checks.json") {
+            let text = std::fs::read_to_string(&entry).unwrap();
+            let parsed: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+            checks.extend(parsed);
+        }
+    }
+    for id in [
+        "tasks-extension-advertised",
+        "sep-2663-tasks-methods-non-declaring",
+    ] {
+        let check = checks
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no check {id}: {stdout}"));
+        assert_eq!(check["status"], "SUCCESS", "{id}: {check}");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
