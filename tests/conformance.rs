@@ -138,7 +138,13 @@ fn tasks_checks(dir: &Path, url: &str) {
     let results = tempfile::tempdir().unwrap();
     let output = Command::new(&node)
         .arg(dir.join("node_modules/conformance-next/dist/index.js"))
-        .args(["server", "--url", url, "--scenario", "tasks-capability-negotiation"])
+        .args([
+            "server",
+            "--url",
+            url,
+            "--scenario",
+            "tasks-capability-negotiation",
+        ])
         .args(["--spec-version", "2026-07-28", "--force", "-o"])
         .arg(results.path())
         .current_dir(dir)
