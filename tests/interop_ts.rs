@@ -18,7 +18,7 @@ use crate::util::{ALLOW_BUILTIN, Served, have, npm_install};
 fn installed() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
     let dir = npm_install(&source.join("package.json"), "interop-ts");
-    for script in ["session.mjs", "proxied.mjs"] {
+    for script in ["connection.mjs", "session.mjs", "proxied.mjs"] {
         fs::copy(source.join(script), dir.join(script)).unwrap();
     }
     dir
@@ -39,6 +39,39 @@ enum Over {
     Http,
 }
 
+/// Runs one session script of `dir` against `served` (the SDK spawns
+/// `serve` over stdio, or talks to `serve --http`), in `era` where the
+/// script reads it; the report it printed.
+fn run_script(dir: &Path, script: &str, served: &Served, over: Over, era: &str) -> Value {
+    let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
+    serve.extend(served.serve_args());
+    let mut node = Command::new("node");
+    node.arg(dir.join(script))
+        .current_dir(dir)
+        .env("ERA", era)
+        .env("PORTCULLIS_SERVE", serde_json::to_string(&serve).unwrap())
+        .env("PORTCULLIS_TOKEN", &served.token);
+    let server = match over {
+        Over::Stdio => None,
+        Over::Http => {
+            let server = HttpServer::start(served, &[]);
+            node.env("PORTCULLIS_URL", server.url());
+            Some(server)
+        }
+    };
+    let output = node.output().unwrap();
+    if let Some(server) = server {
+        server.stop();
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} {era}: node failed:\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(&stdout).unwrap()
+}
+
 fn session_over(over: Over) {
     if !have("node") || !have("npm") {
         eprintln!("SKIPPED: node and npm are needed for the TypeScript SDK interop test");
@@ -53,29 +86,7 @@ fn session_over(over: Over) {
         fs::write(ws.join(format!("f{i:03}.txt")), "hay\n").unwrap();
     }
     crate::util::deep_tree(ws, 20);
-    let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
-    serve.extend(served.serve_args());
-    let mut node = Command::new("node");
-    node.arg(dir.join("session.mjs"))
-        .current_dir(&dir)
-        .env("PORTCULLIS_SERVE", serde_json::to_string(&serve).unwrap())
-        .env("PORTCULLIS_TOKEN", &served.token);
-    let server = match over {
-        Over::Stdio => None,
-        Over::Http => {
-            let server = HttpServer::start(&served, &[]);
-            node.env("PORTCULLIS_URL", server.url());
-            Some(server)
-        }
-    };
-    let output = node.output().unwrap();
-    if let Some(server) = server {
-        server.stop();
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "node failed:\n{stdout}\n{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = run_script(&dir, "session.mjs", &served, over, "legacy");
     let steps = &report["steps"];
     let step = |name: &str| -> &Value {
         let step = &steps[name];
@@ -180,33 +191,7 @@ fn proxied_session(dir: &Path, over: Over, era: &str) {
         ),
     );
     crate::bridge::pin(&served);
-    let mut serve = vec![env!("CARGO_BIN_EXE_portcullis").to_owned()];
-    serve.extend(served.serve_args());
-    let mut node = Command::new("node");
-    node.arg(dir.join("proxied.mjs"))
-        .current_dir(dir)
-        .env("ERA", era)
-        .env("PORTCULLIS_SERVE", serde_json::to_string(&serve).unwrap())
-        .env("PORTCULLIS_TOKEN", &served.token);
-    let server = match over {
-        Over::Stdio => None,
-        Over::Http => {
-            let server = HttpServer::start(&served, &[]);
-            node.env("PORTCULLIS_URL", server.url());
-            Some(server)
-        }
-    };
-    let output = node.output().unwrap();
-    if let Some(server) = server {
-        server.stop();
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{era}: node failed:\n{stdout}\n{stderr}"
-    );
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = run_script(dir, "proxied.mjs", &served, over, era);
     let version = if era == "modern" {
         "2026-07-28"
     } else {

@@ -7,21 +7,7 @@
 // PORTCULLIS_SERVE) or, with PORTCULLIS_URL, over Streamable HTTP.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-
-function connection() {
-  if (process.env.PORTCULLIS_URL) {
-    return new StreamableHTTPClientTransport(new URL(process.env.PORTCULLIS_URL), {
-      requestInit: { headers: { Authorization: `Bearer ${process.env.PORTCULLIS_TOKEN}` } },
-    });
-  }
-  const [command, ...args] = JSON.parse(process.env.PORTCULLIS_SERVE);
-  return new StdioClientTransport({
-    command,
-    args,
-    env: { PORTCULLIS_TOKEN: process.env.PORTCULLIS_TOKEN, PORTCULLIS_LOG: "warn", PATH: process.env.PATH },
-    stderr: "ignore",
-  });
-}
+import { connection } from "./connection.mjs";
 
 const mode = process.env.ERA === "modern" ? "auto" : "legacy";
 const client = new Client(
@@ -52,7 +38,7 @@ async function step(name, tool, toolArgs, options = {}) {
   }
 }
 
-await client.connect(connection());
+await client.connect(connection(StdioClientTransport, StreamableHTTPClientTransport));
 report.version = client.getNegotiatedProtocolVersion() ?? null;
 report.tools = (await client.listTools()).tools.map((t) => t.name).sort();
 

@@ -8,22 +8,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { connection } from "./connection.mjs";
 
-function connection() {
-  if (process.env.PORTCULLIS_URL) {
-    return new StreamableHTTPClientTransport(new URL(process.env.PORTCULLIS_URL), {
-      requestInit: { headers: { Authorization: `Bearer ${process.env.PORTCULLIS_TOKEN}` } },
-    });
-  }
-  const [command, ...args] = JSON.parse(process.env.PORTCULLIS_SERVE);
-  return new StdioClientTransport({
-    command,
-    args,
-    env: { PORTCULLIS_TOKEN: process.env.PORTCULLIS_TOKEN, PORTCULLIS_LOG: "warn" },
-    stderr: "ignore",
-  });
-}
-const transport = connection();
+const transport = connection(StdioClientTransport, StreamableHTTPClientTransport);
 const client = new Client(
   { name: "ts-sdk-interop", version: "1.0.0" },
   { capabilities: { elicitation: {} } },
