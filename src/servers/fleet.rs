@@ -117,6 +117,10 @@ pub enum Forwarded {
     AgentFailed,
 }
 
+/// How long an agent's answer may follow an error line it wrote before the
+/// turn is ended as one the agent will not answer.
+const AGENT_ERROR_GRACE: Duration = Duration::from_secs(2);
+
 /// First and longest wait before a dead server is started again.
 const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -435,8 +439,10 @@ impl Fleet {
         }
         let token = handle.progress_token.clone();
         let id = handle.id.clone();
-        // An agent that writes an error while its turn runs will not answer
-        // it: the turn ends at once rather than at the timeout.
+        // An agent that writes an error while its turn runs and then says
+        // nothing will not answer it: the turn ends then rather than at the
+        // timeout. A tool that fails logs its error just before its error
+        // result, so the answer gets a moment to follow the line.
         let agent = supervised.config.agent.is_some();
         let mut errors = supervised.stderr.errors();
         errors.mark_unchanged();
@@ -445,14 +451,19 @@ impl Fleet {
                 std::future::pending::<()>().await;
             }
         };
+        let response = handle.await_response();
+        tokio::pin!(response);
         let mut failed = false;
         let answered = tokio::select! {
-            answer = handle.await_response() => Some(answer),
+            answer = &mut response => Some(answer),
             () = stop => None,
-            () = troubled => {
-                failed = true;
-                None
-            }
+            () = troubled => match tokio::time::timeout(AGENT_ERROR_GRACE, &mut response).await {
+                Ok(answer) => Some(answer),
+                Err(_) => {
+                    failed = true;
+                    None
+                }
+            },
         };
         // Every step the server sent before its answer is relayed, and none
         // from here on: the route and its sender go before the result is

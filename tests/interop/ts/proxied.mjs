@@ -1,5 +1,6 @@
-// Calls portcullis relays to a downstream server (servers/downstream.py),
-// through the TypeScript SDK's v2 client (`@modelcontextprotocol/client`),
+// Calls portcullis relays to a downstream server (servers/downstream.py)
+// and bridges to an agent (servers/fake_codex.py), through the TypeScript
+// SDK's v2 client (`@modelcontextprotocol/client`),
 // which checks each result against the tool's output schema and, in the
 // 2026-07-28 era, its `resultType`. ERA=modern probes with server/discover
 // (mode auto); ERA=legacy runs `initialize`. Prints one JSON report; the
@@ -64,6 +65,20 @@ report.cancelled = await client
   })
   .then(() => "finished", (error) => `rejected: ${error.name ?? ""} ${error.message ?? error}`);
 await step("after_cancel", "down__describe", {});
+
+// The bridge: a conversation with the agent (servers/fake_codex.py).
+await step("prompt", "prompt_send", { prompt: "hello" });
+const session = report.steps.prompt.structured?.session_id;
+await step("prompt_again", "prompt_send", { prompt: "and again", session_id: session });
+await step("sessions", "sessions_list", {});
+await step("session", "session_get", { session_id: session });
+await step("agent_error", "prompt_send", { prompt: "fail now" });
+const bridged = [];
+await step("prompt_progress", "prompt_send", { prompt: "progress please" }, {
+  onprogress: (p) => bridged.push(p.message ?? ""),
+});
+report.bridged_progress = bridged;
+await step("prompt_cancel", "prompt_cancel", { session_id: session });
 
 report.questions = questions;
 await client.close();
