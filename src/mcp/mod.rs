@@ -6,6 +6,7 @@
 //! selects the era per request.
 
 mod approvals;
+mod call;
 mod errors;
 pub mod http;
 mod pre_init;

@@ -2,34 +2,30 @@
 //! or the approval flow, and the answer translated back through `errors`.
 //! It decides nothing and builds no error itself.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
     GetTaskResult, Implementation, JsonObject, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations, UpdateTaskParams,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 use super::approvals;
+use super::call::McpCall;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
 use super::tasks::{OwnedCall, TASK_TOOLS, Tasks};
-use crate::approval::{Answer, Approvals, Asking, Era, Reply, Request};
+use crate::approval::{Approvals, Era, Reply, Request};
 use crate::gate::GateAnswer;
-use crate::keeper::{Approval, CallOutcome, GateFailure, Keeper};
+use crate::keeper::{CallOutcome, GateFailure, Keeper};
 use crate::pdp::PolicyBundle;
 use crate::servers::Surface;
 use crate::tools::{
-    ArgumentValidator, BridgeTool, Effect, Progress, SchemaError, ToolFailure, ToolSpec,
-    bridge_specs,
+    ArgumentValidator, BridgeTool, Effect, SchemaError, ToolFailure, ToolSpec, bridge_specs,
 };
 
 const TOOLS_LIST: &str = "tools_list";
@@ -242,58 +238,6 @@ fn request_id(context: &RequestContext<RoleServer>) -> String {
 }
 
 impl PortcullisServer {
-    /// Runs one call through the keeper, forwarding its progress.
-    async fn run_call(call: &McpCall<'_>, approval: Approval) -> CallOutcome {
-        let McpCall {
-            keeper,
-            context,
-            id,
-            name,
-            arguments,
-            ..
-        } = *call;
-        let decided = call
-            .decided
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let token = context.meta.get_progress_token();
-        let peer = context.peer.clone();
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Progress>();
-        // Progress is asked of a tool only when the client gave a token.
-        let sender = token.is_some().then_some(sender);
-        // Progress goes out in order while the tool runs; `call` drops the
-        // sender before it returns, so this loop ends before the result is
-        // sent and no progress can follow it.
-        let forward = async move {
-            while let Some(progress) = receiver.recv().await {
-                if let Some(token) = &token {
-                    let mut note = ProgressNotificationParam::new(token.clone(), progress.done)
-                        .with_message(progress.message);
-                    note.total = progress.total;
-                    if let Err(err) = peer.notify_progress(note).await {
-                        tracing::debug!(error = %err, "progress notification not sent");
-                    }
-                }
-            }
-        };
-        let (outcome, ()) = tokio::join!(
-            keeper.call_telling(
-                id,
-                name,
-                arguments.clone(),
-                approval,
-                sender,
-                call.cancel.clone(),
-                decided
-            ),
-            forward
-        );
-        outcome
-    }
-}
-
-impl PortcullisServer {
     async fn tools_list_call(
         &self,
         keeper: &Keeper,
@@ -335,46 +279,6 @@ impl PortcullisServer {
             .cloned()
             .unwrap_or_else(|| json!({}));
         Ok((name, inner))
-    }
-}
-
-/// One tool call as the approval flow sees it: run it through the keeper,
-/// or ask this client's user on the same call.
-pub(super) struct McpCall<'a> {
-    pub(super) keeper: &'a Arc<Keeper>,
-    pub(super) context: &'a RequestContext<RoleServer>,
-    pub(super) id: &'a str,
-    pub(super) name: &'a str,
-    pub(super) arguments: &'a Value,
-    /// Stops the call: the request's own token, or a task's.
-    pub(super) cancel: CancellationToken,
-    /// Told once the call is allowed and recorded, for a call that becomes
-    /// a task then.
-    pub(super) decided: Mutex<Option<oneshot::Sender<()>>>,
-}
-
-impl Asking for McpCall<'_> {
-    async fn run(&self, approval: Approval) -> CallOutcome {
-        PortcullisServer::run_call(self, approval).await
-    }
-
-    async fn ask(&self, question: &str, timeout: Duration) -> Answer {
-        let Some(form) = approvals::question(question) else {
-            return Answer::Refuse("no_answer");
-        };
-        match self
-            .context
-            .peer
-            .create_elicitation_with_timeout(form, Some(timeout))
-            .await
-        {
-            Ok(answer) => approvals::judge(&answer),
-            Err(rmcp::ServiceError::Timeout { .. }) => Answer::Refuse("timeout"),
-            Err(err) => {
-                tracing::warn!(error = %err, "the approval question failed");
-                Answer::Refuse("no_answer")
-            }
-        }
     }
 }
 

@@ -16,8 +16,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::call::McpCall;
 use super::errors;
-use super::server::McpCall;
 use crate::approval::{Approvals, Era, Reply, Request};
 use crate::keeper::Keeper;
 

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::config::{MAX_TOOL_NAME, ServerConfig, ServersConfig, UNDECLARED_EFFECTS};
 use super::pins::{Pin, ServersLock, definition_hash, pinned_definition};
+use super::visible::hashed_arguments;
 use crate::facts::holds_paths;
 use crate::tools::{PathArgument, PathRole, Runner, ToolId, ToolSpec};
 
@@ -240,6 +241,28 @@ pub fn all_capabilities(tiers: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
+impl ServerConfig {
+    /// The arguments of `tool` (dotted paths into `input_schema`) recorded
+    /// only as their SHA-256 and never shown to policies: every one its
+    /// entry, or else its server's default, does not make visible, except
+    /// its path arguments (judged, and recorded, as paths), and every one
+    /// it redacts.
+    pub fn hashed_arguments(&self, tool: &str, input_schema: &Value) -> Vec<String> {
+        let rule = self.rule_for(tool);
+        let visible = rule
+            .and_then(|rule| rule.visible.as_ref())
+            .or(self.visible.as_ref());
+        let (shown, redact) = match rule {
+            Some(rule) => (
+                rule.paths.iter().map(|p| p.name.clone()).collect(),
+                rule.redact.as_slice(),
+            ),
+            None => (place_arguments(input_schema), &[][..]),
+        };
+        hashed_arguments(input_schema, visible, shown, redact)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +408,96 @@ mod tests {
             names,
             [("path", PathRole::ReadWrite), ("url", PathRole::ReadWrite)]
         );
+    }
+}
+
+#[cfg(test)]
+mod visibility_tests {
+    use serde_json::json;
+
+    use crate::pdp::SourceFile;
+    use crate::servers::ServersConfig;
+
+    fn config(text: &str) -> ServersConfig {
+        ServersConfig::parse(&SourceFile {
+            logical: "policies/servers.toml".into(),
+            display: "servers.toml".into(),
+            text: text.to_owned(),
+        })
+        .unwrap()
+    }
+
+    fn schema() -> serde_json::Value {
+        json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "content": {"type": "string"},
+            "mode": {"type": "string"},
+            "auth": {"type": "object", "properties": {
+                "user": {"type": "string"}, "token": {"type": "string"}}}
+        }})
+    }
+
+    #[test]
+    fn only_path_arguments_are_visible_unless_named() {
+        let servers = config(
+            "[servers.files]\ncommand = \"x\"\n[servers.files.tools.write]\neffects = [\"write\"]\npaths = { path = \"write\" }\n",
+        );
+        let hashed = servers.servers[0].hashed_arguments("write", &schema());
+        assert_eq!(hashed, ["auth", "content", "mode"]);
+    }
+
+    #[test]
+    fn an_undeclared_tool_shows_its_place_arguments_only() {
+        let servers = config("[servers.files]\ncommand = \"x\"\n");
+        let hashed = servers.servers[0].hashed_arguments("anything", &schema());
+        assert_eq!(hashed, ["auth", "content", "mode"]);
+    }
+
+    #[test]
+    fn a_tool_list_names_nested_arguments_and_wins_over_the_server_default() {
+        let servers = config(
+            "[servers.files]\ncommand = \"x\"\nvisible = \"all\"\n[servers.files.tools.write]\neffects = [\"write\"]\nvisible = [\"mode\", \"auth.user\"]\n",
+        );
+        let hashed = servers.servers[0].hashed_arguments("write", &schema());
+        assert_eq!(hashed, ["auth.token", "content", "path"]);
+    }
+
+    #[test]
+    fn a_server_default_of_all_shows_everything_but_what_is_redacted() {
+        let servers = config(
+            "[servers.files]\ncommand = \"x\"\nvisible = \"all\"\n[servers.files.tools.write]\neffects = [\"write\"]\nredact = [\"content\"]\n",
+        );
+        let hashed = servers.servers[0].hashed_arguments("write", &schema());
+        assert_eq!(hashed, ["content"]);
+        let other = servers.servers[0].hashed_arguments("other", &schema());
+        assert!(other.is_empty(), "{other:?}");
+    }
+
+    #[test]
+    fn a_wrong_visible_value_is_refused_with_its_place() {
+        for (text, expected) in [
+            (
+                "[servers.a]\ncommand = \"x\"\nvisible = \"some\"\n",
+                "give a list",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"none\"]\nvisible = [\"a..b\"]\n",
+                "not an argument name",
+            ),
+            (
+                "[servers.a]\ncommand = \"x\"\n[servers.a.tools.t]\neffects = [\"none\"]\nvisible = [\"k\"]\nredact = [\"k\"]\n",
+                "both",
+            ),
+        ] {
+            let problems = ServersConfig::parse(&SourceFile {
+                logical: "policies/servers.toml".into(),
+                display: "servers.toml".into(),
+                text: text.to_owned(),
+            })
+            .unwrap_err();
+            let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            let said = said.join("\n");
+            assert!(said.contains(expected), "{text}: {said}");
+        }
     }
 }
