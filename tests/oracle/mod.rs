@@ -32,6 +32,15 @@ use portcullis::gate::judge;
 use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
 use portcullis::tools::Registry;
 
+/// Programs Debian ships as shell scripts that exec another program with
+/// fixed words first (`/usr/bin/egrep` is `exec grep -E "$@"`): the gate
+/// judges the script as what it is, and the exec it makes is that call.
+const SCRIPT_EXECS: [(&str, &[&str]); 4] = [
+    ("egrep", &["grep", "-E"]),
+    ("fgrep", &["grep", "-F"]),
+    ("gunzip", &["gzip", "-d"]),
+    ("uncompress", &["gzip", "-d"]),
+];
 /// How long one command may run before it is stopped (`tail -f` never
 /// ends): what it did until then is judged.
 const RUN_FOR: Duration = Duration::from_secs(10);
@@ -270,11 +279,25 @@ pub fn disagreements(
     let mut found = Vec::new();
     // Every program the gate says the command runs: the ones it judged,
     // and those it saw through (`env`, `xargs`, `bash -c`).
-    let programs: BTreeSet<String> = judged
+    let mut programs: BTreeSet<String> = judged
         .programs
         .iter()
         .map(|p| p.rsplit('/').next().unwrap_or(p).to_owned())
         .collect();
+    // Every argv the gate judged, with the exec each shell-script program
+    // makes: `egrep x f` runs `grep -E x f`, which is what was judged.
+    let mut argvs: Vec<Vec<String>> = Vec::new();
+    for part in &judged.parts {
+        let mut argv = part.argv.clone();
+        argv[0] = argv[0].rsplit('/').next().unwrap_or(&argv[0]).to_owned();
+        if let Some((_, target)) = SCRIPT_EXECS.iter().find(|(script, _)| *script == argv[0]) {
+            let mut implied: Vec<String> = target.iter().map(|w| (*w).to_owned()).collect();
+            implied.extend(argv[1..].iter().cloned());
+            programs.insert(implied[0].clone());
+            argvs.push(implied);
+        }
+        argvs.push(argv);
+    }
     let mut first_exec = true;
     // What each process runs now, by pid.
     let mut running: std::collections::HashMap<String, String> = Default::default();
@@ -302,16 +325,12 @@ pub fn disagreements(
                 // A program the gate saw through (`env`, `nohup`, `bash -c`,
                 // `xargs`) passes on words the gate judged in the program
                 // it runs, whose own exec is held to them here.
-                let judged_here = judged
-                    .parts
-                    .iter()
-                    .any(|part| part.program.rsplit('/').next() == Some(name.as_str()));
+                let judged_here = argvs.iter().any(|gate| gate[0] == name);
                 if !judged_here {
                     continue;
                 }
-                let explained = judged.parts.iter().any(|part| {
-                    let mut gate = part.argv.clone();
-                    gate[0] = gate[0].rsplit('/').next().unwrap_or(&gate[0]).to_owned();
+                let explained = argvs.iter().any(|gate| {
+                    let gate = gate.clone();
                     let mut ran = argv.clone();
                     ran[0] = name.clone();
                     let pattern = |w: &str| w.contains(['*', '?', '[', '{', '~', '$']);
@@ -327,7 +346,7 @@ pub fn disagreements(
                 if !explained {
                     found.push(format!(
                         "ran {argv:?}, which is none of the gate's argv {:?}",
-                        judged.parts.iter().map(|p| &p.argv).collect::<Vec<_>>()
+                        argvs
                     ));
                 }
             }
