@@ -265,9 +265,15 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
             }
             "command" => {
                 let after = skip_options(&rest, &[]);
-                let lookup = rest
-                    .iter()
-                    .any(|w| matches!(w.as_deref(), Some("-v" | "-V")));
+                // `-v`/`-V` only look the name up when they come before it
+                // (alone or as `-pv`): after the name they are its words,
+                // and `command mkdir d -v` runs mkdir.
+                let leading = &rest[..rest.len() - after.len()];
+                let lookup = leading.iter().any(|w| {
+                    w.as_deref().is_some_and(|w| {
+                        w != "--" && w.starts_with('-') && w[1..].contains(['v', 'V'])
+                    })
+                });
                 if lookup {
                     record(out, &first, &name, &literals(&rest), &extra);
                     return;
