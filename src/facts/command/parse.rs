@@ -712,8 +712,10 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     }
     walk_inner(destination, source, out);
     let target = literal(destination, source);
-    // `>&2`, `2>&1`, `<&3`, `>&-` name descriptors; `>& FILE` is a file.
-    let descriptor = operator.contains('&')
+    // `>&2`, `2>&1`, `<&3`, `>&-` name descriptors; `>& FILE` is a file,
+    // and so is the target of `&>` and `&>>` (stdout and stderr both),
+    // digits or not: `&>2` writes the file `2`.
+    let descriptor = operator.ends_with('&')
         && (kind(destination) == Kind::Number || target.as_deref() == Some("-"));
     if descriptor {
         return;
