@@ -187,3 +187,312 @@ async fn a_cancelled_task_stops_the_agent_and_is_recorded() {
             && r["body"]["status"] == "cancelled"
     });
 }
+
+const ALLOW_TOOLS: &str = r#"
+@id("allow.tools")
+@reason("test clients may use the built-in and downstream tools")
+permit (
+  principal,
+  action in Portcullis::Action::"use_tool",
+  resource
+);
+"#;
+
+/// A served setup fronting `tests/interop/servers/tasked.py`, a 2026-07-28
+/// server that runs its long calls as tasks, pinned; and the file its
+/// events go to.
+fn tasked_downstream() -> (Served, std::path::PathBuf) {
+    let served = Served::new(ALLOW_TOOLS, "paired");
+    let python = crate::interop_python::venv().join("bin/python");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/servers/tasked.py");
+    let events = served.tree.dir.path().join("events.txt");
+    let servers = format!(
+        r#"
+[servers.long]
+command = "{python}"
+args = ["{script}"]
+env = {{ EVENTS = "{events}" }}
+protocol = "2026-07-28"
+timeout = "60s"
+writable = ["{state}"]
+
+[servers.long.tools."*"]
+effects = ["read"]
+"#,
+        python = python.display(),
+        script = script.display(),
+        events = events.display(),
+        state = served.tree.dir.path().display(),
+    );
+    served.tree.write_policy("servers.toml", &servers);
+    let root = served.root.path().display().to_string();
+    let flags = served.tree.flags();
+    let mut args = vec!["servers", "pin", "--root", root.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    let pinned = crate::util::portcullis(&args);
+    assert_eq!(pinned.code, 0, "{pinned:?}");
+    (served, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_call_is_a_task_when_its_downstream_runs_tasks() {
+    let (served, events) = tasked_downstream();
+    let other = add_client(&served, "other", "paired");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+
+    // Asked as a task, the call is one of portcullis's own, owned by its
+    // client, with the downstream's result once its task ends.
+    let job = json!({"name": "long__job", "arguments": {"text": "the report"}});
+    let created = modern_declaring(
+        &http,
+        &url,
+        &token,
+        (1, "tools/call", job.clone()),
+        declaring(),
+    )
+    .await
+    .response(1);
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    assert!(
+        !task.starts_with("downstream-"),
+        "the downstream's id leaked: {created}"
+    );
+    let done = ended(&http, &url, &token, &task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "done: the report",
+        "{done}"
+    );
+    let foreign = modern_declaring(
+        &http,
+        &url,
+        &other,
+        (2, "tasks/get", json!({"taskId": task})),
+        declaring(),
+    )
+    .await
+    .response(2);
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+
+    // Asked plainly, portcullis follows the downstream's task itself and
+    // answers with the result.
+    let plain = modern(&http, &url, &token, 3, "tools/call", job)
+        .await
+        .response(3);
+    assert_eq!(plain["result"]["resultType"], "complete", "{plain}");
+    assert_eq!(
+        plain["result"]["content"][0]["text"], "done: the report",
+        "{plain}"
+    );
+
+    // Built-in tools that are not long stay plain calls for a client that
+    // asks for tasks.
+    let list = json!({"name": "list_dir", "arguments": {"path": "."}});
+    let listed = modern_declaring(&http, &url, &token, (4, "tools/call", list), declaring())
+        .await
+        .response(4);
+    assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
+
+    // Cancelling the task cancels the downstream's, and is recorded.
+    let hold = json!({"name": "long__hold", "arguments": {}});
+    let held = modern_declaring(&http, &url, &token, (5, "tools/call", hold), declaring())
+        .await
+        .response(5);
+    assert_eq!(held["result"]["resultType"], "task", "{held}");
+    let held = held["result"]["taskId"].as_str().unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(&events)
+        .unwrap_or_default()
+        .contains("for hold")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the downstream never made its task"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    modern_declaring(
+        &http,
+        &url,
+        &token,
+        (6, "tasks/cancel", json!({"taskId": held})),
+        declaring(),
+    )
+    .await
+    .response(6);
+    let done = ended(&http, &url, &token, &held).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(&events)
+        .unwrap_or_default()
+        .contains("cancelled downstream-")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the downstream's task was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+    let decided = wait_for_record(&served.audit_log(), |r| {
+        r["kind"] == "decision"
+            && r["body"]["request_id"] == "5"
+            && r["body"]["action"] == "call_tool"
+    });
+    let seq = decided["seq"].clone();
+    wait_for_record(&served.audit_log(), |r| {
+        r["kind"] == "outcome"
+            && r["body"]["decision_seq"] == seq
+            && r["body"]["status"] == "cancelled"
+    });
+}
+
+#[test]
+fn a_2026_downstream_that_asks_for_input_is_answered_through_the_decided_relay() {
+    let (served, events) = tasked_downstream();
+    let ask = |session: &mut crate::util::Session, id: i64| {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "long__confirm", "arguments": {}}})
+            .to_string(),
+        );
+    };
+    let start = |served: &Served| {
+        let mut session = crate::util::Session::start(served);
+        session.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}"#);
+        assert_eq!(session.next()["id"], 0);
+        session.send(crate::util::INITIALIZED);
+        session
+    };
+
+    // No policy lets the server ask this client: its question is declined
+    // for it, and the client never sees it.
+    let mut session = start(&served);
+    ask(&mut session, 1);
+    let answer = loop {
+        let frame = session.next();
+        assert_ne!(
+            frame["method"], "elicitation/create",
+            "relayed without a policy: {frame}"
+        );
+        if frame["id"] == 1 {
+            break frame;
+        }
+    };
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "answered decline",
+        "{answer}"
+    );
+    session.finish();
+
+    // A policy lets it: the question reaches the client, its answer goes
+    // back down with the server's state, and the call completes.
+    let relay = r#"
+@id("allow.long.elicitation")
+@reason("the long server may ask this client's user")
+permit (
+  principal,
+  action == Portcullis::Action::"relay_request",
+  resource == Portcullis::Server::"long"
+)
+when { context.method == "elicitation/create" };
+"#;
+    served
+        .tree
+        .write_policy("20_allowlist.cedar", &format!("{ALLOW_TOOLS}\n{relay}"));
+    let mut session = start(&served);
+    ask(&mut session, 2);
+    let asked = loop {
+        let frame = session.next();
+        if frame["method"] == "elicitation/create" {
+            break frame;
+        }
+        assert_ne!(frame["id"], 2, "answered without asking: {frame}");
+    };
+    assert_eq!(asked["params"]["message"], "Go ahead?", "{asked}");
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"ok": true}}})
+        .to_string(),
+    );
+    let answer = loop {
+        let frame = session.next();
+        if frame["id"] == 2 {
+            break frame;
+        }
+    };
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "answered accept",
+        "{answer}"
+    );
+    session.finish();
+    let noted = fs::read_to_string(&events).unwrap();
+    assert!(
+        noted.contains("confirm answered accept with state"),
+        "{noted}"
+    );
+    let relayed: Vec<Value> = fs::read_to_string(served.audit_log())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|r| r["body"]["action"] == "relay_request")
+        .collect();
+    assert_eq!(relayed.len(), 2, "{relayed:?}");
+    assert_eq!(relayed[0]["body"]["decision"], "deny");
+    assert_eq!(relayed[1]["body"]["decision"], "allow");
+    assert_eq!(relayed[1]["body"]["tool"], "elicitation/create");
+}
+
+#[test]
+fn a_2026_downstream_that_changes_a_tool_is_caught_on_its_stream_of_changes() {
+    let (served, _events) = tasked_downstream();
+    let mut session = crate::util::Session::start(&served);
+    session.initialize();
+    let call = |session: &mut crate::util::Session, id: i64, name: &str| {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": {"text": "x"}}})
+            .to_string(),
+        );
+        loop {
+            let frame = session.next();
+            if frame["id"] == id {
+                break frame;
+            }
+        }
+    };
+    let before = call(&mut session, 1, "long__job");
+    assert_eq!(
+        before["result"]["content"][0]["text"], "done: x",
+        "{before}"
+    );
+    let renamed = call(&mut session, 2, "long__rename");
+    assert_eq!(
+        renamed["result"]["content"][0]["text"], "renamed",
+        "{renamed}"
+    );
+    // The change arrives on the listen stream; once portcullis has listed
+    // the tools again, the changed one is refused.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut id = 3;
+    loop {
+        let answer = call(&mut session, id, "long__job");
+        if answer["result"]["structuredContent"]["reason_code"] == "tool_changed" {
+            break;
+        }
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "done: x",
+            "{answer}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change was never noticed"
+        );
+        id += 1;
+    }
+    session.finish();
+}

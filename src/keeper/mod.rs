@@ -45,8 +45,8 @@ use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
 use crate::pdp::{Cause, Decision, Engine, Outcome, Query, ToolAction};
 use crate::servers::{Fleet, ToolStatus};
 use crate::tools::{
-    BRIDGE_SERVER, BUILTIN_SERVER, BridgeTool, RegisteredTool, Registry, Runner, ToolFailure,
-    ToolId, ToolSpec,
+    BRIDGE_SERVER, BUILTIN_SERVER, BridgeTool, Builtin, RegisteredTool, Registry, Runner,
+    ToolFailure, ToolId, ToolSpec,
 };
 
 /// The authenticated client a keeper serves.
@@ -351,6 +351,24 @@ impl Keeper {
     /// discover it.
     pub fn serves(&self, name: &str) -> bool {
         self.tool_named(name).is_some()
+    }
+
+    /// Whether a call of `name` may run as a task for a client that asks
+    /// for tasks: the calls that take long (`search`, the bridge's
+    /// `prompt_send`) and those of a downstream server that runs its own
+    /// calls as tasks.
+    pub async fn runs_as_task(&self, name: &str) -> bool {
+        let Some(tool) = self.tool_named(name) else {
+            return false;
+        };
+        match &tool.runner {
+            Runner::Builtin(Builtin::Search) | Runner::Bridge(BridgeTool::PromptSend) => true,
+            Runner::Downstream { .. } => match &self.fleet {
+                Some(fleet) => fleet.runs_tasks(tool.spec.id.server()).await,
+                None => false,
+            },
+            _ => false,
+        }
     }
 
     fn is_served(tool: &RegisteredTool) -> bool {

@@ -18,7 +18,7 @@ use super::approvals;
 use super::call::McpCall;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
-use super::tasks::{OwnedCall, TASK_TOOLS, Tasks};
+use super::tasks::{OwnedCall, Tasks};
 use crate::approval::{Approvals, Era, Reply, Request};
 use crate::gate::GateAnswer;
 use crate::keeper::{CallOutcome, GateFailure, Keeper};
@@ -356,10 +356,10 @@ impl ServerHandler for PortcullisServer {
                 (request.request_state.as_deref(), answer)
             });
         let tasked = retried.is_none()
-            && TASK_TOOLS.contains(&name.as_str())
             && context
                 .client_capabilities()
-                .is_some_and(|c| c.supports_tasks());
+                .is_some_and(|c| c.supports_tasks())
+            && keeper.runs_as_task(&name).await;
         if tasked {
             let call = OwnedCall {
                 keeper,

@@ -1,7 +1,8 @@
 //! Long calls as tasks (the 2026-07-28 tasks extension, SEP-2663): a client
 //! that declares the extension gets a task for a call of a tool that takes
-//! long (`search`, the bridge's `prompt_send`) once the call is decided
-//! and allowed, and polls `tasks/get` for its result. Each task belongs to
+//! long (`search`, the bridge's `prompt_send`, a tool of a downstream that
+//! runs its own calls as tasks: `Keeper::runs_as_task`) once the call is
+//! decided and allowed, and polls `tasks/get` for its result. Each task belongs to
 //! the client that made it: another client's task id reads as unknown, as
 //! one that never existed does.
 
@@ -20,9 +21,6 @@ use super::call::McpCall;
 use super::errors;
 use crate::approval::{Approvals, Era, Reply, Request};
 use crate::keeper::Keeper;
-
-/// The tools whose calls become tasks for a client that asks for tasks.
-pub const TASK_TOOLS: [&str; 2] = ["search", "prompt_send"];
 
 /// One call, owned, to run where the request that made it cannot wait.
 pub struct OwnedCall {

@@ -10,7 +10,7 @@
 )]
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
@@ -21,7 +21,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::{Mutex, mpsc};
 
-use super::fleet::{UpstreamRelay, UpstreamRequest};
+use super::upstream::{RelaySlot, UpstreamRequest};
 use crate::tools::Progress;
 
 /// Where the progress of one forwarded call goes.
@@ -87,9 +87,6 @@ impl RouteTable {
 /// its route before it is there.
 pub(super) type Routes = Arc<Mutex<RouteTable>>;
 
-/// The relay to the upstream client, set once the upstream session runs.
-pub(super) type RelaySlot = Arc<OnceLock<Arc<dyn UpstreamRelay>>>;
-
 pub(super) struct DownstreamClient {
     pub server: String,
     pub relay: RelaySlot,
@@ -130,11 +127,13 @@ fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Resul
 impl ClientHandler for DownstreamClient {
     fn get_info(&self) -> ClientConfig {
         // Elicitation and sampling are declared so that a server asks, and
-        // every ask is decided; roots are not, so a server that takes its
+        // every ask is decided; tasks, so that a 2026 server runs a long
+        // call as one rather than holding the request; roots are not, so a server that takes its
         // folders from its client keeps the ones its command line gave it.
         let mut capabilities = ClientCapabilities::builder()
             .enable_elicitation()
             .enable_sampling()
+            .enable_tasks()
             .build();
         capabilities.experimental = None;
         ClientConfig::new(

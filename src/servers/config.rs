@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 use super::agent::{AgentMapping, MappingFields};
+use super::protocol::Protocol;
 use super::visible::{RawVisible, Visible};
 use crate::facts::{PathArgument, PathRole};
 use crate::pdp::{Problem, ProblemKind, SourceFile};
@@ -88,6 +89,8 @@ pub struct ServerConfig {
     /// The arguments its tools show policies where their entry does not
     /// say: none but path arguments without it.
     pub visible: Option<Visible>,
+    /// The protocol era portcullis speaks to it.
+    pub protocol: Protocol,
 }
 
 /// What a stdio server may do beyond the floor of its confinement (writes
@@ -310,6 +313,8 @@ struct RawServer {
     /// The arguments its tools show policies, where their entry does not
     /// say.
     visible: Option<RawVisible>,
+    /// The protocol era to speak to it.
+    protocol: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -463,6 +468,20 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             .ok(),
         None => None,
     };
+    let protocol = match raw.protocol {
+        Some(named) => Protocol::named(named.get_ref()).unwrap_or_else(|| {
+            errors.push((
+                Some(named.span().start),
+                format!(
+                    "server `{name}`: protocol = \"{}\": expected {}",
+                    named.get_ref(),
+                    Protocol::NAMES
+                ),
+            ));
+            Protocol::default()
+        }),
+        None => Protocol::default(),
+    };
     match endpoint {
         Some(endpoint) if errors.is_empty() => Ok(ServerConfig {
             name: name.to_owned(),
@@ -475,6 +494,7 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             agent,
             confinement,
             visible,
+            protocol,
         }),
         _ => Err(errors),
     }
@@ -811,6 +831,25 @@ effects = ["read"]
         assert_eq!(write.required_capabilities, ["write"]);
         assert_eq!(write.paths[0].role, PathRole::Write);
         assert_eq!(files.rule_for("anything").unwrap().pattern, "*");
+    }
+
+    #[test]
+    fn a_server_speaks_the_2025_era_unless_its_entry_names_another() {
+        let config = ServersConfig::parse(&file(
+            "[servers.a]\ncommand = \"a\"\n[servers.b]\ncommand = \"b\"\nprotocol = \"2026-07-28\"\n[servers.c]\nurl = \"http://127.0.0.1:1/mcp\"\nprotocol = \"auto\"\n",
+        ))
+        .unwrap();
+        assert_eq!(config.server("a").unwrap().protocol, Protocol::Initialize);
+        assert_eq!(config.server("b").unwrap().protocol, Protocol::Discover);
+        assert_eq!(config.server("c").unwrap().protocol, Protocol::Auto);
+        let found = problems("[servers.a]\ncommand = \"a\"\nprotocol = \"2026\"\n");
+        assert!(
+            found.contains("servers.toml:3")
+                && found.contains(
+                    "protocol = \"2026\": expected \"2025-11-25\", \"2026-07-28\" or \"auto\""
+                ),
+            "{found}"
+        );
     }
 
     #[test]

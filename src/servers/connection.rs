@@ -6,22 +6,25 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
+use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientServiceExt, RoleClient};
 use serde_json::Value;
 use thiserror::Error;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::client::{DownstreamClient, RelaySlot, Routes};
+use super::client::{DownstreamClient, Routes};
 use super::config::{Endpoint, ServerConfig};
 use super::guard::GUARD_SUBCOMMAND;
 use super::ordered::{self, Arrivals, InOrder};
 use super::pins::{definition_hash, pinned_definition};
+use super::protocol::Protocol;
 use super::stderr_tail::StderrTail;
+use super::upstream::RelaySlot;
 use crate::confine::Plan;
 use crate::facts::{BUILTIN_PATH_CLASSES, PathClasses};
 
@@ -73,6 +76,9 @@ pub(super) struct Connection {
     pub tools: BTreeMap<String, Value>,
     /// The hash of each listed tool's definition, by name.
     pub hashes: BTreeMap<String, String>,
+    /// Whether the server runs calls as tasks (the 2026-07-28 tasks
+    /// extension), so that a client's call of its tools may be one.
+    pub tasks: bool,
 }
 
 impl Connection {
@@ -91,7 +97,7 @@ impl Connection {
         let client = DownstreamClient {
             server: server.name.clone(),
             relay,
-            list_changed,
+            list_changed: list_changed.clone(),
         };
         let started = match &server.endpoint {
             Endpoint::Stdio {
@@ -112,7 +118,7 @@ impl Connection {
                 };
                 let transport = spawn(&child, stderr)?;
                 let transport = InOrder::new(transport, arrivals.clone());
-                start(client, transport, server.start_timeout).await
+                start(client, transport, server).await
             }
             Endpoint::Http { url, bearer_from } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -126,15 +132,33 @@ impl Connection {
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let transport = InOrder::new(transport, arrivals.clone());
-                start(client, transport, server.start_timeout).await
+                start(client, transport, server).await
             }
         };
         let (service, listed) = started?;
+        let modern = service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        if modern {
+            let listening = listen_for_changes(&server.name, service.peer().clone(), list_changed);
+            if tokio::time::timeout(server.start_timeout, listening)
+                .await
+                .is_err()
+            {
+                tracing::warn!(server = %server.name, "the server did not acknowledge the stream of tool list changes");
+            }
+        }
+        let tasks = service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.supports_tasks());
         let mut connection = Self {
             peer: service.peer().clone(),
             arrivals,
             tools: BTreeMap::new(),
             hashes: BTreeMap::new(),
+            tasks,
         };
         connection.take_listing(&listed);
         Ok((connection, service))
@@ -157,22 +181,59 @@ impl Connection {
     }
 }
 
-/// Starts the MCP session over `transport` and lists the tools, within
-/// `timeout`.
+/// A 2026-07-28 server tells of a changed tool list only on a stream its
+/// client opens (`subscriptions/listen`), where a 2025 one sends it
+/// unasked: the stream is opened once the session runs, and each change
+/// on it is checked against the pins as a 2025 server's notification is.
+/// A server that does not serve the stream is listed again only when it
+/// restarts; that is logged.
+async fn listen_for_changes(
+    server: &str,
+    peer: Peer<RoleClient>,
+    list_changed: mpsc::UnboundedSender<()>,
+) {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(err) => {
+            tracing::warn!(server, error = %err, "the server offers no stream of tool list changes; its tools are checked against their pins when it starts");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(
+                notification,
+                ServerNotification::ToolListChangedNotification(_)
+            ) {
+                let _ = list_changed.send(());
+            }
+        }
+    });
+}
+
+/// Starts the MCP session over `transport` in the era `server`'s entry
+/// names and lists the tools, within its start timeout.
 async fn start<T, E, A>(
     client: DownstreamClient,
     transport: T,
-    timeout: std::time::Duration,
+    server: &ServerConfig,
 ) -> Result<(Session, Vec<rmcp::model::Tool>), ConnectError>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let timeout = server.start_timeout;
     tokio::time::timeout(timeout, async {
         let service = client
-            .serve(transport)
+            .serve_with_lifecycle(transport, server.protocol.lifecycle())
             .await
-            .map_err(|err| ConnectError::Initialize(err.to_string()))?;
+            .map_err(|err| match server.protocol {
+                Protocol::Discover => ConnectError::Initialize(format!(
+                    "{err} (its entry says protocol = \"2026-07-28\"; a server of the 2025 era needs \"2025-11-25\" or \"auto\")"
+                )),
+                _ => ConnectError::Initialize(err.to_string()),
+            })?;
         let listed = service
             .list_all_tools()
             .await

@@ -2,66 +2,29 @@
 //! it starts, each watched and restarted with backoff when it dies, each
 //! call forwarded once the keeper has decided and recorded it.
 
-#![expect(
-    deprecated,
-    reason = "sampling and roots are deprecated from 2026-07-28 on, and servers of the 2025 era still ask for them: each ask is decided like a call"
-)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::pin::Pin as StdPin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    CreateMessageRequestParams, ElicitRequestParams, ErrorData, JsonObject, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientRequest, JsonObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
 use tokio::sync::{Mutex, RwLock, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::client::{ProgressRoute, RelaySlot, RouteTable, Routes};
+use super::client::{ProgressRoute, RouteTable, Routes};
 use super::config::{ServerConfig, ServersConfig};
 use super::connection::Connection;
+use super::follow::{FollowUp, Followed};
 use super::ordered;
 use super::stderr_tail::StderrTail;
+use super::upstream::{RelaySlot, UpstreamRelay};
 use crate::facts::Root;
 use crate::tools::Progress;
-
-/// A request a downstream makes of its client, relayed upstream only when
-/// a policy allows it.
-#[derive(Debug)]
-pub enum UpstreamRequest {
-    Elicitation(ElicitRequestParams),
-    Sampling(CreateMessageRequestParams),
-    Roots,
-}
-
-impl UpstreamRequest {
-    /// The MCP method, as policies and the audit log name it.
-    pub fn method(&self) -> &'static str {
-        match self {
-            UpstreamRequest::Elicitation(_) => "elicitation/create",
-            UpstreamRequest::Sampling(_) => "sampling/createMessage",
-            UpstreamRequest::Roots => "roots/list",
-        }
-    }
-}
-
-/// Decides, records and (if allowed) relays a downstream's request to the
-/// upstream client: the MCP adapter implements it, since only it has the
-/// upstream session.
-pub trait UpstreamRelay: Send + Sync {
-    /// `request_id` is the downstream's id of its request, for the record.
-    fn relay<'a>(
-        &'a self,
-        request_id: String,
-        server: &'a str,
-        request: UpstreamRequest,
-    ) -> StdPin<Box<dyn Future<Output = Result<Value, ErrorData>> + Send + 'a>>;
-}
 
 /// Whether a server can take calls now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -376,6 +339,18 @@ impl Fleet {
             .unwrap_or_default()
     }
 
+    /// Whether `server` runs calls as tasks (it speaks 2026-07-28 and
+    /// declared the tasks extension), as it is connected now.
+    pub async fn runs_tasks(&self, server: &str) -> bool {
+        let Some(supervised) = self.servers.get(server) else {
+            return false;
+        };
+        let Some(connection) = supervised.connection.read().await.clone() else {
+            return false;
+        };
+        connection.read().await.tasks
+    }
+
     /// Whether `server` lets its error results through to the client.
     pub fn passes_errors(&self, server: &str) -> bool {
         self.servers
@@ -408,9 +383,8 @@ impl Fleet {
             Value::Object(map) => map,
             _ => JsonObject::new(),
         };
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments),
-        ));
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
         let options =
             PeerRequestOptions::with_timeout(supervised.config.timeout).reset_timeout_on_progress();
         // With a caller that wants progress, the routes stay locked from
@@ -453,10 +427,11 @@ impl Fleet {
         };
         let response = handle.await_response();
         tokio::pin!(response);
+        tokio::pin!(stop);
         let mut failed = false;
         let answered = tokio::select! {
             answer = &mut response => Some(answer),
-            () = stop => None,
+            () = &mut stop => None,
             () = troubled => match tokio::time::timeout(AGENT_ERROR_GRACE, &mut response).await {
                 Ok(answer) => Some(answer),
                 Err(_) => {
@@ -492,8 +467,31 @@ impl Fleet {
                 Forwarded::Cancelled
             };
         };
-        match answer {
-            Ok(ServerResult::CallToolResult(result)) => {
+        let answer = match answer {
+            Ok(ServerResult::CallToolResult(result)) => CallToolResponse::Complete(result),
+            Ok(ServerResult::InputRequiredResult(asked)) => CallToolResponse::InputRequired(asked),
+            Ok(ServerResult::CreateTaskResult(task)) => CallToolResponse::Task(task),
+            Ok(other) => {
+                tracing::warn!(server, tool, answer = ?other, "the server answered a call with something else");
+                return Forwarded::Failed;
+            }
+            Err(rmcp::ServiceError::Timeout { .. }) => return Forwarded::TimedOut,
+            Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)) => {
+                return Forwarded::Unavailable;
+            }
+            Err(err) => {
+                tracing::warn!(server, tool, error = %err, "the call failed downstream");
+                return Forwarded::Failed;
+            }
+        };
+        let follow = FollowUp {
+            server,
+            peer: &peer,
+            relay: &self.relay,
+            timeout: supervised.config.timeout,
+        };
+        match follow.follow(answer, params, stop).await {
+            Followed::Result(result) => {
                 let is_error = result.is_error == Some(true);
                 match serde_json::to_value(&result) {
                     Ok(result) => Forwarded::Result { result, is_error },
@@ -503,16 +501,11 @@ impl Fleet {
                     }
                 }
             }
-            Ok(other) => {
-                tracing::warn!(server, tool, answer = ?other, "the server answered a call with something else");
-                Forwarded::Failed
-            }
-            Err(rmcp::ServiceError::Timeout { .. }) => Forwarded::TimedOut,
-            Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)) => {
-                Forwarded::Unavailable
-            }
-            Err(err) => {
-                tracing::warn!(server, tool, error = %err, "the call failed downstream");
+            Followed::Unavailable => Forwarded::Unavailable,
+            Followed::TimedOut => Forwarded::TimedOut,
+            Followed::Cancelled => Forwarded::Cancelled,
+            Followed::Failed(why) => {
+                tracing::warn!(server, tool, why, "the call failed downstream");
                 Forwarded::Failed
             }
         }

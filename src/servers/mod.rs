@@ -14,10 +14,13 @@ mod config;
 mod connection;
 mod drift;
 mod fleet;
+mod follow;
 mod guard;
 mod ordered;
 mod pins;
+mod protocol;
 mod stderr_tail;
+mod upstream;
 mod visible;
 
 use std::collections::BTreeMap;
@@ -33,9 +36,10 @@ pub use config::{
     ServersConfig, Surface, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
 };
 pub use drift::{Drift, DriftKind, drift};
-pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus, UpstreamRelay, UpstreamRequest};
+pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus};
 pub use guard::{GUARD_SUBCOMMAND, NOT_CONFINED, run_guard};
 pub use pins::{LOCK_VERSION, Pin, ServersLock, definition_hash, pinned_definition};
+pub use upstream::{UpstreamRelay, UpstreamRequest};
 
 use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, SERVERS_FILE, tier_entities};
 use crate::tools::{Registry, Runner, ToolId, ToolSpec};
