@@ -174,3 +174,40 @@ async def test_a_cancelled_call_ends_and_the_next_one_reads(setup, mode):
         after = await client.call_tool("down__describe", {})
         assert not after.is_error
         assert after.content[0].text == "described"
+
+
+TASKED = Path(__file__).parent / "servers" / "tasked.py"
+
+
+async def test_a_2026_downstream_that_runs_its_call_as_a_task_answers_as_one_result(setup, mode):
+    """The downstream speaks 2026-07-28 and runs `job` as a task of its own:
+    a client that asks for no task reads the result as any call's, through
+    the SDK's types, in both eras."""
+    (setup.base / "policies" / "servers.toml").write_text(f"""
+[servers.long]
+command = "{sys.executable}"
+args = ["{TASKED}"]
+protocol = "auto"
+timeout = "60s"
+
+[servers.long.tools."*"]
+effects = ["none"]
+""")
+    (setup.base / "policies" / "20_allowlist.cedar").write_text(
+        POLICIES.replace('Portcullis::Server::"down"', 'Portcullis::Server::"long"')
+    )
+    subprocess.run(
+        [BIN, "servers", "pin", "--root", str(setup.root),
+         "--policies", str(setup.base / "policies"), "--schema", str(setup.base / "schemas")],
+        check=True, capture_output=True,
+    )
+    async with Client(setup.params(), mode=mode) as client:
+        result = await client.call_tool("long__job", {"text": "the report"})
+        wrapped = await client.call_tool("tool_call", {"name": "long__job", "arguments": {"text": "again"}})
+    assert not result.is_error, result
+    assert result.content[0].text == "done: the report"
+    assert result.structured_content == {"result": "done: the report"}
+    assert wrapped.content[0].text == "done: again"
+    setup.stop()
+    ended = [r for r in records(setup, "outcome") if r["status"] == "executed"]
+    assert len(ended) == 2, ended
