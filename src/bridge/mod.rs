@@ -11,6 +11,7 @@
 //! What it may not do: decide, or show one client another's session (a
 //! foreign session is answered exactly as one that does not exist).
 
+mod lease;
 mod store;
 
 use std::collections::HashMap;

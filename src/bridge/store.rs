@@ -3,6 +3,7 @@
 //! turn starts). The audit log records only their hashes; this is where the
 //! words are, so it is the caller's data and is shown only to its owner.
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use thiserror::Error;
 
+use super::lease::{self, Lease};
 use crate::clock::Clock;
 
 #[derive(Debug, Error)]
@@ -21,6 +23,10 @@ pub enum StoreError {
     },
     #[error("the session store {path} was written by a newer portcullis (version {found})")]
     Newer { path: String, found: i64 },
+    #[error(
+        "the session store {path} holds prompts and replies and others can read or write it (mode {mode:o}): run `chmod 600 {path}`"
+    )]
+    LoosePermissions { path: String, mode: u32 },
     #[error("the session store: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("no randomness for a session id: {0}")]
@@ -28,7 +34,7 @@ pub enum StoreError {
 }
 
 /// The schema version this build writes.
-const VERSION: i64 = 1;
+const VERSION: i64 = 2;
 
 /// How long a write waits for another process's to finish.
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -55,6 +61,7 @@ CREATE TABLE IF NOT EXISTS turns (
     state TEXT NOT NULL,
     started_at TEXT NOT NULL,
     ended_at TEXT,
+    runner TEXT,
     PRIMARY KEY (session_id, n)
 );
 ";
@@ -132,9 +139,47 @@ pub enum Refused {
     Busy,
 }
 
+/// Creates the store's folder (0700) and the store itself (0600) when they
+/// are missing: SQLite gives its WAL and shared-memory files the mode of
+/// the database, so prompts and replies are never readable by others.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// `path` with `suffix` after its file name, as SQLite names its WAL and
+/// shared-memory files.
+fn sidecar(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
 pub struct SessionStore {
     connection: Connection,
     clock: Arc<dyn Clock>,
+    /// This process's claim on the turns it runs.
+    lease: Lease,
+}
+
+impl Drop for SessionStore {
+    fn drop(&mut self) {
+        self.lease.release(&self.connection);
+    }
 }
 
 impl SessionStore {
@@ -147,11 +192,20 @@ impl SessionStore {
             path: shown.clone(),
             source,
         };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|err| StoreError::Open {
-                path: shown.clone(),
-                source: rusqlite::Error::ToSqlConversionFailure(Box::new(err)),
-            })?;
+        private_file(path).map_err(|err| StoreError::Open {
+            path: shown.clone(),
+            source: rusqlite::Error::ToSqlConversionFailure(Box::new(err)),
+        })?;
+        for file in [path.to_owned(), sidecar(path, "-wal"), sidecar(path, "-shm")] {
+            if let Ok(meta) = std::fs::metadata(&file) {
+                let mode = meta.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(StoreError::LoosePermissions {
+                        path: file.display().to_string(),
+                        mode,
+                    });
+                }
+            }
         }
         let connection = Connection::open(path).map_err(opened)?;
         // Several stdio `serve` processes (one per client) share one store:
@@ -171,11 +225,25 @@ impl SessionStore {
             return Err(StoreError::Newer { path: shown, found });
         }
         connection.execute_batch(SCHEMA).map_err(opened)?;
+        connection.execute_batch(lease::SCHEMA).map_err(opened)?;
+        if found == 1 {
+            // Version 1 knew no runners: its running turns have none, and
+            // are found orphaned below.
+            connection
+                .execute_batch("ALTER TABLE turns ADD COLUMN runner TEXT")
+                .map_err(opened)?;
+        }
         connection
             .execute_batch(&format!("PRAGMA user_version = {VERSION}"))
             .map_err(opened)?;
-        let mut store = Self { connection, clock };
-        let interrupted = store.interrupt_running()?;
+        let lease = Lease::take(&connection, path, new_session_id()?, Arc::clone(&clock))
+            .map_err(opened)?;
+        let mut store = Self {
+            connection,
+            clock,
+            lease,
+        };
+        let interrupted = store.interrupt_orphaned(None)?;
         Ok((store, interrupted))
     }
 
@@ -183,22 +251,23 @@ impl SessionStore {
         humantime::format_rfc3339_millis(self.clock.now()).to_string()
     }
 
-    fn interrupt_running(&mut self) -> Result<Vec<String>, StoreError> {
+    /// Marks interrupted the running turns (of `session`, when given)
+    /// whose process is gone, and returns their sessions.
+    fn interrupt_orphaned(&mut self, session: Option<&str>) -> Result<Vec<String>, StoreError> {
         let now = self.now();
+        let now_ms = i64::try_from(self.clock.now_millis()).unwrap_or(i64::MAX);
         let tx = self.connection.transaction()?;
-        let sessions: Vec<String> = {
-            let mut query = tx.prepare(
-                "SELECT DISTINCT session_id FROM turns WHERE state = 'running' ORDER BY session_id",
+        let orphans = lease::orphaned(&tx, session, now_ms)?;
+        for (session, n) in &orphans {
+            tx.execute(
+                "UPDATE turns SET state = 'interrupted', ended_at = ?3
+                 WHERE session_id = ?1 AND n = ?2 AND state = 'running'",
+                params![session, n, now],
             )?;
-            query
-                .query_map([], |row| row.get(0))?
-                .collect::<Result<_, _>>()?
-        };
-        tx.execute(
-            "UPDATE turns SET state = 'interrupted', ended_at = ?1 WHERE state = 'running'",
-            params![now],
-        )?;
+        }
         tx.commit()?;
+        let mut sessions: Vec<String> = orphans.into_iter().map(|(session, _)| session).collect();
+        sessions.dedup();
         Ok(sessions)
     }
 
@@ -226,9 +295,9 @@ impl SessionStore {
             params![id, owner, agent, title, now],
         )?;
         tx.execute(
-            "INSERT INTO turns (session_id, n, prompt, reply, state, started_at, ended_at)
-             VALUES (?1, 1, ?2, NULL, 'running', ?3, NULL)",
-            params![id, prompt, now],
+            "INSERT INTO turns (session_id, n, prompt, reply, state, started_at, ended_at, runner)
+             VALUES (?1, 1, ?2, NULL, 'running', ?3, NULL, ?4)",
+            params![id, prompt, now, self.lease.id],
         )?;
         tx.commit()?;
         Ok(TurnSlot {
@@ -246,6 +315,8 @@ impl SessionStore {
         id: &str,
         prompt: &str,
     ) -> Result<Result<TurnSlot, Refused>, StoreError> {
+        // A turn whose process is gone holds the session no longer.
+        self.interrupt_orphaned(Some(id))?;
         let now = self.now();
         let tx = self.connection.transaction()?;
         let found: Option<Option<String>> = tx
@@ -272,9 +343,9 @@ impl SessionStore {
             |row| row.get(0),
         )?;
         tx.execute(
-            "INSERT INTO turns (session_id, n, prompt, reply, state, started_at, ended_at)
-             VALUES (?1, ?2, ?3, NULL, 'running', ?4, NULL)",
-            params![id, n, prompt, now],
+            "INSERT INTO turns (session_id, n, prompt, reply, state, started_at, ended_at, runner)
+             VALUES (?1, ?2, ?3, NULL, 'running', ?4, NULL, ?5)",
+            params![id, n, prompt, now, self.lease.id],
         )?;
         tx.execute(
             "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
@@ -398,6 +469,63 @@ mod tests {
     }
 
     #[test]
+    fn the_store_and_its_journal_are_only_the_owners_and_a_shared_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _, _) = open_in(dir.path());
+        store.start("alice", "codex", "a private prompt").unwrap();
+        let state = dir.path().join("state");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state), 0o700);
+        let db = state.join("sessions.sqlite3");
+        for file in [db.clone(), sidecar(&db, "-wal"), sidecar(&db, "-shm")] {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        drop(store);
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+        let Err(refused) = SessionStore::open(&db, clock.clone()) else {
+            panic!("a store others can read was opened");
+        };
+        let message = refused.to_string();
+        assert!(message.contains("mode 644") && message.contains("chmod 600"), "{message}");
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (store, _) = SessionStore::open(&db, clock).unwrap();
+        assert_eq!(store.list("alice").unwrap().len(), 1, "nothing was lost");
+    }
+
+    #[test]
+    fn another_process_opening_the_store_leaves_a_live_turn_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut first, _, _) = open_in(dir.path());
+        let running = first.start("alice", "codex", "a long one").unwrap();
+        // A second process starts on the same store while the turn runs.
+        let (mut second, interrupted, clock) = open_in(dir.path());
+        assert!(interrupted.is_empty(), "a live turn was interrupted: {interrupted:?}");
+        let (session, _) = second.get("alice", &running.session_id).unwrap().unwrap();
+        assert_eq!(session.state, TurnState::Running);
+        assert_eq!(
+            second
+                .continue_session("alice", &running.session_id, "again")
+                .unwrap()
+                .unwrap_err(),
+            Refused::Busy,
+            "a second prompt into a running session"
+        );
+        // The first process's heartbeat stops (it hangs, or is gone without
+        // a word): once its lease runs out, its turn no longer holds the
+        // session.
+        clock.advance(lease::LEASE + Duration::from_secs(1));
+        let next = second
+            .continue_session("alice", &running.session_id, "again")
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.n, 2);
+        let (_, turns) = second.get("alice", &running.session_id).unwrap().unwrap();
+        assert_eq!(turns[0].state, TurnState::Interrupted);
+        drop(first);
+    }
+
+    #[test]
     fn sessions_belong_to_their_owner() {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _, clock) = open_in(dir.path());
@@ -489,6 +617,7 @@ mod tests {
             .unwrap()
             .execute_batch("PRAGMA user_version = 99")
             .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
         let err = SessionStore::open(&path, clock.clone()).err().unwrap();
         assert!(matches!(err, StoreError::Newer { found: 99, .. }), "{err}");
@@ -498,6 +627,7 @@ mod tests {
             "this is not a database, it is a text file of some length",
         )
         .unwrap();
+        std::fs::set_permissions(&junk, std::fs::Permissions::from_mode(0o600)).unwrap();
         let err = SessionStore::open(&junk, clock).err().unwrap();
         assert!(err.to_string().contains("junk"), "{err}");
         assert_eq!(
