@@ -397,3 +397,69 @@ async fn the_real_codex_mcp_server_is_pinned_and_a_prompt_without_a_key_fails_cl
     assert_eq!(outcome["body"]["status"], "failed");
     assert_eq!(outcome["body"]["failure"], "downstream_error");
 }
+
+#[test]
+fn a_second_serve_on_the_same_store_leaves_a_live_turn_alone() {
+    let agent = Agent::new(ALLOW_BRIDGE, "paired");
+    let mut first = Session::start(&agent.served);
+    first.initialize();
+    first.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "prompt_send", "arguments": {"prompt": "a slow job"}}})
+        .to_string(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while agent.started() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started the turn"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A second process starts on the same store while the turn runs.
+    let mut second = Session::start(&agent.served);
+    second.initialize();
+    let answer = |session: &mut Session, id: i64, name: &str, arguments: Value| {
+        session.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}})
+            .to_string(),
+        );
+        loop {
+            let frame = session.next();
+            if frame["id"] == id {
+                break frame;
+            }
+        }
+    };
+    let listed = answer(&mut second, 2, "sessions_list", json!({}));
+    let sessions = &listed["result"]["structuredContent"]["sessions"];
+    assert_eq!(sessions[0]["state"], "running", "{listed}");
+    let id = sessions[0]["id"].as_str().unwrap().to_owned();
+    let busy = answer(
+        &mut second,
+        3,
+        "prompt_send",
+        json!({"prompt": "meanwhile", "session_id": id}),
+    );
+    assert_eq!(
+        busy["result"]["structuredContent"]["failure"], "session_busy",
+        "{busy}"
+    );
+    second.finish();
+    // The turn is still the first process's: its cancel stops it.
+    let cancelled = answer(&mut first, 4, "prompt_cancel", json!({"session_id": id}));
+    assert_eq!(
+        cancelled["result"]["structuredContent"]["cancelled"], true,
+        "{cancelled}"
+    );
+    first.finish();
+    assert!(
+        !agent
+            .served
+            .records()
+            .iter()
+            .any(|r| r["body"]["event"] == "turns_interrupted"),
+        "a live turn was recorded as interrupted"
+    );
+}

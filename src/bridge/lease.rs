@@ -172,11 +172,17 @@ mod tests {
         let me = i64::from(std::process::id());
         assert!(is_alive(Some((host(), me, now)), now));
         assert!(is_alive(Some((host(), me, now - 15_000)), now));
-        assert!(!is_alive(Some((host(), me, now - 15_001)), now), "lease ran out");
+        assert!(
+            !is_alive(Some((host(), me, now - 15_001)), now),
+            "lease ran out"
+        );
         assert!(!is_alive(None, now), "released");
         // A pid that no process has on this machine.
         assert!(!is_alive(Some((host(), i64::from(i32::MAX), now)), now));
         // Another machine's pid says nothing here: its lease decides.
-        assert!(is_alive(Some(("another-boot".into(), i64::from(i32::MAX), now)), now));
+        assert!(is_alive(
+            Some(("another-boot".into(), i64::from(i32::MAX), now)),
+            now
+        ));
     }
 }

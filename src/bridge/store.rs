@@ -196,7 +196,11 @@ impl SessionStore {
             path: shown.clone(),
             source: rusqlite::Error::ToSqlConversionFailure(Box::new(err)),
         })?;
-        for file in [path.to_owned(), sidecar(path, "-wal"), sidecar(path, "-shm")] {
+        for file in [
+            path.to_owned(),
+            sidecar(path, "-wal"),
+            sidecar(path, "-shm"),
+        ] {
             if let Ok(meta) = std::fs::metadata(&file) {
                 let mode = meta.permissions().mode() & 0o777;
                 if mode & 0o077 != 0 {
@@ -487,7 +491,10 @@ mod tests {
             panic!("a store others can read was opened");
         };
         let message = refused.to_string();
-        assert!(message.contains("mode 644") && message.contains("chmod 600"), "{message}");
+        assert!(
+            message.contains("mode 644") && message.contains("chmod 600"),
+            "{message}"
+        );
         std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
         let (store, _) = SessionStore::open(&db, clock).unwrap();
         assert_eq!(store.list("alice").unwrap().len(), 1, "nothing was lost");
@@ -500,7 +507,10 @@ mod tests {
         let running = first.start("alice", "codex", "a long one").unwrap();
         // A second process starts on the same store while the turn runs.
         let (mut second, interrupted, clock) = open_in(dir.path());
-        assert!(interrupted.is_empty(), "a live turn was interrupted: {interrupted:?}");
+        assert!(
+            interrupted.is_empty(),
+            "a live turn was interrupted: {interrupted:?}"
+        );
         let (session, _) = second.get("alice", &running.session_id).unwrap().unwrap();
         assert_eq!(session.state, TurnState::Running);
         assert_eq!(
