@@ -194,6 +194,27 @@ fn named_like_a_place(name: &str) -> bool {
     PLACE_WORDS.contains(&whole.as_str()) || words.iter().any(|w| PLACE_WORDS.contains(&w.as_str()))
 }
 
+/// Two downstream tools clients would call by one name (`ev` with `_t`
+/// and `ev_` with `t` are both `ev___t`): one would hide the other, so the
+/// set does not load. Each message names both.
+pub fn name_collisions(specs: &[(ToolSpec, Runner)]) -> Vec<String> {
+    let mut seen: BTreeMap<String, &ToolId> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (spec, _) in specs {
+        let name = format!("{}__{}", spec.id.server(), spec.id.name());
+        if let Some(first) = seen.insert(name.clone(), &spec.id) {
+            problems.push(format!(
+                "tool `{}` of server `{}` and tool `{}` of server `{}` are both called `{name}` by clients: rename one of the servers",
+                first.name(),
+                first.server(),
+                spec.id.name(),
+                spec.id.server()
+            ));
+        }
+    }
+    problems
+}
+
 /// The pinned tools of `config`'s tool servers whose matching entry leaves
 /// an argument named like a place unaccounted for: each must be under
 /// `paths` (so the hard constraints judge it) or under `not_paths` with a
@@ -314,6 +335,35 @@ mod tests {
         assert!(
             matches!(runner, Runner::Downstream { pinned: Some(hash) } if *hash == lock.servers["files"]["read_file"].sha256)
         );
+    }
+
+    #[test]
+    fn two_tools_clients_would_call_by_one_name_are_both_named() {
+        let config = super::super::config::parsed(
+            "[servers.ev]\ncommand = \"x\"\n[servers.ev_]\ncommand = \"y\"\n[servers.other]\ncommand = \"z\"\n",
+        );
+        let mut lock = ServersLock::new();
+        for (server, tool) in [("ev", "_t"), ("ev_", "t"), ("other", "t")] {
+            let definition = json!({"name": tool, "inputSchema": {"type": "object"}});
+            lock.servers
+                .entry(server.into())
+                .or_default()
+                .insert(tool.into(), Pin::of(pinned_definition(&definition)));
+        }
+        let specs = downstream_specs(&config, &lock, &BTreeMap::new(), &BTreeSet::new());
+        let found = name_collisions(&specs);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("`_t` of server `ev`")
+                && found[0].contains("`t` of server `ev_`")
+                && found[0].contains("`ev___t`"),
+            "{found:?}"
+        );
+        let apart: Vec<_> = specs
+            .into_iter()
+            .filter(|(spec, _)| spec.id.server() != "ev_")
+            .collect();
+        assert!(name_collisions(&apart).is_empty());
     }
 
     #[test]

@@ -109,12 +109,17 @@ impl Servers {
                     .collect(),
             });
         }
-        Ok(downstream_specs(
-            &self.config,
-            &self.lock,
-            live,
-            &capabilities,
-        ))
+        let specs = downstream_specs(&self.config, &self.lock, live, &capabilities);
+        let collisions = catalog::name_collisions(&specs);
+        if !collisions.is_empty() {
+            return Err(LoadError {
+                problems: collisions
+                    .into_iter()
+                    .map(|message| Problem::new(ProblemKind::Servers, file, message))
+                    .collect(),
+            });
+        }
+        Ok(specs)
     }
 
     fn checked(
