@@ -815,3 +815,113 @@ async fn an_approval_asked_of_one_client_cannot_be_spent_by_another() {
     );
     server.stop();
 }
+
+/// Sends `head` (a whole request head, CRLFs included, and its body) on a
+/// raw socket and returns the status and the whole answer (the request
+/// says `connection: close`, so the answer ends with the connection).
+fn raw_request(base: &str, head: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut chunk) {
+        if read == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..read]);
+    }
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    (status, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_names_its_host_twice_is_refused_and_a_preflight_needs_only_an_allowed_origin()
+ {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let server = HttpServer::start(&served, &[]);
+    let url = server.url();
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let token = served.token.clone();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#;
+    let post = |target: &str, hosts: &[&str]| {
+        let mut head = format!("POST {target} HTTP/1.1\r\n");
+        for host in hosts {
+            head.push_str(&format!("host: {host}\r\n"));
+        }
+        head.push_str(&format!(
+            "authorization: Bearer {token}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ));
+        head
+    };
+    let base = format!("http://{address}");
+    // Two Host headers, the second naming another site.
+    let (status, _) = raw_request(&base, &post("/mcp", &[&address, "evil.example"]));
+    assert_eq!(status, 400);
+    // An absolute-form target naming another host than Host.
+    let (status, _) = raw_request(&base, &post("http://evil.example/mcp", &[&address]));
+    assert_eq!(status, 400);
+    // The same request in absolute form naming its own host is served.
+    // (served: rmcp's own answer to the request, not the guard's refusal).
+    let (_, answer) = raw_request(&base, &post(&format!("http://{address}/mcp"), &[&address]));
+    assert!(!answer.contains("names its host"), "{answer}");
+    let (_, refused) = raw_request(&base, &post("http://evil.example/mcp", &[&address]));
+    assert!(refused.contains("names its host"), "{refused}");
+
+    // A browser's preflight from an allowed origin needs no token.
+    let preflight = |origin: &str| {
+        format!(
+            "OPTIONS /mcp HTTP/1.1\r\nhost: {address}\r\norigin: {origin}\r\naccess-control-request-method: POST\r\naccess-control-request-headers: authorization, content-type\r\nconnection: close\r\n\r\n"
+        )
+    };
+    let (status, answer) = raw_request(&base, &preflight("http://localhost:5173"));
+    assert_eq!(status, 204, "{answer}");
+    let lower = answer.to_ascii_lowercase();
+    assert!(
+        lower.contains("access-control-allow-origin: http://localhost:5173")
+            && lower.contains("access-control-allow-headers:")
+            && lower.contains("authorization"),
+        "{answer}"
+    );
+    assert!(!lower.contains("mcp-session-id:"), "{answer}");
+    // From another site it is refused, and without an origin it is no
+    // preflight: a token is needed as for anything else.
+    let (status, _) = raw_request(&base, &preflight("https://evil.example"));
+    assert_eq!(status, 403);
+    let bare = format!("OPTIONS /mcp HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n");
+    assert_eq!(raw_request(&base, &bare).0, 401);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_initialize_on_an_open_legacy_session_is_refused() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+    let session = open_session(&http, &url, &token).await;
+    let again = json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw", "version": "2"}}});
+    let answer = in_session(&http, &url, &token, &session, again).await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(answer.body.contains("-32600"), "{}", answer.body);
+    // The session is as it was: it still serves.
+    let list = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {}});
+    let answer = in_session(&http, &url, &token, &session, list).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.contains("read_file"), "{}", answer.body);
+    server.stop();
+}

@@ -88,6 +88,59 @@ fn is_port(text: &str) -> bool {
     !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// Whether the request names its host more than one way: two `Host`
+/// headers, or an absolute-form target (`POST http://a/mcp`) whose
+/// authority is not its `Host`. Only one of them would be checked, and a
+/// proxy in front may route by the other.
+fn host_ambiguous(request: &Request) -> bool {
+    let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
+    match (hosts.as_slice(), request.uri().authority()) {
+        ([host], Some(authority)) => !host
+            .to_str()
+            .is_ok_and(|host| host.eq_ignore_ascii_case(authority.as_str())),
+        ([] | [_], _) => false,
+        _ => true,
+    }
+}
+
+/// The headers a browser page of an allowed origin may send, and the
+/// session header it may read.
+const CORS_ALLOW_HEADERS: &str =
+    "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id";
+const CORS_ALLOW_METHODS: &str = "GET, POST, DELETE";
+
+/// The answer to a browser's CORS preflight from an allowed origin: what
+/// it may send, and nothing else (no session, no token needed to ask).
+fn preflight(origin: &HeaderValue) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static(CORS_ALLOW_METHODS),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(CORS_ALLOW_HEADERS),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("origin"));
+    response
+}
+
+/// Whether a body holds an `initialize` request (alone or in a batch).
+fn is_initialize(body: &[u8]) -> bool {
+    let named = |message: &serde_json::Value| message["method"] == "initialize";
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(messages)) => messages.iter().any(named),
+        Ok(message) => named(&message),
+        Err(_) => false,
+    }
+}
+
 impl Guard {
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
         let Some(host) = headers
@@ -125,6 +178,21 @@ impl Guard {
     }
 }
 
+/// The JSON-RPC refusal of a second `initialize`, as stdio answers it.
+fn already_initialized() -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32600, "message": "Invalid Request: the session is already initialized"},
+    });
+    let mut response = (StatusCode::BAD_REQUEST, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 /// The token of an `Authorization: Bearer` header.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
@@ -138,6 +206,13 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+    if host_ambiguous(&request) {
+        tracing::warn!("refused a request that names its host twice (400)");
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the request names its host more than once",
+        );
+    }
     let headers = request.headers();
     if !guard.host_allowed(headers) {
         tracing::warn!(host = ?headers.get(header::HOST), "refused a request for a host that is not allowed (403)");
@@ -149,6 +224,13 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
     if !guard.origin_allowed(headers) {
         tracing::warn!(origin = ?headers.get(header::ORIGIN), "refused a request from an origin that is not allowed (403)");
         return refuse(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed");
+    }
+    let origin = headers.get(header::ORIGIN).cloned();
+    if request.method() == Method::OPTIONS
+        && let Some(origin) = &origin
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        return preflight(origin);
     }
     let keeper = match bearer(headers).map(|token| guard.clients.authenticate(token)) {
         Some(Ok(keeper)) => keeper,
@@ -173,8 +255,32 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
         None => None,
     };
     let deleting = request.method() == Method::DELETE;
+    if session.is_some() && request.method() == Method::POST {
+        // An open session is initialized once: a second `initialize` would
+        // renegotiate what it was granted (refused over stdio the same way).
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, guard.max_body).await else {
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+        };
+        if is_initialize(&bytes) {
+            tracing::warn!("refused a second initialize on an open session (400)");
+            return already_initialized();
+        }
+        request = Request::from_parts(parts, axum::body::Body::from(bytes));
+    }
     request.extensions_mut().insert(Caller(keeper));
     let mut response = next.run(request).await;
+    if let Some(origin) = origin {
+        // The guard let this origin in: its page may read the answer and
+        // the session it opened.
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id"),
+        );
+        headers.append(header::VARY, HeaderValue::from_static("origin"));
+    }
     // rmcp answers a closed session 202; the SDKs take a closing as done
     // only on 200 or 204 (the Python SDK prints "Session termination
     // failed: 202"), and it is done: nothing is left to accept.
