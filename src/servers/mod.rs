@@ -100,25 +100,21 @@ impl Servers {
             .servers
             .as_ref()
             .map_or(SERVERS_FILE, |file| file.display.as_str());
-        let undeclared = undeclared_places(&self.config, &self.lock);
-        if !undeclared.is_empty() {
-            return Err(LoadError {
-                problems: undeclared
+        // Each check's messages, if any, are the set's problems.
+        let refuse = |messages: Vec<String>| -> Result<(), LoadError> {
+            if messages.is_empty() {
+                return Ok(());
+            }
+            Err(LoadError {
+                problems: messages
                     .into_iter()
                     .map(|message| Problem::new(ProblemKind::Servers, file, message))
                     .collect(),
-            });
-        }
+            })
+        };
+        refuse(undeclared_places(&self.config, &self.lock))?;
         let specs = downstream_specs(&self.config, &self.lock, live, &capabilities);
-        let collisions = catalog::name_collisions(&specs);
-        if !collisions.is_empty() {
-            return Err(LoadError {
-                problems: collisions
-                    .into_iter()
-                    .map(|message| Problem::new(ProblemKind::Servers, file, message))
-                    .collect(),
-            });
-        }
+        refuse(catalog::name_collisions(&specs))?;
         Ok(specs)
     }
 
