@@ -925,3 +925,72 @@ async fn a_second_initialize_on_an_open_legacy_session_is_refused() {
     assert!(answer.body.contains("read_file"), "{}", answer.body);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_connections_is_capped_cut_off_and_starves_no_client() {
+    use std::io::Read;
+    if !crate::util::have("prlimit") {
+        eprintln!("SKIPPED: prlimit is not installed");
+        return;
+    }
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    fs::write(served.root.path().join("a.txt"), "hello\n").unwrap();
+    // 200 open files for the whole process: 72 of them for connections.
+    let inner = served.command();
+    let mut command = Command::new("prlimit");
+    command
+        .arg("--nofile=200:200")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (name, value) in inner.get_envs() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command.env_remove("PORTCULLIS_TOKEN");
+    let server = HttpServer::spawn(command);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    // 150 sockets that send nothing: those past the cap are told 503 at
+    // once, the others are cut off when their first head is overdue.
+    let flood: Vec<std::net::TcpStream> = (0..150)
+        .map(|_| {
+            let stream = std::net::TcpStream::connect(&address).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(90)))
+                .unwrap();
+            stream
+        })
+        .collect();
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+    let mut busy = 0;
+    let mut refused = 0;
+    let mut cut = 0;
+    for mut stream in flood {
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        if answer.starts_with(b"HTTP/1.1 503") {
+            busy += 1;
+        } else if answer.is_empty() {
+            cut += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(busy >= 150 - 72, "{busy} told 503");
+    assert!(cut > 0, "{cut} cut off");
+    assert_eq!(refused, 0, "every flood socket was told 503 or cut off");
+    // Once the flood is gone, a client is served and its call recorded.
+    let read = json!({"name": "read_file", "arguments": {"path": "a.txt"}});
+    let answer = modern(&http, &url, &token, 1, "tools/call", read).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.contains("hello"), "{}", answer.body);
+    server.stop();
+    assert!(
+        served
+            .records()
+            .iter()
+            .any(|r| r["body"]["tool"] == "read_file" && r["body"]["decision"] == "allow"),
+        "the call was not recorded"
+    );
+}

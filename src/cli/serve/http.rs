@@ -13,7 +13,9 @@ use super::super::signals::Signals;
 use super::{ServeArgs, StoreArgs, World};
 use crate::auth::{OWNER_TIER, StoredClient, TokenStore};
 use crate::facts::Transport;
-use crate::mcp::http::{Clients, HttpOptions, MCP_PATH, serve_http};
+use crate::mcp::http::{
+    Clients, ConnectionLimits, HttpOptions, MCP_PATH, raise_open_files, serve_http,
+};
 use crate::mcp::{Callers, PortcullisServer};
 
 /// The largest request body accepted unless `--max-body` says otherwise.
@@ -43,6 +45,13 @@ pub struct HttpArgs {
     /// larger one is refused (413) before it is read.
     #[arg(long, default_value = DEFAULT_MAX_BODY, value_name = "SIZE", value_parser = parse_size)]
     pub max_body: usize,
+    /// Connections open at once; one past it is refused (503). Held under
+    /// the open-file limit, less room for the log and the servers.
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Connections open at once from one peer address (503 past it).
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_peer: u32,
 }
 
 /// A size in bytes: `4096`, `64KiB`, `4MiB`.
@@ -140,10 +149,23 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
         root = %world.settings.load().root.path().display(),
         "serving over Streamable HTTP"
     );
+    let open_files = raise_open_files();
+    let limits = ConnectionLimits::within(
+        open_files,
+        args.http.max_connections as usize,
+        args.http.max_connections_per_peer as usize,
+    );
+    tracing::info!(
+        open_files,
+        connections = limits.total,
+        per_peer = limits.per_peer,
+        "connection limits"
+    );
     let options = HttpOptions {
         allowed_hosts: args.http.allowed_hosts.clone(),
         allowed_origins: args.http.allowed_origins.clone(),
         max_body: args.http.max_body,
+        limits,
     };
     let start = json!({"transport": "http", "address": bound.to_string()});
     let serving = serve_http(listener, clients, handler, options, signals.first());

@@ -4,6 +4,7 @@
 //! session to the client that opened it. `/healthz` needs no token and
 //! says only that the process answers.
 
+mod admission;
 mod clients;
 mod guard;
 mod owners;
@@ -19,6 +20,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use admission::AdmittingListener;
+pub use admission::{ConnectionLimits, raise_open_files};
 pub use clients::Clients;
 use guard::Guard;
 pub(crate) use guard::SESSION_HEADER;
@@ -49,6 +52,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The largest request body, in bytes.
     pub max_body: usize,
+    /// The connections kept open, and for how long.
+    pub limits: ConnectionLimits,
 }
 
 /// Serves `clients` on `listener` through `handler` (made for
@@ -128,7 +133,7 @@ pub async fn serve_http(
             let _ = closing.send(());
         }
     };
-    let serving = axum::serve(listener, app)
+    let serving = axum::serve(AdmittingListener::new(listener, options.limits), app)
         .with_graceful_shutdown(shutdown)
         .into_future();
     // Once the calls are recorded, a client that keeps its connection open
