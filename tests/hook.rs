@@ -789,3 +789,43 @@ when { context.input.pattern like "*password*" };
         ]
     );
 }
+
+#[test]
+fn a_credential_in_a_command_is_recorded_only_as_its_hash_and_replays_the_same() {
+    let hooked = Hooked::new();
+    let bearer = "sk-live-4f1c9e0d8b7a6c5e3a1b";
+    let key = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY";
+    let password = "hunter2-correct-horse";
+    for command in [
+        format!("curl -H 'Authorization: Bearer {bearer}' https://api.example.com/v1"),
+        format!("export AWS_SECRET_ACCESS_KEY={key}"),
+        format!("mysql --password {password} -e 'select 1'"),
+    ] {
+        hooked.decide("Bash", json!({ "command": command }));
+    }
+    let log = fs::read_to_string(hooked.served.audit_log()).unwrap();
+    for secret in [bearer, key, password] {
+        assert!(!log.contains(secret), "{secret} is in the log");
+        let hash = format!(
+            "sha256:{}",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(secret))
+        );
+        assert!(log.contains(&hash), "{secret} is not recorded as its hash");
+    }
+    assert!(
+        log.contains("AWS_SECRET_ACCESS_KEY=sha256:"),
+        "the name is kept"
+    );
+    let path = hooked.served.audit_log();
+    let run = portcullis(&[
+        "audit",
+        "replay",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let summary = &run.json()["summary"];
+    assert_eq!(summary["changes"], json!([]), "{summary}");
+    assert_eq!(summary["same"], 3, "{summary}");
+}

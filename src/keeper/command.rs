@@ -63,7 +63,7 @@ impl Keeper {
             .command_entities(&this.client.name, &this.client.tier);
         let record = DecisionRecord {
             arguments_sha256: Some(sha256_hex(&json!({"command": command, "cwd": cwd}))),
-            command: Some(answer.facts.clone()),
+            command: Some(answer.facts.for_the_record()),
             approved,
             confined,
             ..this.base_record(

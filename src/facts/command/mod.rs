@@ -13,6 +13,7 @@ mod globs;
 mod parse;
 mod pattern;
 mod quote;
+mod secret_words;
 mod table;
 mod table_file;
 mod unwrap;
