@@ -370,3 +370,103 @@ fn a_writer_killed_mid_burst_loses_nothing_the_others_need() {
     let run = verify(&served.audit_log(), &["--key", key.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{run:?}");
 }
+
+/// Makes a file immutable for as long as it lives (`chattr +i`), and
+/// mutable again when dropped, however the test ends.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(path: &Path) -> Option<Self> {
+        let done = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        done.then(|| Self(path.to_owned()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn the_writer_comes_back_by_itself_when_the_log_is_writable_again() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    fs::write(served.root.path().join("a.txt"), "hello\n").unwrap();
+    let mut session = Session::start(&served);
+    session.initialize();
+    let mut answer = |session: &mut Session, id: u64| {
+        session.send(&call_frame(id, "read_file", json!({"path": "a.txt"})));
+        loop {
+            let frame = session.next();
+            if frame["id"] == id {
+                break frame;
+            }
+        }
+    };
+    let first = answer(&mut session, 1);
+    assert_ne!(first["result"]["isError"], true, "{first}");
+    let log = served.audit_log();
+    let Some(frozen) = Immutable::set(&log) else {
+        eprintln!(
+            "SKIPPED: chattr +i is not available here (not root, or the file system has no attributes)"
+        );
+        session.finish();
+        return;
+    };
+    // The log cannot be written: the call fails closed, and so does the
+    // next one.
+    for id in [2, 3] {
+        let refused = answer(&mut session, id);
+        assert_eq!(refused["result"]["isError"], true, "{refused}");
+        assert_eq!(
+            refused["result"]["structuredContent"]["reason_code"], "audit_unavailable",
+            "{refused}"
+        );
+    }
+    drop(frozen);
+    // Writable again: the next call is recorded and runs, with no restart.
+    let again = answer(&mut session, 4);
+    assert_ne!(again["result"]["isError"], true, "{again}");
+    assert!(again.to_string().contains("hello"), "{again}");
+    session.finish();
+    let run = verify(&log, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let kinds: Vec<String> = records(&log)
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r.kind)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let all: Vec<Value> = records(&log)
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    let last = all
+        .iter()
+        .rev()
+        .find(|r| r["kind"] != "checkpoint")
+        .unwrap();
+    assert_eq!(last["body"]["event"], "shutdown", "{kinds:?}");
+    // The first call's outcome, which nobody waited for, was held while
+    // the log could not be written: nothing that happened is lost.
+    for id in ["1", "4"] {
+        assert!(
+            all.iter().any(|r| r["kind"] == "outcome"
+                && r["body"]["request_id"] == id
+                && r["body"]["status"] == "executed"),
+            "the outcome of call {id} is missing: {kinds:?}"
+        );
+    }
+}

@@ -34,6 +34,9 @@ use crate::clock::{Clock, SystemClock};
 /// Most records taken into one batch (a group from `append_many` is
 /// never split, so a batch may go past it by one group).
 const MAX_BATCH: usize = 4096;
+/// How many records nobody waits for are held while the log cannot be
+/// written.
+const MAX_HELD: usize = 65_536;
 
 /// How long records nobody waits for (an outcome, after its effect) are
 /// held for a record someone does wait for, so both share one batch and
@@ -197,6 +200,7 @@ impl AuditLog {
             signer,
             clock,
             broken: None,
+            held: Vec::new(),
             closed: false,
             linger,
         };
@@ -359,9 +363,13 @@ struct Writer {
     tail: Tail,
     signer: Option<Signer>,
     clock: Arc<dyn Clock>,
-    /// Set when a failed write could not be undone: every later append
-    /// fails, rather than chain onto a damaged file.
+    /// Set when a failed write could not be undone: no append chains onto
+    /// the file until a whole check finds its last good record again.
     broken: Option<String>,
+    /// Records nobody waited for (an outcome: the effect already
+    /// happened) whose batch failed: written first when the log can be
+    /// written again, not lost.
+    held: Vec<Job>,
     closed: bool,
     linger: Duration,
 }
@@ -591,14 +599,47 @@ impl Writer {
         }
     }
 
-    fn write_batch(&mut self, mut batch: Vec<Job>) {
+    /// A failed batch: whoever waits is refused (their call fails
+    /// closed); records nobody waits for are held for the next write, up
+    /// to a bound past which they are refused and logged.
+    fn set_aside(&mut self, batch: Vec<Job>, error: &AuditError) {
+        let mut dropped = 0;
+        for job in batch {
+            if job.done.is_none() && self.held.len() < MAX_HELD {
+                self.held.push(job);
+            } else {
+                dropped += usize::from(job.done.is_none());
+                job.answer(Err(error.clone()));
+            }
+        }
+        if dropped > 0 {
+            tracing::error!(
+                dropped,
+                "records nobody waited for could not be held for the audit log"
+            );
+        }
+    }
+
+    fn write_batch(&mut self, batch: Vec<Job>) {
+        let mut batch: Vec<Job> = std::mem::take(&mut self.held)
+            .into_iter()
+            .chain(batch)
+            .collect();
         if self.closed {
             Self::refuse(batch, &AuditError::Closed);
             return;
         }
-        if let Some(reason) = &self.broken {
-            Self::refuse(batch, &AuditError::Write(reason.clone()));
-            return;
+        if let Some(reason) = self.broken.take() {
+            // The failure may have passed (a file made writable again):
+            // the log is checked whole and settled at its last good
+            // record, as at open, before anything chains onto it.
+            if let Err(err) = self.check_and_settle(Check::Whole) {
+                self.set_aside(batch, &AuditError::Write(format!("{reason}; still: {err}")));
+                self.broken = Some(reason);
+                return;
+            }
+            tracing::warn!("the audit log is writable again: calls are recorded and run");
+            eprintln!("portcullis: the audit log is writable again");
         }
         if let Some(at) = batch.iter().position(|job| job.closes) {
             let late = batch.split_off(at + 1);
@@ -627,7 +668,7 @@ impl Writer {
                 eprintln!(
                     "portcullis: cannot write the audit log ({err}); denying calls until it can"
                 );
-                Self::refuse(batch, &AuditError::Write(err.to_string()));
+                self.set_aside(batch, &AuditError::Write(err.to_string()));
             }
         }
     }
