@@ -402,7 +402,7 @@ fn the_writer_comes_back_by_itself_when_the_log_is_writable_again() {
     fs::write(served.root.path().join("a.txt"), "hello\n").unwrap();
     let mut session = Session::start(&served);
     session.initialize();
-    let mut answer = |session: &mut Session, id: u64| {
+    let answer = |session: &mut Session, id: u64| {
         session.send(&call_frame(id, "read_file", json!({"path": "a.txt"})));
         loop {
             let frame = session.next();
