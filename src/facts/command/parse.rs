@@ -852,7 +852,7 @@ pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
         }
         Kind::AnsiCString => {
             let t = text(node, source);
-            Some(ansi_c(t.get(2..t.len().saturating_sub(1)).unwrap_or("")))
+            ansi_c(t.get(2..t.len().saturating_sub(1)).unwrap_or(""))
         }
         Kind::String => {
             let mut value = String::new();
@@ -910,7 +910,10 @@ fn unescape_double(content: &str) -> String {
 }
 
 /// Decodes the escapes of `$'...'`, so `$'\x72m'` is judged as `rm`.
-fn ansi_c(body: &str) -> String {
+/// `None` when an octal or `\x` escape makes a byte past ASCII: bash
+/// passes that byte raw (not the character of its value), which is no
+/// text the gate can judge, so the word is unknown.
+fn ansi_c(body: &str) -> Option<String> {
     let mut out = String::new();
     let mut chars = body.chars().peekable();
     while let Some(c) = chars.next() {
@@ -939,7 +942,13 @@ fn ansi_c(body: &str) -> String {
                     _ => 8,
                 };
                 match chars.peek().is_some_and(char::is_ascii_hexdigit) {
-                    true => out.push(radix(&mut chars, 16, digits)),
+                    true => {
+                        let decoded = radix(&mut chars, 16, digits);
+                        if letter == 'x' && !decoded.is_ascii() {
+                            return None;
+                        }
+                        out.push(decoded);
+                    }
                     false => {
                         out.push('\\');
                         out.push(letter);
@@ -962,6 +971,9 @@ fn ansi_c(body: &str) -> String {
                         None => break,
                     }
                 }
+                if value > 0x7f {
+                    return None;
+                }
                 out.push(char::from_u32(value).unwrap_or('\u{fffd}'));
             }
             // An escape bash does not know keeps its backslash.
@@ -977,7 +989,7 @@ fn ansi_c(body: &str) -> String {
     if let Some(end) = out.find('\0') {
         out.truncate(end);
     }
-    out
+    Some(out)
 }
 
 fn radix(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, base: u32, max: usize) -> char {
@@ -1012,12 +1024,18 @@ mod tests {
 
     #[test]
     fn ansi_c_strings_decode_as_bash_decodes_them() {
-        assert_eq!(ansi_c(r"\x72m"), "rm");
-        assert_eq!(ansi_c(r"a\Tb"), r"a\Tb");
-        assert_eq!(ansi_c(r"1\uuu"), r"1\uuu");
-        assert_eq!(ansi_c(r"\xg"), r"\xg");
-        assert_eq!(ansi_c(r"\u0041\U00000042"), "AB");
-        assert_eq!(ansi_c(r"\cA\\\'\?"), "\u{1}\\'?");
+        let decoded = |body: &str| ansi_c(body).unwrap();
+        assert_eq!(decoded(r"\x72m"), "rm");
+        assert_eq!(decoded(r"a\Tb"), r"a\Tb");
+        assert_eq!(decoded(r"1\uuu"), r"1\uuu");
+        assert_eq!(decoded(r"\xg"), r"\xg");
+        assert_eq!(decoded(r"\u0041\U00000042"), "AB");
+        assert_eq!(decoded(r"\cA\\\'\?"), "\u{1}\\'?");
+        assert_eq!(decoded(r"\177\x7f"), "\u{7f}\u{7f}");
+        // Bytes past ASCII are passed raw by bash: not text to judge.
+        for raw in [r"\255m", r"\xad", r"\x80", r"a\200"] {
+            assert_eq!(ansi_c(raw), None, "{raw}");
+        }
     }
 
     #[test]
