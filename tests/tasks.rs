@@ -284,7 +284,17 @@ async fn a_proxied_call_is_a_task_when_its_downstream_runs_tasks() {
         .response(3);
     assert_eq!(plain["result"]["resultType"], "complete", "{plain}");
     assert_eq!(
+        plain["result"]["_meta"]["portcullis/origin"],
+        json!({"source": "downstream", "server": "long", "tool": "job"}),
+        "{plain}"
+    );
+    assert_eq!(
         plain["result"]["content"][0]["text"], "done: the report",
+        "{plain}"
+    );
+    assert_eq!(
+        plain["result"]["_meta"]["portcullis/origin"],
+        json!({"source": "downstream", "server": "long", "tool": "job"}),
         "{plain}"
     );
 

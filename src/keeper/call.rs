@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::origin;
 use super::records::Trail;
 use super::result_fit::misfit;
 use super::{Approval, Authorized, CallOutcome, Keeper};
@@ -418,10 +419,14 @@ impl Keeper {
         let outcome = match ran.result {
             Ok(value) => CallOutcome::Completed(value),
             Err(Ended::Failed(failure)) => CallOutcome::Failed(failure),
-            Err(Ended::AgentError(result)) => CallOutcome::Relayed {
-                result,
-                is_error: true,
-            },
+            Err(Ended::AgentError(result)) => {
+                // The agent's own error, relayed through the bridge tool.
+                let (agent, _) = bridge.agent();
+                CallOutcome::Relayed {
+                    result: origin::from_downstream(result, agent, tool.name()),
+                    is_error: true,
+                }
+            }
             Err(Ended::Cancelled) => CallOutcome::Cancelled,
         };
         (outcome, ran.detail)
@@ -467,7 +472,10 @@ impl Keeper {
                             .then(|| result.get("content").cloned())
                             .flatten(),
                     },
-                    None => CallOutcome::Relayed { result, is_error },
+                    None => CallOutcome::Relayed {
+                        result: origin::from_downstream(result, tool.server(), tool.name()),
+                        is_error,
+                    },
                 }
             }
             Forwarded::Result { .. } => CallOutcome::Failed(ToolFailure::Downstream),

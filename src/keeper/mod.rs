@@ -15,6 +15,7 @@ mod authorized;
 mod call;
 mod command;
 mod harness;
+mod origin;
 mod policies;
 mod question;
 mod reason;

@@ -75,6 +75,10 @@ async def test_an_allowed_result_reads_as_text_and_as_structured_content(setup, 
         text = await client.call_tool("down__describe", {})
         assert not text.is_error, text
         assert text.content[0].text == "described"
+        # The server's words are marked as its own; portcullis's refusals are not.
+        assert text.meta["portcullis/origin"] == {"source": "downstream", "server": "down", "tool": "describe"}
+        refused = await client.call_tool("down__note", {"path": "../outside.txt", "content": "x"})
+        assert refused.is_error and "portcullis/origin" not in (refused.meta or {})
         shaped = await client.call_tool("down__shaped", {})
         assert not shaped.is_error, shaped
         assert shaped.structured_content == {"decision": "allow", "reason": "harmless"}
