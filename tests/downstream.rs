@@ -1324,3 +1324,71 @@ fn a_server_that_cannot_be_confined_does_not_start() {
         "{report}"
     );
 }
+
+#[test]
+fn a_call_that_reports_progress_forever_ends_at_its_max_duration() {
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    let python = crate::interop_python::venv().join("bin/python");
+    let events = served.tree.dir.path().join("events.txt");
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            r#"
+[servers.py]
+command = "{python}"
+args = ["{script}"]
+env = {{ EVENTS = "{events}" }}
+timeout = "2s"
+max_duration = "4s"
+writable = ["{state}"]
+
+[servers.py.tools.note]
+effects = ["write"]
+paths = {{ path = "write" }}
+
+[servers.py.tools."*"]
+effects = ["read"]
+"#,
+            python = python.display(),
+            script = manifest()
+                .join("tests/interop/servers/downstream.py")
+                .display(),
+            events = events.display(),
+            state = served.tree.dir.path().display(),
+        ),
+    );
+    let root = served.root.path().display().to_string();
+    let flags = served.tree.flags();
+    let mut args = vec!["servers", "pin", "--root", root.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    assert_eq!(portcullis(&args).code, 0);
+    let mut session = Session::start(&served);
+    session.initialize();
+    // A step every 0.2 s keeps the 2 s timeout from ever running out; the
+    // call would take 200 s.
+    let started = Instant::now();
+    let answer = call(
+        &mut session,
+        1,
+        "py__slow",
+        json!({"steps": 1000, "delay": 0.2}),
+    );
+    assert_eq!(
+        answer["result"]["structuredContent"]["failure"], "timed_out",
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        started.elapsed()
+    );
+    session.finish();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(&events)
+        .unwrap_or_default()
+        .contains("cancelled")
+    {
+        assert!(Instant::now() < deadline, "the server was not told to stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -27,6 +27,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a server may take to start and answer `initialize` (npx may
 /// download a package first).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a forwarded call may run at most, progress or not, when its
+/// server's entry does not say.
+pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(60 * 60);
 /// The longest name a client sees (`server__tool`), under the protocol's
 /// tool-name rule.
 pub const MAX_TOOL_NAME: usize = 128;
@@ -71,6 +74,9 @@ pub struct ServerConfig {
     pub endpoint: Endpoint,
     /// How long a forwarded call waits (reset by progress).
     pub timeout: Duration,
+    /// How long a forwarded call may run at most, however much progress
+    /// it reports.
+    pub max_duration: Duration,
     pub start_timeout: Duration,
     /// Whether a downstream's error result reaches the client with its
     /// content; otherwise the client gets fixed text.
@@ -291,6 +297,7 @@ struct RawServer {
     bearer_from: Option<String>,
     timeout: Option<Spanned<String>>,
     start_timeout: Option<Spanned<String>>,
+    max_duration: Option<Spanned<String>>,
     #[serde(default)]
     pass_errors: bool,
     root: Option<String>,
@@ -424,6 +431,17 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
     let agent = agent(name, &raw, &mut errors);
     let timeout = duration(raw.timeout, DEFAULT_TIMEOUT, &mut errors);
     let start_timeout = duration(raw.start_timeout, DEFAULT_START_TIMEOUT, &mut errors);
+    let max_duration = duration(raw.max_duration.clone(), DEFAULT_MAX_DURATION, &mut errors);
+    if max_duration < timeout {
+        errors.push((
+            raw.max_duration.as_ref().map(|d| d.span().start),
+            format!(
+                "server `{name}`: max_duration ({}) is shorter than its timeout ({})",
+                humantime::format_duration(max_duration),
+                humantime::format_duration(timeout)
+            ),
+        ));
+    }
     let mut rules = Vec::new();
     for (pattern, rule) in raw.tools.0 {
         let effects = match effects_of(pattern.get_ref(), rule.effects.get_ref()) {
@@ -488,6 +506,7 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
             endpoint,
             timeout,
             start_timeout,
+            max_duration,
             pass_errors: raw.pass_errors,
             root: raw.root.map(PathBuf::from),
             rules,
@@ -831,6 +850,29 @@ effects = ["read"]
         assert_eq!(write.required_capabilities, ["write"]);
         assert_eq!(write.paths[0].role, PathRole::Write);
         assert_eq!(files.rule_for("anything").unwrap().pattern, "*");
+    }
+
+    #[test]
+    fn a_call_is_bounded_by_max_duration_which_is_no_shorter_than_the_timeout() {
+        let config = ServersConfig::parse(&file(
+            "[servers.a]\ncommand = \"a\"\n[servers.b]\ncommand = \"b\"\ntimeout = \"10s\"\nmax_duration = \"5m\"\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            config.server("a").unwrap().max_duration,
+            DEFAULT_MAX_DURATION
+        );
+        assert_eq!(
+            config.server("b").unwrap().max_duration,
+            Duration::from_secs(300)
+        );
+        let found =
+            problems("[servers.a]\ncommand = \"a\"\ntimeout = \"2m\"\nmax_duration = \"1m\"\n");
+        assert!(
+            found.contains("servers.toml:4")
+                && found.contains("max_duration (1m) is shorter than its timeout (2m)"),
+            "{found}"
+        );
     }
 
     #[test]

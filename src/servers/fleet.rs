@@ -80,6 +80,16 @@ pub enum Forwarded {
     AgentFailed,
 }
 
+/// Why a forwarded call ended without an answer.
+enum Unanswered {
+    /// The caller or the service stopped it.
+    Cancelled,
+    /// The agent wrote an error and then nothing.
+    AgentFailed,
+    /// It ran past its server's `max_duration`.
+    Overdue,
+}
+
 /// How long an agent's answer may follow an error line it wrote before the
 /// turn is ended as one the agent will not answer.
 const AGENT_ERROR_GRACE: Duration = Duration::from_secs(2);
@@ -428,14 +438,21 @@ impl Fleet {
         let response = handle.await_response();
         tokio::pin!(response);
         tokio::pin!(stop);
-        let mut failed = false;
+        // Progress resets the wait for an answer, never this: a server that
+        // reports steps forever is stopped all the same.
+        let deadline = tokio::time::Instant::now() + supervised.config.max_duration;
+        let mut ended = Unanswered::Cancelled;
         let answered = tokio::select! {
             answer = &mut response => Some(answer),
             () = &mut stop => None,
+            () = tokio::time::sleep_until(deadline) => {
+                ended = Unanswered::Overdue;
+                None
+            }
             () = troubled => match tokio::time::timeout(AGENT_ERROR_GRACE, &mut response).await {
                 Ok(answer) => Some(answer),
                 Err(_) => {
-                    failed = true;
+                    ended = Unanswered::AgentFailed;
                     None
                 }
             },
@@ -452,20 +469,22 @@ impl Fleet {
             routes.by_request.remove(&request);
         }
         let Some(answer) = answered else {
-            let why = if failed {
-                "the agent reported an error"
-            } else {
-                "cancelled by the caller"
+            let (why, forwarded) = match ended {
+                Unanswered::Cancelled => ("cancelled by the caller", Forwarded::Cancelled),
+                Unanswered::AgentFailed => ("the agent reported an error", Forwarded::AgentFailed),
+                Unanswered::Overdue => {
+                    tracing::warn!(server, tool, max_duration = ?supervised.config.max_duration, "the call ran past its server's max_duration");
+                    (
+                        "the call ran past its longest allowed duration",
+                        Forwarded::TimedOut,
+                    )
+                }
             };
             let note = CancelledNotificationParam::new(Some(id), Some(why.to_owned()));
             if let Err(err) = peer.notify_cancelled(note).await {
                 tracing::debug!(server, error = %err, "the cancellation could not be sent");
             }
-            return if failed {
-                Forwarded::AgentFailed
-            } else {
-                Forwarded::Cancelled
-            };
+            return forwarded;
         };
         let answer = match answer {
             Ok(ServerResult::CallToolResult(result)) => CallToolResponse::Complete(result),
@@ -489,6 +508,7 @@ impl Fleet {
             peer: &peer,
             relay: &self.relay,
             timeout: supervised.config.timeout,
+            deadline,
         };
         match follow.follow(answer, params, stop).await {
             Followed::Result(result) => {

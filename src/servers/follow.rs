@@ -51,6 +51,8 @@ pub(super) struct FollowUp<'a> {
     pub relay: &'a RelaySlot,
     /// How long the call may go without a change before it is given up.
     pub timeout: Duration,
+    /// When the call is given up whatever it reports.
+    pub deadline: Instant,
 }
 
 impl FollowUp<'_> {
@@ -81,10 +83,9 @@ impl FollowUp<'_> {
                         };
                     params.input_responses = Some(responses);
                     params.request_state = asked.request_state;
-                    let sent = tokio::time::timeout(
-                        self.timeout,
-                        self.peer.call_tool_once(params.clone()),
-                    );
+                    let by = self.deadline.min(Instant::now() + self.timeout);
+                    let sent =
+                        tokio::time::timeout_at(by, self.peer.call_tool_once(params.clone()));
                     answer = tokio::select! {
                         sent = sent => match sent {
                             Ok(Ok(answer)) => answer,
@@ -133,6 +134,10 @@ impl FollowUp<'_> {
             if now != seen {
                 seen = now;
                 changed = Instant::now();
+            }
+            if Instant::now() >= self.deadline {
+                self.cancel(&id).await;
+                return Followed::TimedOut;
             }
             match got.payload {
                 TaskPayload::Completed { result } => {
