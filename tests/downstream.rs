@@ -1392,3 +1392,42 @@ effects = ["read"]
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_server_that_lists_too_many_tools_is_refused_and_says_why() {
+    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
+    let python = crate::interop_python::venv().join("bin/python");
+    served.tree.write_policy(
+        "servers.toml",
+        &format!(
+            r#"
+[servers.big]
+command = "{python}"
+args = ["{script}"]
+env = {{ MANY_TOOLS = "1001" }}
+
+[servers.big.tools.note]
+effects = ["write"]
+paths = {{ path = "write" }}
+
+[servers.big.tools."*"]
+effects = ["read"]
+"#,
+            python = python.display(),
+            script = manifest()
+                .join("tests/interop/servers/downstream.py")
+                .display(),
+        ),
+    );
+    let root = served.root.path().display().to_string();
+    let flags = served.tree.flags();
+    let mut args = vec!["servers", "pin", "--root", root.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    let pinned = portcullis(&args);
+    assert_eq!(pinned.code, 1, "{pinned:?}");
+    assert!(
+        pinned.stderr.contains("more than 1000 tools"),
+        "{}",
+        pinned.stderr
+    );
+}

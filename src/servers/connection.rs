@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-use rmcp::model::{ServerNotification, SubscriptionFilter};
+use rmcp::model::{PaginatedRequestParams, ServerNotification, SubscriptionFilter};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::TokioChildProcess;
@@ -181,6 +181,39 @@ impl Connection {
     }
 }
 
+/// The most tools portcullis serves of one server: each is pinned,
+/// typed for the policies and checked at every load, and a listing of
+/// tens of thousands would hold the server from starting for long and
+/// take hundreds of megabytes.
+pub(super) const MAX_TOOLS: usize = 1000;
+
+/// The server's tools, page by page, refused as soon as they pass
+/// [`MAX_TOOLS`] (the rest are not asked for).
+pub(super) async fn list_bounded(
+    peer: &Peer<RoleClient>,
+) -> Result<Vec<rmcp::model::Tool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    loop {
+        let params =
+            cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+        let page = peer
+            .list_tools(params)
+            .await
+            .map_err(|err| err.to_string())?;
+        tools.extend(page.tools);
+        if tools.len() > MAX_TOOLS {
+            return Err(format!(
+                "it lists more than {MAX_TOOLS} tools, the most portcullis serves of one server; split it, or serve fewer of its tools"
+            ));
+        }
+        match page.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Ok(tools),
+        }
+    }
+}
+
 /// A 2026-07-28 server tells of a changed tool list only on a stream its
 /// client opens (`subscriptions/listen`), where a 2025 one sends it
 /// unasked: the stream is opened once the session runs, and each change
@@ -234,10 +267,9 @@ where
                 )),
                 _ => ConnectError::Initialize(err.to_string()),
             })?;
-        let listed = service
-            .list_all_tools()
+        let listed = list_bounded(service.peer())
             .await
-            .map_err(|err| ConnectError::List(err.to_string()))?;
+            .map_err(ConnectError::List)?;
         Ok((service, listed))
     })
     .await

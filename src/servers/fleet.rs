@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ProgressRoute, RouteTable, Routes};
 use super::config::{ServerConfig, ServersConfig};
-use super::connection::Connection;
+use super::connection::{Connection, list_bounded};
 use super::follow::{FollowUp, Followed};
 use super::ordered;
 use super::stderr_tail::StderrTail;
@@ -541,7 +541,7 @@ impl Supervised {
     /// definition that drifted from its pin is refused from the next call.
     async fn relist(&self, connection: &Arc<RwLock<Connection>>) {
         let peer = connection.read().await.peer.clone();
-        match peer.list_all_tools().await {
+        match list_bounded(&peer).await {
             Ok(listed) => {
                 connection.write().await.take_listing(&listed);
                 tracing::info!(server = %self.config.name, "the server's tools changed; listed again");

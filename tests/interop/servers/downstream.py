@@ -12,6 +12,7 @@ Python SDK: the shapes the reference servers lack.
   fits it; `unshaped` declares the same schema and returns only text (as
   phocinae-mcp 0.2.6's `gate` does).
 - `note`: takes a path and a content, and says how much it was given.
+With MANY_TOOLS=N it also lists N tools `t0` ... (a server too big to serve).
 Its pid is written to PIDFILE at start. With LINGER set it does not exit
 when its stdin closes (a misbehaving server that only a signal stops).
 """
@@ -94,6 +95,17 @@ server._tool_manager.get_tool("unshaped").fn_metadata.output_schema = Verdict.mo
 @server.tool(name="note", description="Takes a note for a file, and says how long it was.")
 def take_note(path: str, content: str) -> str:
     return f"{len(content)} characters for {path}"
+
+
+def _numbered(n: int):
+    def tool() -> str:
+        return f"tool {n}"
+
+    return tool
+
+
+for _n in range(int(os.environ.get("MANY_TOOLS", "0"))):
+    server.add_tool(_numbered(_n), name=f"t{_n}", description=f"Numbered tool {_n}.")
 
 
 if __name__ == "__main__":
