@@ -1032,7 +1032,23 @@ fn a_tool_redefined_mid_session_is_refused_from_then_on() {
         before["result"]["content"][0]["text"], "described",
         "{before}"
     );
-    let mutated = call(&mut session, 2, "py__mutate", json!({}));
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "py__mutate", "arguments": {}}})
+        .to_string(),
+    );
+    // The answer, and the news that this client's tool list changed (the
+    // drifted tool is hidden now), in either order.
+    let (mut mutated, mut told) = (None, false);
+    while mutated.is_none() || !told {
+        let frame = session.next();
+        if frame["id"] == 2 {
+            mutated = Some(frame);
+        } else if frame["method"] == "notifications/tools/list_changed" {
+            told = true;
+        }
+    }
+    let mutated = mutated.unwrap();
     assert_eq!(
         mutated["result"]["content"][0]["text"], "mutated",
         "{mutated}"

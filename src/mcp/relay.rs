@@ -67,4 +67,12 @@ impl UpstreamRelay for SessionRelay {
             }
         })
     }
+
+    fn tools_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            if let Err(err) = self.peer.notify_tool_list_changed().await {
+                tracing::debug!(error = %err, "the client could not be told its tools changed");
+            }
+        })
+    }
 }

@@ -286,6 +286,7 @@ impl ServerHandler for PortcullisServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
             .enable_tasks()
             .build();

@@ -254,7 +254,13 @@ impl Fleet {
                         let _ = tokio::time::timeout(SHUTDOWN_WAIT, &mut ended).await;
                         break;
                     }
-                    Some(()) = relist.recv() => server.relist(&connection).await,
+                    Some(()) = relist.recv() => {
+                        if server.relist(&connection).await
+                            && let Some(relay) = self.relay.get()
+                        {
+                            relay.tools_changed().await;
+                        }
+                    }
                 }
             }
             *server.connection.write().await = None;
@@ -539,15 +545,20 @@ impl Supervised {
 
     /// Lists the tools again after the server said they changed: a
     /// definition that drifted from its pin is refused from the next call.
-    async fn relist(&self, connection: &Arc<RwLock<Connection>>) {
+    /// Whether any definition changed (the client's list may have too).
+    async fn relist(&self, connection: &Arc<RwLock<Connection>>) -> bool {
         let peer = connection.read().await.peer.clone();
         match list_bounded(&peer).await {
             Ok(listed) => {
-                connection.write().await.take_listing(&listed);
+                let mut connection = connection.write().await;
+                let before = connection.hashes.clone();
+                connection.take_listing(&listed);
                 tracing::info!(server = %self.config.name, "the server's tools changed; listed again");
+                connection.hashes != before
             }
             Err(err) => {
                 tracing::warn!(server = %self.config.name, error = %err, "the changed tools could not be listed");
+                false
             }
         }
     }

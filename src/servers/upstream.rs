@@ -47,6 +47,10 @@ pub trait UpstreamRelay: Send + Sync {
         server: &'a str,
         request: UpstreamRequest,
     ) -> Pin<Box<dyn Future<Output = Result<Value, ErrorData>> + Send + 'a>>;
+
+    /// Tells the client its tool list changed: a server's tool drifted
+    /// from its pin (and is hidden now) or came back to it.
+    fn tools_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
 /// The relay to the upstream client, set once the upstream session runs.
