@@ -555,3 +555,56 @@ fn an_alias_of_a_secret_by_unicode_normalization_is_denied_as_the_secret() {
     );
     assert_eq!(run.code, 0, "{run:?}");
 }
+
+#[test]
+fn usage_errors_exit_64_and_help_lists_every_code() {
+    for args in [
+        &["gate", "--bogus"][..],
+        &["check"],
+        &["audit", "show"],
+        &["serve", "--http", "not-an-address"],
+        &["no-such-command"],
+    ] {
+        let run = portcullis(args);
+        assert_eq!(run.code, 64, "{args:?}: {run:?}");
+        assert!(run.stdout.is_empty(), "{args:?}: {run:?}");
+    }
+    let help = portcullis(&["--help"]);
+    assert_eq!(help.code, 0, "{help:?}");
+    for line in [
+        "0   ok",
+        "2   check, gate, exec: deny",
+        "3   the policy set",
+        "4   check, gate, exec: ask",
+        "64  usage",
+    ] {
+        assert!(help.stdout.contains(line), "{line}: {}", help.stdout);
+    }
+    assert_eq!(portcullis(&["--version"]).code, 0);
+}
+
+#[test]
+fn a_closed_stdout_ends_a_printing_command_quietly() {
+    use std::process::{Command, Stdio};
+    for args in [
+        &["gate", "--format", "json", "--command", "git status"][..],
+        &["policy", "validate"],
+        &["schema", "show"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before anything is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.status.code().is_some(), "{args:?}: ended by a signal");
+    }
+}

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use exit::Exit;
+pub use exit::{EXIT_CODES, Exit, end_quietly_on_closed_stdout, is_closed_pipe};
 
 pub use logging::{LogFormat, init as init_logging};
 
@@ -34,7 +34,8 @@ use crate::pdp::{BundleError, ClientRecord, PolicyBundle};
 #[command(
     name = "portcullis",
     version,
-    about = "An approval service between AI agents and the tools they call"
+    about = "An approval service between AI agents and the tools they call",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     /// Output for people (human) or for machines (json, on stdout).
@@ -49,6 +50,18 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Command {
+    /// Whether the command only prints, so that a closed stdout may end it:
+    /// not `serve`, `exec`, `hook` or a server's guard, which record how
+    /// they end.
+    pub fn only_prints(&self) -> bool {
+        !matches!(
+            self,
+            Command::Serve(_) | Command::Exec(_) | Command::Hook(_) | Command::Guard(_)
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
