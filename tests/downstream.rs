@@ -1447,3 +1447,40 @@ effects = ["read"]
         pinned.stderr
     );
 }
+
+#[test]
+fn an_answer_past_the_frame_limit_fails_the_call_at_once_and_the_server_comes_back() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    let mut session = proxy.session();
+    // The server's timeout is 60 s: the answer is refused as soon as it
+    // passes 16 MiB, not when the wait runs out.
+    let started = Instant::now();
+    let answer = call(&mut session, 1, "py__huge", json!({}));
+    assert_eq!(
+        answer["result"]["structuredContent"]["reason_code"], "server_unavailable",
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "{:?}",
+        started.elapsed()
+    );
+    // Started again, the server answers.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut id = 2;
+    loop {
+        let answer = call(&mut session, id, "py__describe", json!({}));
+        if answer["result"]["content"][0]["text"] == "described" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server never came back: {answer}"
+        );
+        id += 1;
+    }
+    session.finish();
+}

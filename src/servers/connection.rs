@@ -9,7 +9,6 @@ use std::sync::OnceLock;
 use rmcp::model::{PaginatedRequestParams, ServerNotification, SubscriptionFilter};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientServiceExt, RoleClient};
 use serde_json::Value;
@@ -17,6 +16,7 @@ use thiserror::Error;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
+use super::child::ChildTransport;
 use super::client::{DownstreamClient, Routes};
 use super::config::{Endpoint, ServerConfig};
 use super::guard::GUARD_SUBCOMMAND;
@@ -331,7 +331,7 @@ struct Child<'a> {
 
 /// Starts a stdio server under the guard. Its stderr goes to the log, line
 /// by line, and its last lines to `stderr`.
-fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<TokioChildProcess, ConnectError> {
+fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<ChildTransport, ConnectError> {
     let Child {
         name,
         folder,
@@ -365,10 +365,14 @@ fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<TokioChildProcess, Co
         let value = std::env::var_os(from).ok_or_else(|| ConnectError::MissingEnv(from.clone()))?;
         cmd.env(name, value);
     }
-    let (transport, written) = TokioChildProcess::builder(cmd)
+    let mut started = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(ConnectError::Spawn)?;
+    let written = started.stderr.take();
+    let transport = ChildTransport::new(started).map_err(ConnectError::Spawn)?;
     if let Some(written) = written {
         let name = name.to_owned();
         let tail = stderr.clone();

@@ -8,6 +8,7 @@
 
 mod agent;
 mod catalog;
+mod child;
 mod client;
 mod compare;
 mod config;

@@ -12,6 +12,7 @@ Python SDK: the shapes the reference servers lack.
   fits it; `unshaped` declares the same schema and returns only text (as
   phocinae-mcp 0.2.6's `gate` does).
 - `note`: takes a path and a content, and says how much it was given.
+- `huge`: answers with a message of 17 MiB, past the frame limit.
 With MANY_TOOLS=N it also lists N tools `t0` ... (a server too big to serve).
 Its pid is written to PIDFILE at start. With LINGER set it does not exit
 when its stdin closes (a misbehaving server that only a signal stops).
@@ -90,6 +91,11 @@ def unshaped() -> CallToolResult:
 # The schema is advertised and, published without a model, never checked
 # by the SDK's server: the shape of a server that does not keep its word.
 server._tool_manager.get_tool("unshaped").fn_metadata.output_schema = Verdict.model_json_schema()
+
+
+@server.tool(description="Answers with a text of 17 MiB.")
+def huge() -> str:
+    return "x" * (17 * 1024 * 1024)
 
 
 @server.tool(name="note", description="Takes a note for a file, and says how long it was.")
