@@ -1484,3 +1484,76 @@ fn an_answer_past_the_frame_limit_fails_the_call_at_once_and_the_server_comes_ba
     }
     session.finish();
 }
+
+/// Reads an SSE response until a chunk holds `needle`, within a minute.
+async fn read_until(response: &mut reqwest::Response, needle: &str) -> String {
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !seen.contains(needle) {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no {needle} in time: {seen}"))
+            .unwrap();
+        let Some(chunk) = chunk else {
+            panic!("the stream ended without {needle}: {seen}");
+        };
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_clients_watching_are_told_when_a_downstream_tool_drifts() {
+    let Some(bin) = reference_servers() else {
+        return;
+    };
+    let proxy = Proxy::new(&bin);
+    let server = crate::http::HttpServer::start(&proxy.served, &[]);
+    let (http, url, token) = (
+        crate::http::client(),
+        server.url(),
+        proxy.served.token.clone(),
+    );
+    let bearer = format!("Bearer {token}");
+    // A legacy session, listening on its own stream.
+    let session = crate::http::open_session(&http, &url, &token).await;
+    let mut legacy = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("authorization", &bearer)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(legacy.status(), 200);
+    // A 2026-07-28 client, with a stream of tool changes.
+    let listen = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+    "notifications": {"toolsListChanged": true},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
+    let mut modern = http
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("authorization", &bearer)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(listen.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(modern.status(), 200);
+    read_until(&mut modern, "notifications/subscriptions/acknowledged").await;
+    // The downstream changes a tool: both are told.
+    let mutate = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "py__mutate", "arguments": {}}});
+    let answer = crate::http::in_session(&http, &url, &token, &session, mutate).await;
+    assert!(answer.body.contains("mutated"), "{}", answer.body);
+    read_until(&mut legacy, "notifications/tools/list_changed").await;
+    read_until(&mut modern, "notifications/tools/list_changed").await;
+    drop((legacy, modern));
+    server.stop();
+}

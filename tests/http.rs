@@ -218,7 +218,7 @@ pub async fn modern_declaring(
 }
 
 /// A legacy session: initialize, initialized; returns the session id.
-async fn open_session(http: &reqwest::Client, url: &str, token: &str) -> String {
+pub async fn open_session(http: &reqwest::Client, url: &str, token: &str) -> String {
     let bearer = format!("Bearer {token}");
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
@@ -241,7 +241,7 @@ async fn open_session(http: &reqwest::Client, url: &str, token: &str) -> String 
     session
 }
 
-async fn in_session(
+pub async fn in_session(
     http: &reqwest::Client,
     url: &str,
     token: &str,

@@ -15,6 +15,7 @@ mod resources;
 mod server;
 mod stdio;
 mod tasks;
+mod watchers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use thiserror::Error;
 
+pub use relay::NoticeRelay;
 pub use server::{Caller, Callers, PortcullisServer};
 
 use crate::keeper::Keeper;
@@ -65,6 +67,7 @@ pub async fn serve_stdio(
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let transport =
         pre_init::DropEarlyNotifications::new(stdio::LineTransport::new(reader, writer));
+    let watchers = server.watchers();
     let running = server
         .serve(transport)
         .await
@@ -75,6 +78,7 @@ pub async fn serve_stdio(
         fleet.set_relay(Arc::new(relay::SessionRelay {
             keeper: Arc::downgrade(&keeper),
             peer: running.peer().clone(),
+            watchers: watchers.clone(),
         }));
     }
     let service = running.cancellation_token();

@@ -15,6 +15,7 @@ use rmcp::service::Peer;
 use rmcp::{RoleServer, ServiceError};
 use serde_json::Value;
 
+use super::watchers::ToolWatchers;
 use crate::keeper::Keeper;
 use crate::servers::{UpstreamRelay, UpstreamRequest, relay_refused};
 
@@ -23,6 +24,8 @@ use crate::servers::{UpstreamRelay, UpstreamRequest, relay_refused};
 pub struct SessionRelay {
     pub keeper: Weak<Keeper>,
     pub peer: Peer<RoleServer>,
+    /// Who is told when the tools change.
+    pub watchers: ToolWatchers,
 }
 
 fn unanswered(err: impl std::fmt::Display) -> ErrorData {
@@ -69,10 +72,30 @@ impl UpstreamRelay for SessionRelay {
     }
 
     fn tools_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
-            if let Err(err) = self.peer.notify_tool_list_changed().await {
-                tracing::debug!(error = %err, "the client could not be told its tools changed");
-            }
-        })
+        Box::pin(self.watchers.tell())
+    }
+}
+
+/// The relay of a server with no single session to put a downstream's
+/// requests to (HTTP: many clients, none of them the downstream's): every
+/// request is refused, as without a relay, and a change of the tools is
+/// told to every client watching.
+pub struct NoticeRelay {
+    pub watchers: ToolWatchers,
+}
+
+impl UpstreamRelay for NoticeRelay {
+    fn relay<'a>(
+        &'a self,
+        _request_id: String,
+        _server: &'a str,
+        request: UpstreamRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, ErrorData>> + Send + 'a>> {
+        let method = request.method();
+        Box::pin(std::future::ready(Err(relay_refused(method))))
+    }
+
+    fn tools_changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.watchers.tell())
     }
 }

@@ -8,9 +8,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
     GetTaskResult, Implementation, JsonObject, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations, UpdateTaskParams,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -19,6 +19,7 @@ use super::call::McpCall;
 use super::errors;
 use super::resources::{PolicyResource, policy_resources};
 use super::tasks::{OwnedCall, Tasks};
+use super::watchers::ToolWatchers;
 use crate::approval::{Approvals, Era, Reply, Request};
 use crate::gate::GateAnswer;
 use crate::keeper::{CallOutcome, GateFailure, Keeper};
@@ -63,6 +64,8 @@ pub struct PortcullisServer {
     /// or not.
     bridge_tools: Arc<[Tool]>,
     tasks: Tasks,
+    /// Who is told when the tools clients see change.
+    watchers: ToolWatchers,
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -118,11 +121,17 @@ impl PortcullisServer {
             surface,
             bridge_tools: bridge_specs().iter().map(Self::mcp_tool).collect(),
             tasks: Tasks::default(),
+            watchers: ToolWatchers::default(),
             resources: policy_resources(bundle).into(),
             tool_call_arguments: Arc::new(ArgumentValidator::compile(&tool_call_schema())?),
             no_arguments: Arc::new(ArgumentValidator::compile(&no_arguments_schema())?),
             gate_arguments: Arc::new(ArgumentValidator::compile(&gate_schema())?),
         })
+    }
+
+    /// Who this server tells when the tools clients see change.
+    pub fn watchers(&self) -> ToolWatchers {
+        self.watchers.clone()
     }
 
     /// A tool as clients see it. The annotations come from the effects the
@@ -283,6 +292,25 @@ impl PortcullisServer {
 }
 
 impl ServerHandler for PortcullisServer {
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.watchers.session(context.peer);
+    }
+
+    /// A 2026-07-28 client learns of changed tools on a stream it opens;
+    /// the tool list is the only thing that changes while serving.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.watchers.stream(context.sink().clone());
+        context.cancelled().await;
+        Ok(())
+    }
+
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()

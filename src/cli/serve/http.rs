@@ -16,7 +16,7 @@ use crate::facts::Transport;
 use crate::mcp::http::{
     Clients, ConnectionLimits, HttpOptions, MCP_PATH, raise_open_files, serve_http,
 };
-use crate::mcp::{Callers, PortcullisServer};
+use crate::mcp::{Callers, NoticeRelay, PortcullisServer};
 
 /// The largest request body accepted unless `--max-body` says otherwise.
 const DEFAULT_MAX_BODY: &str = "4MiB";
@@ -129,6 +129,12 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
         Arc::clone(&world.approvals),
         world.surface,
     )?;
+    // A downstream's tool that drifts is news for every client watching.
+    if let Some(fleet) = &world.fleet {
+        fleet.set_relay(Arc::new(NoticeRelay {
+            watchers: handler.watchers(),
+        }));
+    }
     let (listener, signals) = {
         let _entered = world.runtime.enter();
         let listener = std::net::TcpListener::bind(address)
