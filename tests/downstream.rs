@@ -1341,11 +1341,14 @@ fn a_server_that_cannot_be_confined_does_not_start() {
     );
 }
 
-#[test]
-fn a_call_that_reports_progress_forever_ends_at_its_max_duration() {
+/// A served setup fronting only the Python test server as `py`, its entry
+/// given `entry` (extra keys) and its environment `env` (where `STATE`
+/// names the setup's own folder, which the server may write); and the
+/// result of pinning it.
+fn python_only(env: &str, entry: &str) -> (Served, crate::util::Run) {
     let served = Served::new(ALLOW_DOWNSTREAM, "paired");
     let python = crate::interop_python::venv().join("bin/python");
-    let events = served.tree.dir.path().join("events.txt");
+    let env = env.replace("STATE", &served.tree.dir.path().display().to_string());
     served.tree.write_policy(
         "servers.toml",
         &format!(
@@ -1353,10 +1356,9 @@ fn a_call_that_reports_progress_forever_ends_at_its_max_duration() {
 [servers.py]
 command = "{python}"
 args = ["{script}"]
-env = {{ EVENTS = "{events}" }}
-timeout = "2s"
-max_duration = "4s"
+env = {{ {env} }}
 writable = ["{state}"]
+{entry}
 
 [servers.py.tools.note]
 effects = ["write"]
@@ -1369,7 +1371,6 @@ effects = ["read"]
             script = manifest()
                 .join("tests/interop/servers/downstream.py")
                 .display(),
-            events = events.display(),
             state = served.tree.dir.path().display(),
         ),
     );
@@ -1377,7 +1378,18 @@ effects = ["read"]
     let flags = served.tree.flags();
     let mut args = vec!["servers", "pin", "--root", root.as_str()];
     args.extend(flags.iter().map(String::as_str));
-    assert_eq!(portcullis(&args).code, 0);
+    let pinned = portcullis(&args);
+    (served, pinned)
+}
+
+#[test]
+fn a_call_that_reports_progress_forever_ends_at_its_max_duration() {
+    let (served, pinned) = python_only(
+        "EVENTS = \"STATE/events.txt\"",
+        "timeout = \"2s\"\nmax_duration = \"4s\"",
+    );
+    let events = served.tree.dir.path().join("events.txt");
+    assert_eq!(pinned.code, 0, "{pinned:?}");
     let mut session = Session::start(&served);
     session.initialize();
     // A step every 0.2 s keeps the 2 s timeout from ever running out; the
@@ -1411,78 +1423,13 @@ effects = ["read"]
 
 #[test]
 fn a_server_that_lists_too_many_tools_is_refused_and_says_why() {
-    let served = Served::new(ALLOW_DOWNSTREAM, "paired");
-    let python = crate::interop_python::venv().join("bin/python");
-    served.tree.write_policy(
-        "servers.toml",
-        &format!(
-            r#"
-[servers.big]
-command = "{python}"
-args = ["{script}"]
-env = {{ MANY_TOOLS = "1001" }}
-
-[servers.big.tools.note]
-effects = ["write"]
-paths = {{ path = "write" }}
-
-[servers.big.tools."*"]
-effects = ["read"]
-"#,
-            python = python.display(),
-            script = manifest()
-                .join("tests/interop/servers/downstream.py")
-                .display(),
-        ),
-    );
-    let root = served.root.path().display().to_string();
-    let flags = served.tree.flags();
-    let mut args = vec!["servers", "pin", "--root", root.as_str()];
-    args.extend(flags.iter().map(String::as_str));
-    let pinned = portcullis(&args);
+    let (_served, pinned) = python_only("MANY_TOOLS = \"1001\"", "");
     assert_eq!(pinned.code, 1, "{pinned:?}");
     assert!(
         pinned.stderr.contains("more than 1000 tools"),
         "{}",
         pinned.stderr
     );
-}
-
-#[test]
-fn an_answer_past_the_frame_limit_fails_the_call_at_once_and_the_server_comes_back() {
-    let Some(bin) = reference_servers() else {
-        return;
-    };
-    let proxy = Proxy::new(&bin);
-    let mut session = proxy.session();
-    // The server's timeout is 60 s: the answer is refused as soon as it
-    // passes 16 MiB, not when the wait runs out.
-    let started = Instant::now();
-    let answer = call(&mut session, 1, "py__huge", json!({}));
-    assert_eq!(
-        answer["result"]["structuredContent"]["reason_code"], "server_unavailable",
-        "{answer}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(45),
-        "{:?}",
-        started.elapsed()
-    );
-    // Started again, the server answers.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut id = 2;
-    loop {
-        let answer = call(&mut session, id, "py__describe", json!({}));
-        if answer["result"]["content"][0]["text"] == "described" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server never came back: {answer}"
-        );
-        id += 1;
-    }
-    session.finish();
 }
 
 /// Reads an SSE response until a chunk holds `needle`, within a minute.
