@@ -28,6 +28,14 @@ fn create_prints_the_token_once_and_list_shows_only_its_fingerprint() {
     assert_eq!(client["tier"], "paired");
     assert_eq!(client["fingerprint"].as_str().unwrap().len(), 16);
     assert!(!list.stdout.contains(&token[4..]));
+    // For people: a header, then a line per client.
+    let human = portcullis(&["token", "list", "--store", &store]);
+    let lines: Vec<&str> = human.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{human:?}");
+    for column in ["NAME", "TIER", "FINGERPRINT", "CREATED"] {
+        assert!(lines[0].contains(column), "{human:?}");
+    }
+    assert!(lines[1].starts_with("claude-code"), "{human:?}");
     assert!(
         !std::fs::read_to_string(&store)
             .unwrap()

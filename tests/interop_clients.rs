@@ -127,9 +127,15 @@ fn text(output: &Output) -> String {
 
 /// `claude mcp list` runs its health check and reports portcullis connected.
 fn assert_listed_connected(machine: &Machine, claude: &Path) {
+    assert_listed_connected_with(machine, claude, &[]);
+}
+
+/// As `assert_listed_connected`, with `env` set for the client.
+fn assert_listed_connected_with(machine: &Machine, claude: &Path, env: &[(&str, &str)]) {
     let listed = machine
         .command(claude)
         .args(["mcp", "list"])
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let said = text(&listed);
@@ -182,11 +188,19 @@ fn claude_code_reports_the_http_server_connected_as_the_readme_configures_it() {
             "portcullis",
             &server.url(),
         ])
-        .args(["--header", &format!("Authorization: Bearer {token}")])
+        // The token stays in the environment: Claude Code expands the
+        // variable when it connects, and its config never holds the token.
+        .args(["--header", "Authorization: Bearer ${PORTCULLIS_TOKEN}"])
         .output()
         .unwrap();
     assert!(added.status.success(), "{}", text(&added));
-    assert_listed_connected(&machine, &claude);
+    let config = std::fs::read_to_string(machine.home.path().join(".claude.json")).unwrap();
+    assert!(config.contains("${PORTCULLIS_TOKEN}"), "{config}");
+    assert!(
+        !config.contains(&token),
+        "the token is in the client's config"
+    );
+    assert_listed_connected_with(&machine, &claude, &[("PORTCULLIS_TOKEN", &token)]);
     server.stop();
 }
 

@@ -475,8 +475,9 @@ impl Progress {
     }
 
     fn finish(&self) {
+        // The bar goes, so the summary starts on a line of its own.
         if let Some(bar) = &self.bar {
-            bar.finish();
+            bar.finish_and_clear();
         }
     }
 }

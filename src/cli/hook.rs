@@ -333,7 +333,7 @@ fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {
             println!("{what} {}", settings.display());
             println!("  runs: {command}");
             println!(
-                "Claude Code passes its own environment to the hook: start it with PORTCULLIS_TOKEN set to a client token (`portcullis token create NAME`), and PORTCULLIS_POLICIES / PORTCULLIS_AUDIT if you use others than the defaults."
+                "Claude Code passes its own environment to the hook: start it with PORTCULLIS_TOKEN set to a client token (`portcullis token create NAME`, kept in the token store the hook reads: PORTCULLIS_TOKEN_STORE, else $XDG_STATE_HOME/portcullis/tokens.json), and PORTCULLIS_POLICIES / PORTCULLIS_SCHEMA / PORTCULLIS_AUDIT / PORTCULLIS_ROOT if you use others than the defaults."
             );
             if !token_set {
                 println!(

@@ -86,7 +86,8 @@ pub enum Command {
 
     /// Write the default policies and schema into a folder, for a team to edit.
     Init(init::InitArgs),
-    /// Serve MCP over stdio for the client whose token is in PORTCULLIS_TOKEN.
+    /// Serve MCP: over stdio to the client whose token is in PORTCULLIS_TOKEN,
+    /// or with --http over Streamable HTTP to every client in the token store.
     Serve(serve::ServeArgs),
     /// Create, list and revoke client tokens.
     #[command(subcommand)]

@@ -131,6 +131,11 @@ fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
         Format::Human => {
             if store.clients().is_empty() {
                 println!("no clients in {}", path.display());
+            } else {
+                println!(
+                    "{:<24} {:<10} {:<16}  CREATED",
+                    "NAME", "TIER", "FINGERPRINT"
+                );
             }
             for c in store.clients() {
                 println!(
