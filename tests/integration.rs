@@ -12,6 +12,7 @@ mod audit;
 mod audit_integrity;
 mod bridge;
 mod cli_check;
+mod cli_doctor;
 mod cli_init;
 mod cli_policy;
 mod cli_token;

@@ -6,6 +6,7 @@
 mod audit;
 mod check;
 mod demo;
+mod doctor;
 mod exec;
 pub use exec::confined_main;
 mod exit;
@@ -94,6 +95,10 @@ pub enum Command {
     Token(token::TokenCommand),
     /// Show the whole loop on the built-in defaults in a temporary folder.
     Demo(demo::DemoArgs),
+    /// Check what the features need on this machine (cvc5, Landlock, user
+    /// namespaces, the modes of the token store and the audit folder, Node
+    /// and Chromium for the tests), and say how to install what is missing.
+    Doctor(doctor::DoctorArgs),
     /// Verify, replay and show audit logs, offline.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -165,6 +170,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Serve(args) => serve::run(&args),
         Command::Token(command) => token::run(command, cli.format),
         Command::Demo(args) => demo::run(&args, cli.format),
+        Command::Doctor(args) => doctor::run(&args, cli.format),
         Command::Audit(command) => audit::run(command, cli.format),
         Command::Hook(command) => hook::run(command, cli.format),
         Command::Servers(command) => servers::run(command, cli.format),
