@@ -56,6 +56,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Bounded<R> {
             for byte in &buf.filled()[before..] {
                 line = if *byte == b'\n' { 0 } else { line + 1 };
                 if line > self.limit {
+                    // A read that fails hands over nothing: the session ends
+                    // here, and nothing of the oversized line is passed on.
+                    buf.set_filled(before);
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("the server sent a message longer than {} bytes", self.limit),
