@@ -315,3 +315,63 @@ fn fmt_will_not_rewrite_the_builtin_policies() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("--policies"), "{run:?}");
 }
+
+#[test]
+fn a_moved_expectation_says_why_and_accept_rewrites_only_it() {
+    let tree = Tree::new();
+    let allowlist = fs::read_to_string(tree.policies().join("20_allowlist.cedar")).unwrap();
+    tree.write_policy(
+        "20_allowlist.cedar",
+        &format!(
+            "{allowlist}\n@id(\"allow.read_file\")\n@reason(\"paired clients may read files\")\npermit (\n  principal in Portcullis::Tier::\"paired\",\n  action in Portcullis::Action::\"use_tool\",\n  resource == Portcullis::Tool::\"builtin/read_file\"\n);\n"
+        ),
+    );
+    // A case that cannot run (an entity uid that does not parse) is not
+    // an expectation to rewrite.
+    fs::write(
+        tree.policies().join("tests/broken.json"),
+        r#"[{"name": "cannot run", "request": {"principal": "not a uid", "action": "Portcullis::Action::\"call_tool\"", "resource": "Portcullis::Tool::\"builtin/read_file\"", "context": {}}, "entities": [], "decision": "deny", "reason": [], "num_errors": 0}]"#,
+    )
+    .unwrap();
+    let before = fs::read_to_string(tree.policies().join("tests/allowlist.json")).unwrap();
+    let run = tree.run(&["policy", "test"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("expected deny, got allow"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("decided by allow.read_file (paired clients may read files) in "),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("7 failed"), "{run:?}");
+
+    let run = tree.run(&["policy", "test", "--accept"]);
+    assert_eq!(run.code, 1, "the case that cannot run still fails: {run:?}");
+    assert!(run.stdout.contains("6 expectations rewritten"), "{run:?}");
+    assert!(
+        run.stdout.contains("FAIL") && run.stdout.contains("cannot run"),
+        "{run:?}"
+    );
+    let after = fs::read_to_string(tree.policies().join("tests/allowlist.json")).unwrap();
+    assert_ne!(before, after);
+    let cases: serde_json::Value = serde_json::from_str(&after).unwrap();
+    let moved = cases
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "the allowlist is empty: paired cannot call read_file")
+        .unwrap();
+    assert_eq!(moved["decision"], "allow");
+    assert_eq!(moved["reason"], serde_json::json!(["allow.read_file"]));
+    assert_eq!(
+        moved["entities"], "entities/fixtures.json",
+        "the rest is kept"
+    );
+
+    fs::remove_file(tree.policies().join("tests/broken.json")).unwrap();
+    let run = tree.run(&["policy", "test"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // The built-in fixtures are not rewritten.
+    let run = portcullis(&["policy", "test", "--accept"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("pass --policies DIR"), "{run:?}");
+}

@@ -468,7 +468,7 @@ impl Engine {
         }
     }
 
-    fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {
+    pub(super) fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {
         let mut policies: Vec<DeterminingPolicy> = response
             .diagnostics()
             .reason()

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::bundle::{PolicyBundle, SourceFile, TEST_ENTITIES_DIR};
+use super::decision::DeterminingPolicy;
 use super::engine::Engine;
 
 #[derive(Debug, Deserialize)]
@@ -48,7 +49,7 @@ enum CaseEntities {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-enum ExpectedDecision {
+pub enum ExpectedDecision {
     Allow,
     Deny,
 }
@@ -58,13 +59,35 @@ enum ExpectedDecision {
 pub struct CaseResult {
     pub file: String,
     pub name: String,
+    /// The case's place in its file.
+    #[serde(skip)]
+    index: usize,
     /// Why the case failed; `None` when it passed.
     pub failure: Option<String>,
+    /// What the policies decide now, when the case could be run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Observed>,
+}
+
+/// What the policies decide for a case, and the policies that decided it:
+/// why an expectation moved.
+#[derive(Debug, Clone, Serialize)]
+pub struct Observed {
+    pub decision: ExpectedDecision,
+    pub reason: Vec<String>,
+    pub num_errors: usize,
+    pub determined_by: Vec<DeterminingPolicy>,
 }
 
 impl CaseResult {
     pub fn passed(&self) -> bool {
         self.failure.is_none()
+    }
+
+    /// Whether the case ran and only its expectation differs: what
+    /// `policy test --accept` may rewrite.
+    pub fn acceptable(&self) -> bool {
+        self.failure.is_some() && self.observed.is_some()
     }
 }
 
@@ -78,7 +101,9 @@ pub fn run(engine: &Engine, bundle: &PolicyBundle) -> Vec<CaseResult> {
                 results.push(CaseResult {
                     file: file.display.clone(),
                     name: "(file)".to_owned(),
+                    index: 0,
                     failure: Some(format!("not a list of test cases: {err}")),
+                    observed: None,
                 });
                 continue;
             }
@@ -88,19 +113,81 @@ pub fn run(engine: &Engine, bundle: &PolicyBundle) -> Vec<CaseResult> {
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("case {}", index + 1));
+            let (failure, observed) = match run_case(engine, bundle, case) {
+                Ok(observed) => (mismatch(case, &observed), Some(observed)),
+                Err(failure) => (Some(failure.to_string()), None),
+            };
             results.push(CaseResult {
                 file: file.display.clone(),
                 name,
-                failure: run_case(engine, bundle, case)
-                    .err()
-                    .map(|failure| failure.to_string()),
+                index,
+                failure,
+                observed,
             });
         }
     }
     results
 }
 
-/// Why a case failed: it could not be run, or it decided otherwise.
+/// The fixture files rewritten so that every case that ran but decided
+/// otherwise expects what the policies decide now (decision, determining
+/// policies, number of errors); every other case and key is kept as
+/// written. Each is the file's path on disk and its new text.
+pub fn accepted(bundle: &PolicyBundle, results: &[CaseResult]) -> Vec<(String, String)> {
+    let mut rewritten = Vec::new();
+    for file in &bundle.tests {
+        let moved: Vec<&CaseResult> = results
+            .iter()
+            .filter(|r| r.file == file.display && r.acceptable())
+            .collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let Ok(Value::Array(mut cases)) = serde_json::from_str::<Value>(&file.text) else {
+            continue;
+        };
+        for result in moved {
+            let (Some(case), Some(observed)) = (cases.get_mut(result.index), &result.observed)
+            else {
+                continue;
+            };
+            case["decision"] = serde_json::json!(observed.decision);
+            case["reason"] = serde_json::json!(observed.reason);
+            case["num_errors"] = serde_json::json!(observed.num_errors);
+        }
+        if let Ok(text) = serde_json::to_string_pretty(&Value::Array(cases)) {
+            rewritten.push((file.display.clone(), text + "\n"));
+        }
+    }
+    rewritten
+}
+
+/// How a case's expectation differs from what was decided, if it does.
+fn mismatch(case: &Case, observed: &Observed) -> Option<String> {
+    let mut expected_reasons = case.reason.clone();
+    expected_reasons.sort();
+    let mut wrong = Vec::new();
+    if observed.decision != case.decision {
+        wrong.push(
+            format!("expected {:?}, got {:?}", case.decision, observed.decision).to_lowercase(),
+        );
+    }
+    if observed.reason != expected_reasons {
+        wrong.push(format!(
+            "expected determining policies {expected_reasons:?}, got {:?}",
+            observed.reason
+        ));
+    }
+    if observed.num_errors != case.num_errors {
+        wrong.push(format!(
+            "expected {} errors, got {}",
+            case.num_errors, observed.num_errors
+        ));
+    }
+    (!wrong.is_empty()).then(|| wrong.join("; "))
+}
+
+/// Why a case could not be run.
 #[derive(Debug, thiserror::Error)]
 enum CaseFailure {
     #[error("entities file `{0}` not found (it must be in policies/tests/{TEST_ENTITIES_DIR}/)")]
@@ -121,11 +208,9 @@ enum CaseFailure {
     Context(Box<cedar_policy::ContextJsonError>),
     #[error("the request does not match the schema: {0}")]
     Request(Box<cedar_policy::RequestValidationError>),
-    #[error("{}", .0.join("; "))]
-    Decided(Vec<String>),
 }
 
-fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), CaseFailure> {
+fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<Observed, CaseFailure> {
     let extra = match &case.entities {
         CaseEntities::Inline(entities) => entities.clone(),
         CaseEntities::File(name) => entity_file(&bundle.test_entities, name)?,
@@ -149,46 +234,22 @@ fn run_case(engine: &Engine, bundle: &PolicyBundle, case: &Case) -> Result<(), C
     let request = Request::new(principal, action, resource, context, Some(engine.schema()))
         .map_err(|err| CaseFailure::Request(Box::new(err)))?;
     let response = engine.authorize(&request, &entities);
-
     let decision = match response.decision() {
         CedarDecision::Allow => ExpectedDecision::Allow,
         CedarDecision::Deny => ExpectedDecision::Deny,
     };
-    let mut reasons: Vec<String> = response
+    let mut reason: Vec<String> = response
         .diagnostics()
         .reason()
         .map(ToString::to_string)
         .collect();
-    reasons.sort();
-    let mut expected_reasons = case.reason.clone();
-    expected_reasons.sort();
-    let errors: Vec<String> = response
-        .diagnostics()
-        .errors()
-        .map(ToString::to_string)
-        .collect();
-
-    let mut wrong = Vec::new();
-    if decision != case.decision {
-        wrong.push(format!("expected {:?}, got {:?}", case.decision, decision).to_lowercase());
-    }
-    if reasons != expected_reasons {
-        wrong.push(format!(
-            "expected determining policies {expected_reasons:?}, got {reasons:?}"
-        ));
-    }
-    if errors.len() != case.num_errors {
-        wrong.push(format!(
-            "expected {} errors, got {}: {errors:?}",
-            case.num_errors,
-            errors.len()
-        ));
-    }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(CaseFailure::Decided(wrong))
-    }
+    reason.sort();
+    Ok(Observed {
+        decision,
+        reason,
+        num_errors: response.diagnostics().errors().count(),
+        determined_by: engine.determining(&response),
+    })
 }
 
 fn entity_file(files: &[SourceFile], name: &str) -> Result<Vec<Value>, CaseFailure> {

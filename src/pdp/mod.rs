@@ -36,7 +36,7 @@ pub use engine::{CallFactsProblem, Engine, LoadError};
 pub use entities::{
     BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
 };
-pub use fixtures::{CaseResult, run as run_fixtures};
+pub use fixtures::{CaseResult, accepted as accepted_fixtures, run as run_fixtures};
 pub use input::{Field, Hidden, InputType, ToolType, schema_text};
 pub use load::{HARD_CONSTRAINTS, schema_json};
 pub use problem::{Problem, ProblemKind};

@@ -25,7 +25,9 @@ pub enum PolicyCommand {
     /// Parse and strictly validate the policy set; warnings are errors.
     Validate(PolicyArgs),
     /// Run the fixture tests in `policies/tests/` (`cedar run-tests` format).
-    Test(PolicyArgs),
+    /// A failing case says what the policies decide now and which policies
+    /// decided it; `--accept` rewrites those expectations.
+    Test(TestArgs),
     /// Format the `.cedar` files in place, or only check them.
     Fmt(FmtArgs),
     /// Prove whether NEW permits anything OLD does not, per action and
@@ -41,6 +43,18 @@ pub enum PolicyCommand {
     /// (table, `--format json`, `--html FILE`). Exit 0: it opens nothing;
     /// 4: it opens something; 2: it could not be judged.
     Review(review::ReviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub policies: PolicyArgs,
+    /// Rewrite the expectations of every case that ran and decided
+    /// otherwise (decision, determining policies, number of errors) to
+    /// what the policies decide now, after printing each change: as a
+    /// snapshot test is updated. A case that cannot run is not touched.
+    #[arg(long)]
+    pub accept: bool,
 }
 
 #[derive(Debug, Args)]
@@ -226,29 +240,62 @@ fn validate(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn test(args: &PolicyArgs, format: Format) -> anyhow::Result<Exit> {
-    let (bundle, engine, _) = match load(args, format)? {
+fn test(args: &TestArgs, format: Format) -> anyhow::Result<Exit> {
+    if args.accept && args.policies.policies.is_none() {
+        anyhow::bail!("the built-in fixtures cannot be rewritten; pass --policies DIR");
+    }
+    let (bundle, engine, _) = match load(&args.policies, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
     let results = pdp::run_fixtures(&engine, &bundle);
-    let failed = results.iter().filter(|r| !r.passed()).count();
+    let accepted = if args.accept {
+        let rewritten = pdp::accepted_fixtures(&bundle, &results);
+        for (path, text) in &rewritten {
+            atomic_file::replace(std::path::Path::new(path), text.as_bytes(), Mode::AsBefore)
+                .with_context(|| format!("cannot rewrite {path}"))?;
+        }
+        results.iter().filter(|r| r.acceptable()).count()
+    } else {
+        0
+    };
+    // Accepted cases now pass; what could not run still fails.
+    let failed = results.iter().filter(|r| !r.passed()).count() - accepted;
     let passed = results.len() - failed;
     match format {
-        Format::Json => {
-            print_json(&json!({"passed": passed, "failed": failed, "results": results}))?
-        }
+        Format::Json => print_json(&json!({
+            "passed": passed, "failed": failed, "accepted": accepted, "results": results
+        }))?,
         Format::Human => {
             for result in results.iter().filter(|r| !r.passed()) {
+                let verb = if args.accept && result.acceptable() {
+                    "ACCEPTED"
+                } else {
+                    "FAIL"
+                };
                 println!(
-                    "FAIL {}: {}\n  {}",
+                    "{verb} {}: {}\n  {}",
                     result.file,
                     result.name,
                     result.failure.as_deref().unwrap_or_default()
                 );
+                if let Some(observed) = &result.observed {
+                    for policy in &observed.determined_by {
+                        println!(
+                            "  decided by {} ({}) in {}",
+                            policy.id, policy.reason, policy.file
+                        );
+                    }
+                    if observed.determined_by.is_empty() {
+                        println!("  decided by no policy (nothing permits it)");
+                    }
+                }
             }
             if results.is_empty() {
                 println!("no fixture tests found (add JSON files to policies/tests/)");
+            }
+            if accepted > 0 {
+                println!("{accepted} expectations rewritten to what the policies decide now");
             }
             println!("{passed} passed, {failed} failed");
         }
