@@ -9,27 +9,23 @@
 //! running. Nothing runs without a durable decision record.
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
+use super::harness_setting::{command_approvals, load_failed};
 use super::serve::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{ClientArgs, Exit, PolicyArgs};
-use crate::approval::{CommandApprovals, command_digest};
-use crate::clock::SystemClock;
+use crate::approval::command_digest;
 use crate::confine::{self, Launch, LaunchError, Plan, landlock_abi};
 use crate::facts::{Root, Transport, shell_quote};
 use crate::keeper::{AuditSink, ClientIdentity, GateFailure, Keeper, Setting};
 use crate::pdp::{Engine, Outcome};
 use crate::tools::Registry;
 
-/// How long an approval the hook hands to `exec` stays good: the human
-/// answers the harness's prompt, then the harness runs the command.
-pub const COMMAND_APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -155,7 +151,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         std::slice::from_ref(&record),
         set_cache(&args.store).as_ref(),
     )
-    .map_err(super::hook::load_failed)?
+    .map_err(load_failed)?
     .0;
     let secret_classes = engine.path_classes().clone();
     let approved = match &args.approved {
@@ -298,21 +294,6 @@ fn identity(args: &ExecArgs) -> anyhow::Result<ClientIdentity> {
         tier: args.client.tier.clone(),
         fingerprint: format!("cli:{}", args.client.name),
     })
-}
-
-/// The approvals the hook issues and `exec` redeems, with the key beside
-/// the token store.
-pub fn command_approvals(store: &StoreArgs) -> anyhow::Result<CommandApprovals> {
-    let store = store.resolve().context("no token store")?;
-    let keys = store
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    Ok(CommandApprovals::open(
-        keys,
-        COMMAND_APPROVAL_TTL,
-        Arc::new(SystemClock),
-    )?)
 }
 
 fn request_id() -> anyhow::Result<String> {

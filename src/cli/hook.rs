@@ -19,6 +19,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use super::harness_setting::{command_approvals, load_failed};
 use super::serve::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, Transport, shell_quote};
@@ -28,7 +29,7 @@ use crate::hook::{
     tools_needed,
 };
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
-use crate::pdp::{ClientRecord, Engine, LoadError};
+use crate::pdp::{ClientRecord, Engine};
 use crate::servers::Servers;
 use crate::tools::Registry;
 
@@ -285,15 +286,10 @@ fn command_rewrite(
     }
     Ok(CommandRewrite {
         exec,
-        approvals: super::exec::command_approvals(&args.store)?,
+        approvals: command_approvals(&args.store)?,
         client: client.to_owned(),
         root: root.to_owned(),
     })
-}
-
-pub(super) fn load_failed(err: LoadError) -> anyhow::Error {
-    let problems: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
-    anyhow::anyhow!("the policy set does not load: {}", problems.join("; "))
 }
 
 fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {

@@ -11,6 +11,7 @@ mod exec;
 pub use exec::confined_main;
 mod exit;
 mod gate;
+mod harness_setting;
 mod hook;
 mod init;
 mod logging;
