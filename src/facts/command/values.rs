@@ -11,7 +11,7 @@
 
 use tree_sitter::Node;
 
-use super::parse::{Kind, kind, literal, text};
+use super::node::{Kind, kind, literal, text};
 
 /// A value in a command's words that the text does not spell out.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,304 @@
+//! How the walk reads a tree-sitter-bash node: its kind (by id, once per
+//! grammar), its text, and the literal word it stands for (quotes, escapes
+//! and `$'...'` decoded as bash decodes them). Both the walk (`parse.rs`)
+//! and the variable tracking (`values.rs`) read nodes this way; neither
+//! imports the other for it.
+
+use std::sync::OnceLock;
+
+use tree_sitter::{Language, Node};
+
+/// The node kinds the walk reads, by name. `Node::kind` would look the
+/// name up, check it is UTF-8 and compare strings at every node; the walk
+/// reads the kind of each node several times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    AnsiCString,
+    ArithmeticExpansion,
+    BraceExpression,
+    Command,
+    CommandName,
+    CommandSubstitution,
+    Comment,
+    Concatenation,
+    DeclarationCommand,
+    Expansion,
+    FileRedirect,
+    ForStatement,
+    FunctionDefinition,
+    HeredocBody,
+    HeredocRedirect,
+    HerestringRedirect,
+    Number,
+    Pipeline,
+    ProcessSubstitution,
+    RawString,
+    RedirectedStatement,
+    SimpleExpansion,
+    SpecialVariableName,
+    String,
+    StringContent,
+    Subscript,
+    TestCommand,
+    UnsetCommand,
+    VariableAssignment,
+    VariableName,
+    Word,
+    Other,
+}
+
+impl Kind {
+    fn named(name: &str) -> Self {
+        match name {
+            "ansi_c_string" => Kind::AnsiCString,
+            "arithmetic_expansion" => Kind::ArithmeticExpansion,
+            "brace_expression" => Kind::BraceExpression,
+            "command" => Kind::Command,
+            "command_name" => Kind::CommandName,
+            "command_substitution" => Kind::CommandSubstitution,
+            "comment" => Kind::Comment,
+            "concatenation" => Kind::Concatenation,
+            "declaration_command" => Kind::DeclarationCommand,
+            "expansion" => Kind::Expansion,
+            "file_redirect" => Kind::FileRedirect,
+            "for_statement" => Kind::ForStatement,
+            "function_definition" => Kind::FunctionDefinition,
+            "heredoc_body" => Kind::HeredocBody,
+            "heredoc_redirect" => Kind::HeredocRedirect,
+            "herestring_redirect" => Kind::HerestringRedirect,
+            "number" => Kind::Number,
+            "pipeline" => Kind::Pipeline,
+            "process_substitution" => Kind::ProcessSubstitution,
+            "raw_string" => Kind::RawString,
+            "redirected_statement" => Kind::RedirectedStatement,
+            "simple_expansion" => Kind::SimpleExpansion,
+            "special_variable_name" => Kind::SpecialVariableName,
+            "string" => Kind::String,
+            "string_content" => Kind::StringContent,
+            "subscript" => Kind::Subscript,
+            "test_command" => Kind::TestCommand,
+            "unset_command" => Kind::UnsetCommand,
+            "variable_assignment" => Kind::VariableAssignment,
+            "variable_name" => Kind::VariableName,
+            "word" => Kind::Word,
+            _ => Kind::Other,
+        }
+    }
+}
+
+/// Every kind id of the grammar as the walk reads it, built once: an id
+/// maps to its name's `Kind`, so aliases (several ids of one name) read
+/// alike, exactly as their names would.
+fn kinds() -> &'static [Kind] {
+    static KINDS: OnceLock<Vec<Kind>> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        let language: Language = tree_sitter_bash::LANGUAGE.into();
+        (0..language.node_kind_count())
+            .map(|id| {
+                u16::try_from(id)
+                    .ok()
+                    .and_then(|id| language.node_kind_for_id(id))
+                    .map_or(Kind::Other, Kind::named)
+            })
+            .collect()
+    })
+}
+
+pub(super) fn kind(node: Node<'_>) -> Kind {
+    kinds()
+        .get(usize::from(node.kind_id()))
+        .copied()
+        .unwrap_or(Kind::Other)
+}
+
+pub(super) fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
+    source.get(node.byte_range()).unwrap_or("")
+}
+
+/// The literal value of a word, or `None` if it depends on the environment.
+pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
+    match kind(node) {
+        Kind::Word | Kind::Number => Some(unescape(text(node, source))),
+        // `{1..5}`: the words it becomes are the globs' business
+        // (`globs::expand`), as for a `{a,b}` list inside a word.
+        Kind::BraceExpression => Some(text(node, source).to_owned()),
+        Kind::RawString => {
+            let t = text(node, source);
+            Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_owned())
+        }
+        Kind::AnsiCString => {
+            let t = text(node, source);
+            ansi_c(t.get(2..t.len().saturating_sub(1)).unwrap_or(""))
+        }
+        Kind::String => {
+            let mut value = String::new();
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                match kind(child) {
+                    Kind::StringContent => value.push_str(&unescape_double(text(child, source))),
+                    _ => return None,
+                }
+            }
+            Some(value)
+        }
+        Kind::Concatenation => {
+            let mut value = String::new();
+            let mut cursor = node.walk();
+            for child in node.named_children(&mut cursor) {
+                value.push_str(&literal(child, source)?);
+            }
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
+fn unescape(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(next) = chars.next().filter(|n| *n != '\n') {
+                out.push(next);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub(super) fn unescape_double(content: &str) -> String {
+    let mut out = String::with_capacity(content.len());
+    let mut chars = content.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && matches!(chars.peek(), Some('"' | '\\' | '$' | '`')) {
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else if c == '\\' && chars.peek() == Some(&'\n') {
+            chars.next();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Decodes the escapes of `$'...'`, so `$'\x72m'` is judged as `rm`.
+/// `None` when an octal or `\x` escape makes a byte past ASCII: bash
+/// passes that byte raw (not the character of its value), which is no
+/// text the gate can judge, so the word is unknown.
+fn ansi_c(body: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('a') => out.push('\u{7}'),
+            Some('b') => out.push('\u{8}'),
+            Some('e' | 'E') => out.push('\u{1b}'),
+            Some('f') => out.push('\u{c}'),
+            Some('v') => out.push('\u{b}'),
+            Some('\\') => out.push('\\'),
+            Some('\'') => out.push('\''),
+            Some('"') => out.push('"'),
+            Some('?') => out.push('?'),
+            // A hex escape without a digit is kept as written.
+            Some(letter @ ('x' | 'u' | 'U')) => {
+                let digits = match letter {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                match chars.peek().is_some_and(char::is_ascii_hexdigit) {
+                    true => {
+                        let decoded = radix(&mut chars, 16, digits);
+                        if letter == 'x' && !decoded.is_ascii() {
+                            return None;
+                        }
+                        out.push(decoded);
+                    }
+                    false => {
+                        out.push('\\');
+                        out.push(letter);
+                    }
+                }
+            }
+            // `\cX` is the control character of X.
+            Some('c') => match chars.next() {
+                Some(x) => out.push(char::from_u32(u32::from(x) & 0x1f).unwrap_or('\u{fffd}')),
+                None => out.push_str("\\c"),
+            },
+            Some(d @ '0'..='7') => {
+                let mut value = d.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match chars.peek().and_then(|c| c.to_digit(8)) {
+                        Some(v) => {
+                            value = value * 8 + v;
+                            chars.next();
+                        }
+                        None => break,
+                    }
+                }
+                if value > 0x7f {
+                    return None;
+                }
+                out.push(char::from_u32(value).unwrap_or('\u{fffd}'));
+            }
+            // An escape bash does not know keeps its backslash.
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    // The word bash passes is a C string: it ends at a NUL (`$'\0x'`
+    // is the empty word).
+    if let Some(end) = out.find('\0') {
+        out.truncate(end);
+    }
+    Some(out)
+}
+
+fn radix(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, base: u32, max: usize) -> char {
+    let mut value = 0u32;
+    for _ in 0..max {
+        match chars.peek().and_then(|c| c.to_digit(base)) {
+            Some(v) => {
+                value = value * base + v;
+                chars.next();
+            }
+            None => break,
+        }
+    }
+    char::from_u32(value).unwrap_or('\u{fffd}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_c_strings_decode_as_bash_decodes_them() {
+        let decoded = |body: &str| ansi_c(body).unwrap();
+        assert_eq!(decoded(r"\x72m"), "rm");
+        assert_eq!(decoded(r"a\Tb"), r"a\Tb");
+        assert_eq!(decoded(r"1\uuu"), r"1\uuu");
+        assert_eq!(decoded(r"\xg"), r"\xg");
+        assert_eq!(decoded(r"\u0041\U00000042"), "AB");
+        assert_eq!(decoded(r"\cA\\\'\?"), "\u{1}\\'?");
+        assert_eq!(decoded(r"\177\x7f"), "\u{7f}\u{7f}");
+        // Bytes past ASCII are passed raw by bash: not text to judge.
+        for raw in [r"\255m", r"\xad", r"\x80", r"a\200"] {
+            assert_eq!(ansi_c(raw), None, "{raw}");
+        }
+    }
+}
