@@ -7,7 +7,7 @@
 //! the second time, the answer is the one Cedar gave the first.
 
 use super::bounded_memo::BoundedMemo;
-use super::decide::{Asked, Asker, Query, ToolAction, ToolRef};
+use super::query::{Asked, Asker, Query, ToolAction, ToolRef};
 use super::decision::Decision;
 use crate::facts::{ToolFacts, Transport};
 use crate::tools::ToolId;

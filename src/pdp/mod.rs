@@ -18,6 +18,7 @@ mod input;
 mod load;
 mod problem;
 mod proof;
+mod query;
 mod schema_floor;
 mod scope_index;
 mod set_cache;
@@ -27,7 +28,7 @@ pub use bundle::{
     BUILTIN_COPY, BundleError, Framing, PolicyBundle, SERVERS_FILE, SERVERS_LOCK_FILE, SourceFile,
     name_problem,
 };
-pub use decide::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
+pub use query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{
     Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity, ShadowDecision,
 };

@@ -1,0 +1,154 @@
+//! One question for the decision point: who asks, about what, approved or
+//! not. The engine answers it (`decide.rs`) and its discovery memo keys on
+//! it (`discovery_memo.rs`); both read it from here, so neither imports
+//! the other for it.
+
+use cedar_policy::{Entities, EntityUid};
+
+use crate::facts::{CommandFacts, ToolFacts, Transport};
+use crate::tools::ToolId;
+
+/// Which tool action is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolAction {
+    /// May the client see the tool in its listing?
+    Discover,
+    /// May the client run this call?
+    Call,
+}
+
+/// Who asks, and against which entities.
+#[derive(Debug, Clone, Copy)]
+pub enum Asker<'a> {
+    /// A live client, by name, against the engine's own entities. Cedar
+    /// does not check that a principal exists (a missing one makes
+    /// attribute-reading forbids error, and Cedar skips erroring policies),
+    /// so an unknown name is denied before Cedar is asked.
+    Client(&'a str),
+    /// A recorded principal with the entities its record names (replay).
+    Recorded {
+        entities: &'a Entities,
+        principal: &'a EntityUid,
+    },
+}
+
+/// A tool, by registry id (checked to exist) or by recorded entity.
+#[derive(Debug, Clone, Copy)]
+pub enum ToolRef<'a> {
+    Id(&'a ToolId),
+    Entity(&'a EntityUid),
+}
+
+/// What is asked about.
+#[derive(Debug, Clone, Copy)]
+pub enum Asked<'a> {
+    Tool {
+        action: ToolAction,
+        tool: ToolRef<'a>,
+        facts: &'a ToolFacts,
+    },
+    /// A shell command for the command gate (action `run_command`).
+    Command {
+        facts: &'a CommandFacts,
+        transport: Transport,
+    },
+    /// Reading the policies in force (action `read_policy`).
+    Policies { transport: Transport },
+    /// A downstream server's request of the client (action
+    /// `relay_request`), by the server's entity.
+    Request {
+        server: &'a EntityUid,
+        method: &'a str,
+        transport: Transport,
+    },
+}
+
+/// One question for the decision point.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    pub asker: Asker<'a>,
+    pub asked: Asked<'a>,
+    /// A human approved through `approval_channel`: decide in one pass as
+    /// approved, instead of the two passes that tell allow from ask.
+    pub approved: bool,
+    /// The channel a human approval would come through if one is needed;
+    /// policies may refuse approvals from some channels.
+    pub approval_channel: &'a str,
+}
+
+impl<'a> Query<'a> {
+    /// A live client's tool request, not (yet) approved.
+    pub fn tool(
+        client: &'a str,
+        action: ToolAction,
+        tool: &'a ToolId,
+        facts: &'a ToolFacts,
+        approval_channel: &'a str,
+    ) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Tool {
+                action,
+                tool: ToolRef::Id(tool),
+                facts,
+            },
+            approved: false,
+            approval_channel,
+        }
+    }
+
+    /// A live client's shell command, not (yet) approved.
+    pub fn command(
+        client: &'a str,
+        facts: &'a CommandFacts,
+        transport: Transport,
+        approval_channel: &'a str,
+    ) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Command { facts, transport },
+            approved: false,
+            approval_channel,
+        }
+    }
+
+    /// May a live client read the policies it runs under?
+    pub fn policies(client: &'a str, transport: Transport) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Policies { transport },
+            approved: false,
+            approval_channel: NO_APPROVAL,
+        }
+    }
+
+    /// May a downstream server's request reach this live client?
+    pub fn request(
+        client: &'a str,
+        server: &'a EntityUid,
+        method: &'a str,
+        transport: Transport,
+    ) -> Self {
+        Self {
+            asker: Asker::Client(client),
+            asked: Asked::Request {
+                server,
+                method,
+                transport,
+            },
+            approved: false,
+            approval_channel: NO_APPROVAL,
+        }
+    }
+
+    /// The same question, with a human's approval through its channel.
+    pub fn approved(self) -> Self {
+        Self {
+            approved: true,
+            ..self
+        }
+    }
+}
+
+/// The `approval_channel` of the first pass, where nobody has approved.
+pub const NO_APPROVAL: &str = "none";
