@@ -26,7 +26,6 @@ use crate::keeper::{AuditSink, ClientIdentity, GateFailure, Keeper, Setting};
 use crate::pdp::{Engine, Outcome};
 use crate::tools::Registry;
 
-
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     #[command(flatten)]

@@ -8,8 +8,8 @@ use cedar_policy::{
 use super::context::{command_context, policy_context, request_context, tool_context};
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, ShadowDecision};
 use super::engine::{Engine, Shadow};
-use super::query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 use super::input::record_expression;
+use super::query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::tools::ToolId;
 

@@ -7,8 +7,8 @@
 //! the second time, the answer is the one Cedar gave the first.
 
 use super::bounded_memo::BoundedMemo;
-use super::query::{Asked, Asker, Query, ToolAction, ToolRef};
 use super::decision::Decision;
+use super::query::{Asked, Asker, Query, ToolAction, ToolRef};
 use crate::facts::{ToolFacts, Transport};
 use crate::tools::ToolId;
 

@@ -28,7 +28,6 @@ pub use bundle::{
     BUILTIN_COPY, BundleError, Framing, PolicyBundle, SERVERS_FILE, SERVERS_LOCK_FILE, SourceFile,
     name_problem,
 };
-pub use query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use decision::{
     Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity, ShadowDecision,
 };
@@ -42,6 +41,7 @@ pub use input::{Field, Hidden, InputType, ToolType, schema_text};
 pub use load::{HARD_CONSTRAINTS, schema_json};
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
+pub use query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 pub use schema_floor::schema_loosenings;
 pub use set_cache::SetCache;
 

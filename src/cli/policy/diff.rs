@@ -46,10 +46,10 @@ impl std::str::FromStr for SetPath {
         if text == "builtin" {
             return Ok(Self::Builtin);
         }
+        // A folder that is not there is the set's problem, reported when
+        // it is loaded (a set that cannot be compared exits 2, never as a
+        // usage error).
         let path = PathBuf::from(text);
-        if !path.is_dir() {
-            return Err(format!("{text} is not a folder (nor `builtin`)"));
-        }
         let nested = path.join("policies");
         Ok(if nested.is_dir() {
             let schemas = path.join("schemas");
@@ -71,6 +71,9 @@ impl SetPath {
         Ok(match self {
             Self::Builtin => PolicyBundle::builtin(),
             Self::Folder { policies, schema } => {
+                if !policies.is_dir() {
+                    anyhow::bail!("{} is not a folder (nor `builtin`)", policies.display());
+                }
                 PolicyBundle::load(Some(policies), schema.as_deref())?
             }
         })
