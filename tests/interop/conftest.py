@@ -9,6 +9,7 @@ token as a bearer header).
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -98,10 +99,26 @@ class Setup:
             for line in log.read_text().splitlines():
                 if line.startswith(ADDRESS_LINE):
                     self.url = line[len(ADDRESS_LINE):].strip()
+                    self.wait_accepting(deadline, log)
                     return
             assert self.server.poll() is None, log.read_text()
             time.sleep(0.02)
         raise AssertionError(f"serve --http printed no address: {log.read_text()}")
+
+    def wait_accepting(self, deadline: float, log: Path) -> None:
+        """Waits for the event the client needs next, the server taking a
+        connection, retrying a connect that fails while the server runs (a
+        CI run once saw a client's first connect fail right after the
+        address was printed, on a loaded machine)."""
+        host, port = self.url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((host, int(port)), timeout=5).close()
+                return
+            except OSError:
+                assert self.server.poll() is None, log.read_text()
+                time.sleep(0.02)
+        raise AssertionError(f"serve --http took no connection: {log.read_text()}")
 
     def stop(self) -> None:
         if self.server is not None:
