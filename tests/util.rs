@@ -311,7 +311,13 @@ impl GateBench {
         for folder in folders {
             fs::create_dir_all(dir.path().join("ws").join(folder)).unwrap();
         }
-        let root = portcullis::facts::Root::new(&dir.path().join("ws")).unwrap();
+        // An empty home: a pattern that can name a secret there is judged
+        // by that secret although none exists when it is judged.
+        let home = dir.path().join("home");
+        fs::create_dir_all(&home).unwrap();
+        let root = portcullis::facts::Root::new(&dir.path().join("ws"))
+            .unwrap()
+            .with_home(Some(home));
         Self {
             engine,
             root,

@@ -2,6 +2,7 @@
 //! request and the registry, never taken from what the client claims.
 
 mod command;
+mod glob_overlap;
 mod path_argument;
 mod path_classes;
 mod paths;
@@ -13,8 +14,11 @@ pub use command::{
     CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, brace_alternatives, command_facts,
     command_loosenings, join_continuations, shell_quote,
 };
+pub use glob_overlap::{Dialect, secret_witness};
 pub use path_argument::{PathArgument, PathRole, holds_paths};
-pub use path_classes::{BUILTIN_PATH_CLASSES, PathClassError, PathClasses, path_class_loosenings};
+pub use path_classes::{
+    BUILTIN_PATH_CLASSES, PathClassError, PathClasses, builtin_class_globs, path_class_loosenings,
+};
 pub use paths::{
     Anchor, FileId, MAX_PATH_BYTES, PathError, ResolvedPath, Root, is_git_dir, is_vcs_metadata,
     is_vcs_name, resolve,

@@ -106,6 +106,18 @@ pub const BUILTIN_PATH_CLASSES: &str = include_str!(concat!(
     "/policies/path_classes.toml"
 ));
 
+/// The globs of one built-in class, as shipped (none for a class the
+/// built-in table does not define): read once.
+pub fn builtin_class_globs(class: &str) -> &'static [String] {
+    static TABLE: std::sync::OnceLock<BTreeMap<String, ClassEntry>> = std::sync::OnceLock::new();
+    TABLE
+        // The built-in table is part of the binary, and a unit test parses
+        // it: it cannot fail to read here.
+        .get_or_init(|| read("<builtin>", BUILTIN_PATH_CLASSES).unwrap_or_default())
+        .get(class)
+        .map_or(&[], |entry| entry.globs.as_slice())
+}
+
 impl PathClasses {
     /// Parses a team's table; `file` names it in errors. A table that
     /// drops a built-in class or one of its globs is refused.

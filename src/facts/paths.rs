@@ -83,6 +83,10 @@ impl PathError {
 pub struct Root {
     canonical: PathBuf,
     handle: Arc<OwnedFd>,
+    /// The home folder `~` stands for in what runs here: the process's
+    /// `HOME` unless given, so a judgement and the run it allows read the
+    /// same `~`.
+    home: Option<PathBuf>,
 }
 
 impl Root {
@@ -103,11 +107,26 @@ impl Root {
         Ok(Self {
             canonical,
             handle: Arc::new(handle),
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
         })
+    }
+
+    /// The same root, with `~` standing for `home` (none: `~` cannot be
+    /// expanded).
+    #[must_use]
+    pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
+        self.home = home.filter(|h| !h.as_os_str().is_empty());
+        self
     }
 
     pub fn path(&self) -> &Path {
         &self.canonical
+    }
+
+    pub fn home(&self) -> Option<&Path> {
+        self.home.as_deref()
     }
 
     /// The root folder itself, opened when portcullis started.
@@ -203,7 +222,7 @@ pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
     if raw.len() > MAX_PATH_BYTES {
         return Err(PathError::TooLong);
     }
-    let expanded = expand_home(raw)?;
+    let expanded = expand_home(raw, root.home())?;
     let joined = root.path().join(expanded);
     let requested: PathBuf = joined
         .components()
@@ -241,17 +260,15 @@ pub fn resolve(root: &Root, raw: &str) -> Result<ResolvedPath, PathError> {
     })
 }
 
-fn expand_home(raw: &str) -> Result<PathBuf, PathError> {
+fn expand_home(raw: &str, home: Option<&Path>) -> Result<PathBuf, PathError> {
     let Some(rest) = raw.strip_prefix('~') else {
         return Ok(PathBuf::from(raw));
     };
     if !(rest.is_empty() || rest.starts_with('/')) {
         return Err(PathError::OtherUsersHome);
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or(PathError::NoHome)?;
-    Ok(PathBuf::from(home).join(rest.trim_start_matches('/')))
+    let home = home.ok_or(PathError::NoHome)?;
+    Ok(home.join(rest.trim_start_matches('/')))
 }
 
 /// Whether some component of `path` is a VCS metadata folder (`.git`, ...).

@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::facts::{BUILTIN_PATH_CLASSES, brace_alternatives};
+use crate::facts::{Dialect, brace_alternatives, builtin_class_globs, secret_witness};
 use crate::tools::{PathArgument, SHELL_FOLDER};
 
 /// Arguments that are patterns below the tool's `path` argument.
@@ -63,85 +63,40 @@ pub fn judged_input(input: &Value, paths: &[PathArgument], cwd: &Path) -> Value 
 
 /// A secret a pattern can name, judged in its stead: the pattern's brace
 /// lists are expanded (`{.env,x}`), and each alternative with a wildcard
-/// is tried against a name of each built-in secret glob (`.e*` and `.en?`
-/// match `.env`), so a pattern is as secret as what it can match. The
-/// built-in secret globs only: a team's own are judged on the pattern as
-/// written.
+/// is matched name by name against the built-in secret globs (`.e*` and
+/// `.en?` can name `.env`; `facts::secret_witness`), so a pattern is as
+/// secret as what it can match. The built-in secret globs only: a team's
+/// own are judged on the pattern as written.
 fn secret_it_matches(raw: &str, base: &Path) -> Option<PathBuf> {
     let alternatives = brace_alternatives(raw).unwrap_or_else(|| vec![raw.to_owned()]);
-    let (names, secrets) = secret_names()?;
-    for alternative in alternatives {
-        let candidate = absolute(&alternative, base);
-        if !alternative.contains(GLOB_CHARACTERS) {
-            if secrets.is_match(&candidate) {
-                return Some(candidate);
-            }
-            continue;
+    let secrets = builtin_secrets()?;
+    alternatives.iter().find_map(|alternative| {
+        let candidate = absolute(alternative, base);
+        if alternative.contains(GLOB_CHARACTERS) {
+            secret_witness(&candidate.to_string_lossy(), Dialect::Glob).map(PathBuf::from)
+        } else {
+            secrets.is_match(&candidate).then_some(candidate)
         }
-        let last = alternative.rsplit('/').next().unwrap_or(&alternative);
-        // A bare wildcard (`*`, `**`) names no file in particular: the
-        // walk's own rules decide what it reads.
-        if last
-            .chars()
-            .all(|c| GLOB_CHARACTERS.contains(&c) || c == ']' || c == '}')
-        {
-            continue;
-        }
-        let Ok(glob) = globset::GlobBuilder::new(last)
-            .case_insensitive(true)
-            .literal_separator(true)
-            .build()
-        else {
-            continue;
-        };
-        let matcher = glob.compile_matcher();
-        if let Some(name) = names.iter().find(|name| matcher.is_match(name.as_str())) {
-            let folder = candidate
-                .parent()
-                .map_or_else(|| base.to_owned(), Path::to_owned);
-            return Some(folder.join(name));
-        }
-    }
-    None
+    })
 }
 
-/// A file name for each built-in secret glob that names files anywhere
-/// (`**/NAME`), wildcards filled in (`**/*.pem` gives `x.pem`), and the
-/// set of those globs; made once.
-fn secret_names() -> Option<&'static (Vec<String>, globset::GlobSet)> {
-    static NAMES: std::sync::OnceLock<Option<(Vec<String>, globset::GlobSet)>> =
-        std::sync::OnceLock::new();
-    NAMES
-        .get_or_init(|| {
-            let table: std::collections::BTreeMap<String, toml::Value> =
-                toml::from_str(BUILTIN_PATH_CLASSES).ok()?;
-            let globs: Vec<String> = table
-                .get("secrets")?
-                .get("globs")?
-                .as_array()?
-                .iter()
-                .filter_map(|g| g.as_str().map(str::to_owned))
-                .collect();
-            let mut set = globset::GlobSetBuilder::new();
-            let mut names = Vec::new();
-            for glob in &globs {
-                let compiled = globset::GlobBuilder::new(glob)
+/// The built-in secret globs as one set: made once.
+fn builtin_secrets() -> Option<&'static globset::GlobSet> {
+    static SET: std::sync::OnceLock<Option<globset::GlobSet>> = std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        let mut set = globset::GlobSetBuilder::new();
+        for glob in builtin_class_globs("secrets") {
+            set.add(
+                globset::GlobBuilder::new(glob)
                     .case_insensitive(true)
                     .literal_separator(true)
                     .build()
-                    .ok()?;
-                set.add(compiled);
-                let Some(rest) = glob.strip_prefix("**/") else {
-                    continue;
-                };
-                let first = rest.split('/').next().unwrap_or(rest);
-                if first != "**" {
-                    names.push(first.replace(['*', '?'], "x"));
-                }
-            }
-            Some((names, set.build().ok()?))
-        })
-        .as_ref()
+                    .ok()?,
+            );
+        }
+        set.build().ok()
+    })
+    .as_ref()
 }
 
 fn absolute(raw: &str, from: &Path) -> PathBuf {

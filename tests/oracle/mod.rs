@@ -475,7 +475,10 @@ impl Oracle {
             }],
         )
         .unwrap();
-        let root = Root::new(&ws.root).unwrap();
+        // The gate's `~` is the home its bash runs with.
+        let root = Root::new(&ws.root)
+            .unwrap()
+            .with_home(Some(ws.home.clone()));
         let secrets =
             PathClasses::parse("path_classes.toml", portcullis::facts::BUILTIN_PATH_CLASSES)
                 .unwrap();

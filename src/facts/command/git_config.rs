@@ -14,8 +14,9 @@ const MAX_INCLUDES: usize = 16;
 
 /// Whether git, started in `start` (or with the repository `git_dir`),
 /// reads a configuration that names a program. An unreadable or
-/// unresolvable place counts as naming one.
-pub fn names_a_program(start: &Path, git_dir: Option<&Path>) -> bool {
+/// unresolvable place counts as naming one; `home` is what an include's
+/// `~/` stands for.
+pub fn names_a_program(start: &Path, git_dir: Option<&Path>, home: Option<&Path>) -> bool {
     let Some(git_dir) = git_dir.map(Path::to_owned).or_else(|| repository(start)) else {
         // No repository: git reads only the user's and the system's own
         // configuration, which the project does not carry.
@@ -39,8 +40,8 @@ pub fn names_a_program(start: &Path, git_dir: Option<&Path>) -> bool {
                 let folder = file.parent().unwrap_or(Path::new("/"));
                 for path in paths {
                     pending.push(match path.strip_prefix("~/") {
-                        Some(rest) => match std::env::var_os("HOME") {
-                            Some(home) => Path::new(&home).join(rest),
+                        Some(rest) => match home {
+                            Some(home) => home.join(rest),
                             None => return true,
                         },
                         None => folder.join(path),
@@ -181,10 +182,10 @@ mod tests {
             "[core] pager = x\n",
         ] {
             let dir = repo(config);
-            assert!(names_a_program(dir.path(), None), "{config}");
+            assert!(names_a_program(dir.path(), None, None), "{config}");
             std::fs::create_dir_all(dir.path().join("sub/deeper")).unwrap();
             assert!(
-                names_a_program(&dir.path().join("sub/deeper"), None),
+                names_a_program(&dir.path().join("sub/deeper"), None, None),
                 "{config}"
             );
         }
@@ -195,16 +196,16 @@ mod tests {
         let dir = repo(
             "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n[pager]\n\tbranch = false\n[core]\n\tfsmonitor = false\n",
         );
-        assert!(!names_a_program(dir.path(), None));
+        assert!(!names_a_program(dir.path(), None, None));
         let none = tempfile::tempdir().unwrap();
-        assert!(!names_a_program(none.path(), None), "no repository");
+        assert!(!names_a_program(none.path(), None, None), "no repository");
     }
 
     #[test]
     fn includes_bare_repositories_and_gitdir_files_are_followed() {
         let dir = repo("[include]\n\tpath = extra.cfg\n");
         std::fs::write(dir.path().join(".git/extra.cfg"), "[core]\n\tpager = ./p\n").unwrap();
-        assert!(names_a_program(dir.path(), None));
+        assert!(names_a_program(dir.path(), None, None));
         let bare = tempfile::tempdir().unwrap();
         for folder in ["objects", "refs"] {
             std::fs::create_dir_all(bare.path().join(folder)).unwrap();
@@ -215,13 +216,13 @@ mod tests {
             "[diff \"x\"]\n\ttextconv = ./t\n",
         )
         .unwrap();
-        assert!(names_a_program(bare.path(), None));
+        assert!(names_a_program(bare.path(), None, None));
         let worktree = tempfile::tempdir().unwrap();
         std::fs::write(
             worktree.path().join(".git"),
             format!("gitdir: {}\n", bare.path().display()),
         )
         .unwrap();
-        assert!(names_a_program(worktree.path(), None));
+        assert!(names_a_program(worktree.path(), None, None));
     }
 }

@@ -6,11 +6,15 @@
 //! The gate does not know whether a word was quoted, so it expands every
 //! word that looks like a pattern: for a quoted one this can only judge
 //! more strictly. What it cannot expand here (a pattern after a `cd`,
-//! nested braces, too many matches) is opaque.
+//! nested braces, too many matches) is opaque. A pattern that can name a
+//! secret (`ls ~/.?sh`) is judged by that secret too, whatever the files
+//! are when it is judged (`facts::glob_overlap`).
 
 use std::path::Path;
 
 use globset::GlobBuilder;
+
+use crate::facts::{Dialect, secret_witness};
 
 /// Most words one pattern may expand to before it is opaque.
 pub const MAX_EXPANSIONS: usize = 256;
@@ -130,11 +134,25 @@ pub fn expand(word: &str, cwd: Option<&Path>, home: Option<&Path>) -> Expansion 
         let Some(cwd) = cwd else {
             return Expansion::Unknown;
         };
+        // What the pattern could name besides what it names now: the
+        // shell that runs it may see other files, or another home.
+        let aimed = if alternative.starts_with('/') || alternative.starts_with("~/") {
+            secret_witness(&alternative, Dialect::Shell)
+        } else {
+            // Matched from the folder it runs in, written as it is.
+            let from = format!("{}/", cwd.display());
+            secret_witness(&format!("{from}{alternative}"), Dialect::Shell).map(|witness| {
+                witness
+                    .strip_prefix(&from)
+                    .map_or(witness.clone(), str::to_owned)
+            })
+        };
         match glob(&alternative, cwd, home) {
             Some(matches) if matches.is_empty() => words.push(alternative),
             Some(matches) => words.extend(matches),
             None => return Expansion::Unknown,
         }
+        words.extend(aimed.filter(|witness| !words.contains(witness)));
         if words.len() > MAX_EXPANSIONS {
             return Expansion::Unknown;
         }
@@ -275,9 +293,19 @@ mod tests {
             "dot files are not matched by *"
         );
         assert_eq!(words(".e{n,x}v"), [".env", ".exv"]);
-        assert_eq!(words("~/.ss?/id_r?a"), ["~/.ssh/id_rsa"]);
-        assert_eq!(words(".s*/*"), [".ssh/id_rsa"]);
+        assert_eq!(words("~/.ss?/id_r?a")[0], "~/.ssh/id_rsa");
+        assert_eq!(words(".s*/*")[0], ".ssh/id_rsa");
         assert_eq!(words("*.md"), ["*.md"], "no match: the pattern stays");
+        // What it could name is judged too, whatever is there now.
+        let empty = tempfile::tempdir().unwrap();
+        let could = |w: &str| match expand(w, Some(empty.path()), Some(empty.path())) {
+            Expansion::Words(words) => words,
+            other => panic!("{w}: {other:?}"),
+        };
+        assert_eq!(could("~/.?sh"), ["~/.?sh", "~/.ssh"]);
+        assert_eq!(could(".e?v"), [".e?v", ".env"]);
+        assert!(could("../../../../../../../../etc/sha*").contains(&"/etc/shadow".to_owned()));
+        assert_eq!(could("*.md"), ["*.md"]);
         assert_eq!(expand("*.rs", None, None), Expansion::Unknown);
         assert_eq!(expand("{a,{b,c}}", Some(cwd), None), Expansion::Unknown);
     }

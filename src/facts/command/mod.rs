@@ -136,7 +136,7 @@ pub fn command_facts(
     paths.note_moves(&unwrapped.directories);
     let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
     let inside_root = |folder: &str| paths.inside_root(folder);
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let home = root.home().map(Path::to_path_buf);
     let glob_cwd = (!unwrapped.changes_directory).then_some(cwd);
     let mut walks = Vec::new();
     for run in &unwrapped.runs {
@@ -437,16 +437,14 @@ impl Paths<'_> {
     /// Where `word` leads when it names an existing file through a link
     /// (any component a symbolic link): its canonical path.
     fn linked_target(&self, word: &str) -> Option<String> {
-        let home;
         let joined = match tilde_prefix(word) {
             Tilde::None if word.starts_with('/') => std::path::PathBuf::from(word),
             Tilde::None if self.moved => return None,
             Tilde::None => self.cwd.join(word),
-            Tilde::Home => {
-                home = std::env::var_os("HOME")?;
-                std::path::Path::new(&home)
-                    .join(word.trim_start_matches('~').trim_start_matches('/'))
-            }
+            Tilde::Home => self
+                .root
+                .home()?
+                .join(word.trim_start_matches('~').trim_start_matches('/')),
             Tilde::Cwd(rest) if !self.moved => self.cwd.join(rest.trim_start_matches('/')),
             Tilde::User(folder, rest) => folder.join(rest.trim_start_matches('/')),
             Tilde::Cwd(_) | Tilde::Unknown => return None,
@@ -485,10 +483,14 @@ fn git_runs_programs(args: &[String], paths: &Paths<'_>) -> bool {
     }
     starts
         .into_iter()
-        .any(|start| git_runs_programs_from(args, start))
+        .any(|start| git_runs_programs_from(args, start, paths.root.home()))
 }
 
-fn git_runs_programs_from(args: &[String], mut start: Option<PathBuf>) -> bool {
+fn git_runs_programs_from(
+    args: &[String],
+    mut start: Option<PathBuf>,
+    home: Option<&Path>,
+) -> bool {
     let mut git_dir = None;
     let mut words = args.iter();
     while let Some(word) = words.next() {
@@ -525,8 +527,8 @@ fn git_runs_programs_from(args: &[String], mut start: Option<PathBuf>) -> bool {
         }
     }
     match start {
-        Some(start) => git_config::names_a_program(&start, git_dir.as_deref()),
-        None => git_dir.is_none_or(|dir| git_config::names_a_program(&dir, Some(&dir))),
+        Some(start) => git_config::names_a_program(&start, git_dir.as_deref(), home),
+        None => git_dir.is_none_or(|dir| git_config::names_a_program(&dir, Some(&dir), home)),
     }
 }
 

@@ -201,16 +201,22 @@ fn pieces(node: Node<'_>, source: &str) -> Option<Vec<Piece>> {
 }
 
 /// The text of `pieces` once each variable has the one value the text
-/// gives it, or (`HOME`, assigned nowhere in the text) the home folder.
+/// gives it, or (`HOME` leading the word, assigned nowhere in the text)
+/// `~`, which the path facts expand to the home folder the command runs
+/// with.
 fn resolved(pieces: &[Piece], values: &Values) -> Option<String> {
     let mut out = String::new();
-    for piece in pieces {
+    for (index, piece) in pieces.iter().enumerate() {
         match piece {
             Piece::Text(text) => out.push_str(text),
             Piece::Variable { name, at } => match values.literal_value(name, *at) {
                 Some(value) => out.push_str(value),
-                None if name == "HOME" && !values.assigns(name) => {
-                    out.push_str(&std::env::var("HOME").ok().filter(|h| !h.is_empty())?);
+                None if name == "HOME" && index == 0 && !values.assigns(name) => {
+                    let next = pieces.get(1);
+                    if !next.is_none_or(|p| matches!(p, Piece::Text(t) if t.starts_with('/'))) {
+                        return None;
+                    }
+                    out.push('~');
                 }
                 None => return None,
             },
