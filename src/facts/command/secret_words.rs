@@ -8,8 +8,12 @@
 //! (`AWS_SECRET_ACCESS_KEY=…`), of a credential header (`Authorization:
 //! Bearer …`, `Cookie: …`, `X-Api-Key: …`), of a credential option
 //! (`--password …`, `--token=…`, `-u user:pass`), the password of a URL
-//! (`https://user:pass@host`), or when it holds a string of a well-known
-//! token format (`sk-…`, `ghp_…`, `AKIA…`, `xoxb-…`, a JWT, a private key).
+//! (`https://user:pass@host`), the value of a program's own credential
+//! option (`docker login -p`, `mysql -pPASS`, `redis-cli -a`), what is
+//! printed into a command that reads its credential from standard input
+//! (`echo T | gh auth login --with-token`), or when it holds a string of a
+//! well-known token format (`sk-…`, `ghp_…`, `AKIA…`, `xoxb-…`, a JWT, a
+//! private key).
 
 use std::sync::LazyLock;
 
@@ -54,6 +58,66 @@ const CREDENTIAL_HEADERS: [&str; 4] = [
     "x-api-key",
 ];
 
+/// Options whose value is a credential for the programs that give them
+/// that meaning (elsewhere `-p` is a port or a path, and `gh pr create
+/// -b` is a body): `(programs, the subcommand it must follow, option,
+/// whether the value may also be glued to it)`. mysql's `-p` alone asks
+/// for the password, so only a glued value is one.
+const PROGRAM_SECRET_OPTIONS: [(&[&str], Option<&str>, &str, Glued); 10] = [
+    (
+        &[
+            "docker", "podman", "nerdctl", "buildah", "skopeo", "sshpass",
+        ],
+        None,
+        "-p",
+        Glued::Also,
+    ),
+    (
+        &["mysql", "mariadb", "mysqldump", "mysqladmin"],
+        None,
+        "-p",
+        Glued::Only,
+    ),
+    (&["7z", "7za", "7zz"], None, "-p", Glued::Only),
+    (&["redis-cli"], None, "-a", Glued::Also),
+    (
+        &[
+            "ldapsearch",
+            "ldapmodify",
+            "ldapadd",
+            "ldapdelete",
+            "ldapwhoami",
+            "ldappasswd",
+        ],
+        None,
+        "-w",
+        Glued::Also,
+    ),
+    (&["zip", "unzip", "zipcloak"], None, "-P", Glued::Also),
+    (&["openssl"], None, "-passin", Glued::No),
+    (&["openssl"], None, "-passout", Glued::No),
+    (&["gh"], Some("secret"), "-b", Glued::Also),
+    (&["gh"], Some("secret"), "--body", Glued::Also),
+];
+
+/// Options that say the credential comes on standard input: what the
+/// command before them prints (`echo TOKEN | gh auth login --with-token`)
+/// is the credential.
+const FROM_STDIN: [&str; 3] = ["--with-token", "--password-stdin", "--token-stdin"];
+
+/// Programs whose words are what they print.
+const PRINTERS: [&str; 2] = ["echo", "printf"];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Glued {
+    /// `-pVALUE` or `-p VALUE`.
+    Also,
+    /// `-pVALUE` only.
+    Only,
+    /// `-passin VALUE` only.
+    No,
+}
+
 /// The hashed form a credential is recorded as.
 fn hashed(secret: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(secret.as_bytes())))
@@ -63,15 +127,30 @@ impl CommandFacts {
     /// These facts as the audit log keeps them: every credential word of
     /// every part's argv replaced by its SHA-256, all else as judged.
     pub fn for_the_record(&self) -> CommandFacts {
-        CommandFacts {
-            parts: self
-                .parts
+        let mut parts: Vec<CommandPart> = self
+            .parts
+            .iter()
+            .map(|part| CommandPart {
+                argv: recorded_argv(&part.argv),
+                ..part.clone()
+            })
+            .collect();
+        for index in 1..parts.len() {
+            let reads_stdin = parts[index]
+                .argv
                 .iter()
-                .map(|part| CommandPart {
-                    argv: recorded_argv(&part.argv),
-                    ..part.clone()
-                })
-                .collect(),
+                .any(|word| FROM_STDIN.contains(&word.as_str()));
+            let before = &mut parts[index - 1];
+            if reads_stdin && PRINTERS.contains(&program_name(&before.argv)) {
+                for word in before.argv.iter_mut().skip(1) {
+                    if !word.starts_with("sha256:") {
+                        *word = hashed(word);
+                    }
+                }
+            }
+        }
+        CommandFacts {
+            parts,
             ..self.clone()
         }
     }
@@ -81,14 +160,39 @@ impl CommandFacts {
 fn recorded_argv(argv: &[String]) -> Vec<String> {
     // curl's `-u`/`--user` take `user:password`; elsewhere `-u` means
     // other things (`sort -u`).
-    let curl = argv
-        .first()
-        .is_some_and(|program| program.rsplit('/').next() == Some("curl"));
+    let program = program_name(argv);
+    let curl = program == "curl";
+    let own: Vec<(&str, Glued)> = PROGRAM_SECRET_OPTIONS
+        .iter()
+        .filter(|(programs, subcommand, ..)| {
+            programs.contains(&program)
+                && subcommand.is_none_or(|sub| argv.get(1).is_some_and(|w| w == sub))
+        })
+        .map(|(.., option, glued)| (*option, *glued))
+        .collect();
     let mut recorded = Vec::with_capacity(argv.len());
     let mut value_is_secret = false;
     for word in argv {
         if std::mem::take(&mut value_is_secret) {
             recorded.push(hashed(word));
+            continue;
+        }
+        if let Some(&(option, glued)) = own.iter().find(|(option, _)| word == option) {
+            value_is_secret = glued != Glued::Only;
+            recorded.push(option.to_owned());
+            continue;
+        }
+        if let Some((glue, value)) = own.iter().find_map(|&(option, glued)| {
+            // A long option's value is glued with `=`.
+            let glue = if option.starts_with("--") {
+                format!("{option}=")
+            } else {
+                option.to_owned()
+            };
+            let value = word.strip_prefix(&glue)?;
+            (!value.is_empty() && glued != Glued::No).then(|| (glue.clone(), value))
+        }) {
+            recorded.push(format!("{glue}{}", hashed(value)));
             continue;
         }
         if curl && (word == "-u" || word == "--user") {
@@ -108,6 +212,12 @@ fn recorded_argv(argv: &[String]) -> Vec<String> {
         recorded.push(word);
     }
     recorded
+}
+
+/// The program of an argv, without its folder.
+fn program_name(argv: &[String]) -> &str {
+    argv.first()
+        .map_or("", |program| program.rsplit('/').next().unwrap_or(program))
 }
 
 /// Whether `word` is a header (`Name: value`) that holds a credential:
@@ -245,6 +355,111 @@ mod tests {
             &["echo", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.sig"],
             "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.sig",
         );
+    }
+
+    #[test]
+    fn each_program_s_own_credential_options_are_hashed() {
+        kept_out(
+            &[
+                "wget",
+                "--header=Authorization: Bearer abc123xyz",
+                "https://x",
+            ],
+            "abc123xyz",
+        );
+        kept_out(
+            &["wget", "--header", "Authorization: Bearer abc123xyz"],
+            "abc123xyz",
+        );
+        kept_out(&["wget", "--http-password=hunter2", "https://x"], "hunter2");
+        kept_out(
+            &["wget", "--http-password", "hunter2", "https://x"],
+            "hunter2",
+        );
+        kept_out(
+            &["docker", "login", "-u", "me", "-p", "hunter2", "reg.io"],
+            "hunter2",
+        );
+        kept_out(&["/usr/bin/docker", "login", "-phunter2"], "hunter2");
+        kept_out(&["sshpass", "-p", "hunter2", "ssh", "host"], "hunter2");
+        kept_out(&["mysql", "-uroot", "-phunter2", "db"], "hunter2");
+        kept_out(&["redis-cli", "-a", "hunter2", "ping"], "hunter2");
+        kept_out(
+            &["ldapsearch", "-D", "cn=admin", "-w", "hunter2"],
+            "hunter2",
+        );
+        kept_out(&["zip", "-P", "hunter2", "a.zip", "f"], "hunter2");
+        kept_out(&["7z", "a", "-phunter2", "a.7z"], "hunter2");
+        kept_out(
+            &["openssl", "rsa", "-passin", "pass:hunter2", "-in", "k"],
+            "pass:hunter2",
+        );
+        kept_out(&["gh", "secret", "set", "API", "-b", "hunter2"], "hunter2");
+        kept_out(
+            &["gh", "secret", "set", "API", "--body", "hunter2"],
+            "hunter2",
+        );
+        kept_out(&["gh", "secret", "set", "API", "--body=hunter2"], "hunter2");
+        kept_out(
+            &[
+                "env",
+                "AWS_SESSION_TOKEN=FwoGZXIvYXdzEJr",
+                "aws",
+                "s3",
+                "ls",
+            ],
+            "FwoGZXIvYXdzEJr",
+        );
+        // The same letters mean other things elsewhere.
+        for words in [
+            &["mysql", "-p", "db"][..],
+            &["ssh", "-p", "2222", "host"],
+            &["mkdir", "-p", "a/b"],
+            &["sort", "-u", "names.txt"],
+            &["grep", "-w", "word", "f"],
+            &["gh", "pr", "create", "-b", "the body"],
+        ] {
+            assert_eq!(recorded(words), words, "{words:?}");
+        }
+    }
+
+    fn of_parts(parts: Vec<CommandPart>) -> CommandFacts {
+        CommandFacts {
+            classes: Default::default(),
+            programs: Default::default(),
+            writes_inside_root: true,
+            writes_vcs_metadata: false,
+            touches_vcs_metadata: false,
+            opaque: false,
+            parts,
+        }
+    }
+
+    #[test]
+    fn what_is_piped_into_a_credential_read_from_stdin_is_hashed() {
+        let part = |argv: &[&str]| CommandPart {
+            argv: argv.iter().map(|w| (*w).to_owned()).collect(),
+            program: argv[0].to_owned(),
+            classes: Default::default(),
+        };
+        for (printer, reader) in [
+            (
+                &["echo", "plaintoken42"][..],
+                &["gh", "auth", "login", "--with-token"][..],
+            ),
+            (
+                &["printf", "%s", "plaintoken42"],
+                &["docker", "login", "--password-stdin", "-u", "me"],
+            ),
+        ] {
+            let facts = of_parts(vec![part(printer), part(reader)]);
+            let recorded = facts.for_the_record();
+            let text = format!("{:?}", recorded.parts);
+            assert!(!text.contains("plaintoken42"), "{text}");
+            assert_eq!(recorded.parts[0].argv[0], printer[0]);
+        }
+        let facts = of_parts(vec![part(&["echo", "hello"]), part(&["wc", "-c"])]);
+        assert_eq!(facts.for_the_record().parts[0].argv, ["echo", "hello"]);
     }
 
     #[test]

@@ -203,8 +203,8 @@ pub struct Watched {
     _slot: Slot,
     limits: ConnectionLimits,
     deadline: Pin<Box<Sleep>>,
-    /// Until the first head is in: the last bytes read, to find its end
-    /// (`\r\n\r\n`) across reads.
+    /// Until the first head is in: the last (at most three) bytes read,
+    /// to find its end (`\r\n\r\n`) across reads.
     head: Option<Vec<u8>>,
 }
 
@@ -215,7 +215,7 @@ impl Watched {
             _slot: slot,
             limits,
             deadline: Box::pin(tokio::time::sleep(limits.head.min(limits.idle))),
-            head: Some(Vec::new()),
+            head: Some(Vec::with_capacity(6)),
         }
     }
 
@@ -230,21 +230,37 @@ impl Watched {
     }
 
     fn read_head(&mut self, bytes: &[u8]) {
-        let Some(seen) = &mut self.head else {
-            return;
-        };
-        seen.extend_from_slice(bytes);
-        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        if let Some(tail) = &mut self.head
+            && head_ends_in(tail, bytes)
+        {
             self.head = None;
-        } else {
-            let keep = seen.len().saturating_sub(3);
-            seen.drain(..keep);
         }
     }
 
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
         self.deadline.as_mut().poll(cx).is_ready()
     }
+}
+
+/// Whether the end of a request head (`\r\n\r\n`) is in `bytes`, just
+/// read, looked for in place: where it may straddle two reads, `tail` (the
+/// last bytes of the reads before, at most three, kept here) is joined to
+/// the first three bytes now.
+fn head_ends_in(tail: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    const END: &[u8; 4] = b"\r\n\r\n";
+    let mut joint = [0u8; 6];
+    let first = &bytes[..bytes.len().min(3)];
+    let kept = tail.len().min(3);
+    joint[..kept].copy_from_slice(&tail[tail.len() - kept..]);
+    joint[kept..kept + first.len()].copy_from_slice(first);
+    let joint = &joint[..kept + first.len()];
+    if joint.windows(4).any(|w| w == END) || bytes.windows(4).any(|w| w == END) {
+        return true;
+    }
+    tail.extend_from_slice(&bytes[bytes.len().saturating_sub(3)..]);
+    let keep = tail.len().saturating_sub(3);
+    tail.drain(..keep);
+    false
 }
 
 fn timed_out(head: bool) -> io::Error {
@@ -265,9 +281,9 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         match Pin::new(&mut self.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let read = buf.filled()[before..].to_vec();
+                let read = &buf.filled()[before..];
                 if !read.is_empty() {
-                    self.read_head(&read);
+                    self.read_head(read);
                     self.active();
                 }
                 Poll::Ready(Ok(()))
@@ -315,6 +331,33 @@ mod tests {
 
     fn limits() -> ConnectionLimits {
         ConnectionLimits::within(1 << 20, 3, 2)
+    }
+
+    #[test]
+    fn the_end_of_a_head_is_found_however_the_reads_split_it() {
+        let head = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nbody";
+        let end = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        for size in 1..=head.len() {
+            let mut tail = Vec::new();
+            let found = head
+                .chunks(size)
+                .scan(0, |read, chunk| {
+                    *read += chunk.len();
+                    Some((*read, head_ends_in(&mut tail, chunk)))
+                })
+                .find(|(_, ended)| *ended)
+                .map(|(read, _)| read);
+            let read = found.unwrap_or_else(|| panic!("reads of {size}: never found"));
+            assert!(
+                read >= end && read - size < end,
+                "reads of {size}: at {read}"
+            );
+            assert!(tail.len() <= 3);
+        }
+        let mut tail = Vec::new();
+        assert!(!head_ends_in(&mut tail, b"GET / HTTP/1.1\r\n\r"));
+        assert!(!head_ends_in(&mut tail, b""));
+        assert!(head_ends_in(&mut tail, b"\n"));
     }
 
     #[test]
