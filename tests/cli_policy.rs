@@ -375,3 +375,145 @@ fn a_moved_expectation_says_why_and_accept_rewrites_only_it() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("pass --policies DIR"), "{run:?}");
 }
+
+/// The official Cedar CLI: `CEDAR_CLI`, the one `.ci/install-cedar-cli`
+/// puts under `target/tools/bin`, or `cedar` on PATH.
+fn cedar_cli() -> Option<std::path::PathBuf> {
+    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin/cedar");
+    std::env::var_os("CEDAR_CLI")
+        .map(std::path::PathBuf::from)
+        .or_else(|| installed.exists().then_some(installed))
+        .or_else(|| {
+            std::process::Command::new("cedar")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+                .then(|| "cedar".into())
+        })
+}
+
+/// Runs the Cedar CLI's checks on an export: validate, format, and every
+/// fixture file; the failures, each with the CLI's words.
+fn cedar_checks(cedar: &std::path::Path, export: &std::path::Path) -> Vec<String> {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(cedar)
+            .args(args)
+            .current_dir(export)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let set = [
+        "--policies",
+        "policies.cedar",
+        "--schema",
+        "schema.cedarschema",
+    ];
+    let mut failures = Vec::new();
+    let (ok, said) = run(&[&["validate"][..], &set, &["--deny-warnings"]].concat());
+    if !ok {
+        failures.push(format!("validate: {said}"));
+    }
+    let (ok, said) = run(&["format", "--check", "--policies", "policies.cedar"]);
+    if !ok {
+        failures.push(format!("format --check: {said}"));
+    }
+    let mut tests: Vec<_> = fs::read_dir(export.join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    tests.sort();
+    assert!(!tests.is_empty());
+    for test in tests {
+        let test = test.to_str().unwrap();
+        let (ok, said) = run(&[&["run-tests"][..], &set, &["--tests", test]].concat());
+        if !ok || !said.contains(", 0 failed") {
+            failures.push(format!("run-tests {test}: {said}"));
+        }
+    }
+    failures
+}
+
+#[test]
+fn export_writes_a_bundle_the_official_cedar_cli_validates_and_tests() {
+    let tree = Tree::new();
+    let out = tree.dir.path().join("export");
+    let run = tree.run(&["policy", "export", out.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("exported 17 policies, the schema, the entities and 58 fixture cases"),
+        "{run:?}"
+    );
+    let policies = fs::read_to_string(out.join("policies.cedar")).unwrap();
+    assert!(
+        policies.contains("hard_constraints.cedar") && policies.contains("@id(\"hard."),
+        "the built-in hard constraints are in the bundle"
+    );
+    let schema = fs::read_to_string(out.join("schema.cedarschema")).unwrap();
+    assert!(schema.contains("builtin/write_file"), "each tool's action");
+    let Some(cedar) = cedar_cli() else {
+        eprintln!("skipped the Cedar CLI's checks: no `cedar` (.ci/install-cedar-cli installs it)");
+        return;
+    };
+    let failures = cedar_checks(&cedar, &out);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // A team change that moves a decision fails the CLI's tests on the
+    // very case `policy test` fails: the bundle is the set.
+    let allowlist = fs::read_to_string(tree.policies().join("20_allowlist.cedar")).unwrap();
+    tree.write_policy(
+        "20_allowlist.cedar",
+        &format!(
+            "{allowlist}\n@id(\"allow.read_file\")\n@reason(\"paired clients may read files\")\npermit (\n  principal in Portcullis::Tier::\"paired\",\n  action in Portcullis::Action::\"use_tool\",\n  resource == Portcullis::Tool::\"builtin/read_file\"\n);\n"
+        ),
+    );
+    let run = tree.run(&["policy", "export", "--force", out.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let failures = cedar_checks(&cedar, &out);
+    assert!(
+        failures.iter().any(|f| f.contains("allowlist.json")
+            && f.contains("the allowlist is empty: paired cannot call read_file ... fail")),
+        "{failures:#?}"
+    );
+    assert!(
+        failures.iter().all(|f| f.starts_with("run-tests")),
+        "{failures:#?}"
+    );
+}
+
+#[test]
+fn export_refuses_a_folder_in_use_and_a_set_that_does_not_load() {
+    let tree = Tree::new();
+    let out = tree.dir.path().join("taken");
+    fs::create_dir_all(&out).unwrap();
+    fs::write(out.join("keep.txt"), "mine").unwrap();
+    let run = tree.run(&["policy", "export", out.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("exists and is not empty; pass --force"),
+        "{run:?}"
+    );
+    assert!(!out.join("policies.cedar").exists());
+
+    tree.write_policy(
+        "25_bad.cedar",
+        "permit (principal, action, resource) when { nope };\n",
+    );
+    let fresh = tree.dir.path().join("fresh");
+    let run = tree.run(&["policy", "export", fresh.to_str().unwrap()]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        !fresh.exists(),
+        "nothing is written for a set that does not load"
+    );
+    assert_eq!(fs::read_to_string(out.join("keep.txt")).unwrap(), "mine");
+}

@@ -264,8 +264,9 @@ fn entity_file(files: &[SourceFile], name: &str) -> Result<Vec<Value>, CaseFailu
     })
 }
 
-/// The engine's own entities with the case's on top (same uid: the case wins).
-fn merged_entities(engine: &Engine, extra: Vec<Value>) -> Result<Entities, CaseFailure> {
+/// The engine's own entities with the case's on top (same uid: the case
+/// wins), as Cedar JSON.
+fn merged_entities_json(engine: &Engine, extra: Vec<Value>) -> Vec<Value> {
     let key = |entity: &Value| entity.get("uid").map(Value::to_string).unwrap_or_default();
     let mut by_uid: BTreeMap<String, Value> = engine
         .entities_json()
@@ -275,9 +276,41 @@ fn merged_entities(engine: &Engine, extra: Vec<Value>) -> Result<Entities, CaseF
     for entity in extra {
         by_uid.insert(key(&entity), entity);
     }
+    by_uid.into_values().collect()
+}
+
+fn merged_entities(engine: &Engine, extra: Vec<Value>) -> Result<Entities, CaseFailure> {
     Entities::from_json_value(
-        Value::Array(by_uid.into_values().collect()),
+        Value::Array(merged_entities_json(engine, extra)),
         Some(engine.schema()),
     )
     .map_err(|err| CaseFailure::Entities(Box::new(err)))
+}
+
+/// The cases of one fixture file as `cedar run-tests` reads them: each
+/// case as written, and the whole of the entities it is decided with
+/// (the engine's and its own), which the CLI does not add itself. A file
+/// that does not read, or a case whose entities cannot be found, is the
+/// error.
+pub(super) fn exported_cases(
+    engine: &Engine,
+    bundle: &PolicyBundle,
+    file: &SourceFile,
+) -> Result<Vec<(Value, Vec<Value>)>, String> {
+    let cases: Vec<Value> = serde_json::from_str(&file.text)
+        .map_err(|err| format!("not a list of test cases: {err}"))?;
+    cases
+        .into_iter()
+        .enumerate()
+        .map(|(index, case)| {
+            let entities: CaseEntities = serde_json::from_value(case["entities"].clone())
+                .map_err(|err| format!("case {}: entities: {err}", index + 1))?;
+            let extra = match entities {
+                CaseEntities::Inline(entities) => entities,
+                CaseEntities::File(name) => entity_file(&bundle.test_entities, &name)
+                    .map_err(|err| format!("case {}: {err}", index + 1))?,
+            };
+            Ok((case, merged_entities_json(engine, extra)))
+        })
+        .collect()
 }

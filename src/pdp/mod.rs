@@ -13,6 +13,7 @@ mod diff;
 mod discovery_memo;
 mod engine;
 mod entities;
+mod export;
 mod fixtures;
 mod input;
 mod load;
@@ -35,6 +36,10 @@ pub use diff::{Counterexample, Diff, DiffError, Finding, Pass, diff};
 pub use engine::{CallFactsProblem, Engine, LoadError};
 pub use entities::{
     BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
+};
+pub use export::{
+    EXPORTED_ENTITIES, EXPORTED_POLICIES, EXPORTED_SCHEMA, EXPORTED_TESTS, Export, ExportError,
+    ExportedFile, export,
 };
 pub use fixtures::{CaseResult, accepted as accepted_fixtures, run as run_fixtures};
 pub use input::{Field, Hidden, InputType, ToolType, schema_text};

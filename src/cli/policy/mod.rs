@@ -1,9 +1,11 @@
-//! `portcullis policy {validate,test,fmt}`: what a security team runs
-//! on a policy change before it ships. Only `fmt` writes, and only policy
-//! files, atomically.
+//! `portcullis policy {validate,test,fmt,diff,apply,review,export}`: what a
+//! security team runs on a policy change before it ships. Only `fmt` and
+//! `test --accept` write policy files, atomically; `export` writes its own
+//! folder.
 
 mod apply;
 mod diff;
+mod export;
 mod review;
 mod review_html;
 
@@ -43,6 +45,12 @@ pub enum PolicyCommand {
     /// (table, `--format json`, `--html FILE`). Exit 0: it opens nothing;
     /// 4: it opens something; 2: it could not be judged.
     Review(review::ReviewArgs),
+    /// Write the assembled set as a bundle the official Cedar CLI runs
+    /// unchanged: every enforced policy (the built-in hard constraints
+    /// included), the schema with each tool's action, the entities, and
+    /// the fixtures with their entities (`cedar validate --deny-warnings`,
+    /// `cedar run-tests`).
+    Export(export::ExportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +86,7 @@ pub fn run(command: PolicyCommand, format: Format) -> anyhow::Result<Exit> {
         PolicyCommand::Diff(args) => diff::run(&args, format),
         PolicyCommand::Apply(args) => apply::run(&args, format),
         PolicyCommand::Review(args) => review::run(&args, format),
+        PolicyCommand::Export(args) => export::run(&args, format),
     }
 }
 
