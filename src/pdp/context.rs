@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use cedar_policy::{Context, ContextCreationError, RestrictedExpression};
 
+use super::context_reads::ContextReads;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 
 /// The attributes every action's context shares.
@@ -29,10 +30,20 @@ fn common(
     ]
 }
 
+/// The context of `pairs`; with `only`, of those its policies read (an
+/// attribute no policy names cannot change an answer, and each costs its
+/// evaluation into a value).
 fn context(
     pairs: impl IntoIterator<Item = (&'static str, RestrictedExpression)>,
+    only: Option<&ContextReads>,
 ) -> Result<Context, Box<ContextCreationError>> {
-    Context::from_pairs(pairs.into_iter().map(|(k, v)| (k.to_owned(), v))).map_err(Box::new)
+    Context::from_pairs(
+        pairs
+            .into_iter()
+            .filter(|(name, _)| only.is_none_or(|reads| reads.reads(name)))
+            .map(|(k, v)| (k.to_owned(), v)),
+    )
+    .map_err(Box::new)
 }
 
 fn strings(items: &BTreeSet<String>) -> RestrictedExpression {
@@ -50,6 +61,7 @@ pub(super) fn tool_context(
     approved: bool,
     approval_channel: &str,
     input: Option<&RestrictedExpression>,
+    only: Option<&ContextReads>,
 ) -> Result<Context, Box<ContextCreationError>> {
     let paths = [
         (
@@ -75,6 +87,7 @@ pub(super) fn tool_context(
             .into_iter()
             .chain(paths)
             .chain(input.map(|input| ("input", input.clone()))),
+        only,
     )
 }
 
@@ -85,11 +98,13 @@ pub(super) fn policy_context(
     transport: Transport,
     approved: bool,
     approval_channel: &str,
+    only: Option<&ContextReads>,
 ) -> Result<Context, Box<ContextCreationError>> {
     context(
         common(approved, approval_channel, transport)
             .into_iter()
             .chain(no_writes()),
+        only,
     )
 }
 
@@ -114,6 +129,7 @@ pub(super) fn request_context(
     transport: Transport,
     approved: bool,
     approval_channel: &str,
+    only: Option<&ContextReads>,
 ) -> Result<Context, Box<ContextCreationError>> {
     let method = (
         "method",
@@ -124,6 +140,7 @@ pub(super) fn request_context(
             .into_iter()
             .chain(no_writes())
             .chain([method]),
+        only,
     )
 }
 
@@ -143,6 +160,7 @@ pub(super) fn command_context(
     approved: bool,
     approval_channel: &str,
     shape: CommandShape,
+    only: Option<&ContextReads>,
 ) -> Result<Context, Box<ContextCreationError>> {
     let command = [
         ("classes", strings(&facts.classes)),
@@ -171,5 +189,6 @@ pub(super) fn command_context(
             .into_iter()
             .chain(command)
             .chain(vcs),
+        only,
     )
 }

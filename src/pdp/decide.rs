@@ -1,15 +1,17 @@
 //! The one decision point: allow, ask or deny for a tool request.
 
 use cedar_policy::{
-    AuthorizationError, Decision as CedarDecision, Entities, EntityUid, PolicySet, Request,
-    Response, RestrictedExpression,
+    AuthorizationError, Decision as CedarDecision, Entities, EntityUid, PolicyId, PolicySet,
+    Request, Response, RestrictedExpression,
 };
 
 use super::context::{command_context, policy_context, request_context, tool_context};
+use super::context_reads::ContextReads;
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, ShadowDecision};
 use super::engine::{Engine, Shadow};
 use super::input::record_expression;
 use super::query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
+use super::scope_index::Slice;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::tools::ToolId;
 
@@ -54,15 +56,15 @@ impl Engine {
     /// refused before Cedar is asked (an unknown client or tool) is refused
     /// alike by both.
     fn decide_enforced(&self, query: &Query<'_>, shadow: Option<&Shadow>) -> (Decision, bool) {
-        let (entities, principal) = match query.asker {
+        let (entities, principal, own_entities) = match query.asker {
             Asker::Client(name) => match self.clients.get(name) {
-                Some(principal) => (&self.entities, principal),
+                Some(principal) => (&self.entities, principal, true),
                 None => return (self.denied(Cause::UnknownClient), false),
             },
             Asker::Recorded {
                 entities,
                 principal,
-            } => (entities, principal),
+            } => (entities, principal, false),
         };
         let input;
         let (action, resource, facts) = match query.asked {
@@ -115,12 +117,21 @@ impl Engine {
         };
         // Both passes ask about the same principal, action and resource:
         // one slice serves them.
-        let slice = self
-            .scope
-            .as_ref()
-            .and_then(|index| index.slice_for(action, principal, resource, entities));
+        let slice = self.scope.as_ref().and_then(|index| {
+            if own_entities {
+                index.slice_for_own(action, principal, resource, entities)
+            } else {
+                index.slice_for(action, principal, resource, entities)
+            }
+        });
         let shadow_may_differ = shadow.is_some_and(|shadow| {
-            shadow.may_differ(slice.as_deref(), action, principal, resource, entities)
+            shadow.may_differ(
+                slice.as_deref().map(|s| &s.all.policies),
+                action,
+                principal,
+                resource,
+                entities,
+            )
         });
         let request = Pass {
             entities,
@@ -128,7 +139,7 @@ impl Engine {
             action,
             resource,
             facts,
-            policies: slice.as_deref().unwrap_or(&self.policies),
+            slice: slice.as_deref(),
         };
         let decision = if query.approved {
             self.approved_pass(&request, query.approval_channel)
@@ -190,7 +201,7 @@ impl Engine {
     }
 
     fn two_pass(&self, request: &Pass<'_>, approval_channel: &str) -> Decision {
-        let unapproved = match self.pass(request, false, NO_APPROVAL) {
+        let unapproved = match self.pass(request, request.all(self), false, NO_APPROVAL) {
             Ok(response) => response,
             Err(denied) => return denied,
         };
@@ -199,11 +210,21 @@ impl Engine {
             return self.decision(Outcome::Allow, Cause::Permitted, policies, Vec::new());
         }
 
-        let approved = match self.pass(request, true, approval_channel) {
+        // The second pass evaluates only what an approval can change
+        // (`Slice::for_approval`); the forbids that hold either way are
+        // known from the first.
+        let (policies, held) = match request.slice {
+            Some(slice) => {
+                let (part, held) = slice.for_approval(&unapproved);
+                ((&part.policies, Some(&part.reads)), held)
+            }
+            None => (request.all(self), Vec::new()),
+        };
+        let approved = match self.pass(request, policies, true, approval_channel) {
             Ok(response) => response,
             Err(denied) => return denied,
         };
-        if approved.decision() == CedarDecision::Allow {
+        if approved.decision() == CedarDecision::Allow && held.is_empty() {
             // What stands between the call and an allow: the forbids that
             // held without the approval.
             let policies = self.determining(&unapproved);
@@ -211,7 +232,11 @@ impl Engine {
         }
         // Even an approval would not help. The forbids that still hold are
         // the reason; if none do, nothing permits the call.
-        let policies = self.determining(&approved);
+        let still = (approved.decision() == CedarDecision::Deny)
+            .then(|| approved.diagnostics().reason())
+            .into_iter()
+            .flatten();
+        let policies = self.determining_ids(still.chain(&held));
         let cause = if policies.is_empty() {
             Cause::NotPermitted
         } else {
@@ -221,7 +246,7 @@ impl Engine {
     }
 
     fn approved_pass(&self, request: &Pass<'_>, approval_channel: &str) -> Decision {
-        let response = match self.pass(request, true, approval_channel) {
+        let response = match self.pass(request, request.all(self), true, approval_channel) {
             Ok(response) => response,
             Err(denied) => return denied,
         };
@@ -242,11 +267,12 @@ impl Engine {
     fn pass(
         &self,
         request: &Pass<'_>,
+        policies: (&PolicySet, Option<&ContextReads>),
         approved: bool,
         approval_channel: &str,
     ) -> Result<Response, Decision> {
         let response = self
-            .evaluate(request, approved, approval_channel)
+            .evaluate(request, policies, approved, approval_channel)
             .map_err(|error| {
                 self.decision(Outcome::Deny, Cause::PolicyError, Vec::new(), vec![error])
             })?;
@@ -261,6 +287,7 @@ impl Engine {
     fn evaluate(
         &self,
         request: &Pass<'_>,
+        (policies, only): (&PolicySet, Option<&ContextReads>),
         approved: bool,
         approval_channel: &str,
     ) -> Result<Response, DecisionError> {
@@ -270,20 +297,25 @@ impl Engine {
             action,
             resource,
             facts,
-            policies,
+            ..
         } = *request;
         let context = match facts {
-            Facts::Tool(facts, input) => tool_context(facts, approved, approval_channel, input),
+            Facts::Tool(facts, input) => {
+                tool_context(facts, approved, approval_channel, input, only)
+            }
             Facts::Command(facts, transport) => command_context(
                 facts,
                 transport,
                 approved,
                 approval_channel,
                 self.command_shape,
+                only,
             ),
-            Facts::Policies(transport) => policy_context(transport, approved, approval_channel),
+            Facts::Policies(transport) => {
+                policy_context(transport, approved, approval_channel, only)
+            }
             Facts::Request(method, transport) => {
-                request_context(method, transport, approved, approval_channel)
+                request_context(method, transport, approved, approval_channel, only)
             }
         }
         .map_err(|err| DecisionError {
@@ -317,7 +349,9 @@ impl Engine {
             .as_ref()
             .and_then(|index| index.slice(request, entities))
         {
-            Some(slice) => self.authorizer.is_authorized(request, &slice, entities),
+            Some(slice) => self
+                .authorizer
+                .is_authorized(request, &slice.all.policies, entities),
             None => self
                 .authorizer
                 .is_authorized(request, &self.policies, entities),
@@ -325,9 +359,14 @@ impl Engine {
     }
 
     pub(super) fn determining(&self, response: &Response) -> Vec<DeterminingPolicy> {
-        let mut policies: Vec<DeterminingPolicy> = response
-            .diagnostics()
-            .reason()
+        self.determining_ids(response.diagnostics().reason())
+    }
+
+    fn determining_ids<'a>(
+        &self,
+        ids: impl Iterator<Item = &'a PolicyId>,
+    ) -> Vec<DeterminingPolicy> {
+        let mut policies: Vec<DeterminingPolicy> = ids
             .map(|id| {
                 let origin = self.origin(id);
                 DeterminingPolicy {
@@ -366,8 +405,20 @@ struct Pass<'a> {
     action: &'a EntityUid,
     resource: &'a EntityUid,
     facts: Facts<'a>,
-    /// The policies the request can meet (`ScopeIndex`), or the whole set.
-    policies: &'a PolicySet,
+    /// The policies the request can meet (`ScopeIndex`), when placed;
+    /// else the engine's whole set decides.
+    slice: Option<&'a Slice>,
+}
+
+impl Pass<'_> {
+    /// The policies the first pass evaluates, and the context attributes
+    /// they read (`None`: all of them).
+    fn all<'s>(&'s self, engine: &'s Engine) -> (&'s PolicySet, Option<&'s ContextReads>) {
+        match self.slice {
+            Some(slice) => (&slice.all.policies, Some(&slice.all.reads)),
+            None => (&engine.policies, None),
+        }
+    }
 }
 
 /// The facts a request is decided on.

@@ -597,7 +597,7 @@ impl Shadow {
             .scope
             .as_ref()
             .and_then(|index| index.slice_for(action, principal, resource, entities));
-        touches(slice) || touches(theirs.as_deref())
+        touches(slice) || touches(theirs.as_deref().map(|s| &s.all.policies))
     }
 }
 
@@ -667,7 +667,7 @@ fn check_fixed_shapes(
         FixedShape {
             action: actions.read_policy.as_ref(),
             resource: policies.clone(),
-            context: policy_context(Transport::Stdio, true, "probe"),
+            context: policy_context(Transport::Stdio, true, "probe", None),
             expected: "read_policy applies to principal Client, resource Policies, context PolicyFacts",
         },
     )?;
@@ -676,7 +676,7 @@ fn check_fixed_shapes(
         FixedShape {
             action: actions.relay_request.as_ref(),
             resource: entities::server_uid("probe"),
-            context: request_context("elicitation/create", Transport::Stdio, true, "probe"),
+            context: request_context("elicitation/create", Transport::Stdio, true, "probe", None),
             expected: "relay_request applies to principal Client, resource Server, context RequestFacts",
         },
     )
@@ -711,8 +711,8 @@ fn check_request_shape(
     let mut facts = ToolFacts::without_paths(Transport::Stdio);
     facts.path_classes.insert("probe".to_owned());
     for action in [&actions.discover_tool, &actions.call_tool] {
-        let context =
-            tool_context(&facts, true, "probe", None).map_err(|err| refuse(err.to_string()))?;
+        let context = tool_context(&facts, true, "probe", None, None)
+            .map_err(|err| refuse(err.to_string()))?;
         Request::new(
             principal.clone(),
             action.clone(),
@@ -736,7 +736,7 @@ fn check_request_shape(
         parts: Vec::new(),
     };
     let fits = |shape: CommandShape| -> Result<(), LoadError> {
-        let context = command_context(&command, Transport::Stdio, true, "probe", shape)
+        let context = command_context(&command, Transport::Stdio, true, "probe", shape, None)
             .map_err(|err| refuse(err.to_string()))?;
         Request::new(
             principal.clone(),

@@ -6,6 +6,7 @@
 mod bounded_memo;
 mod bundle;
 mod context;
+mod context_reads;
 mod decide;
 mod decision;
 mod defaults;

@@ -14,16 +14,21 @@
 //! entity or any of its ancestors in the request's entities). Slices are
 //! cached by everything they depend on: the action, the principal and
 //! resource with their ancestors.
+//!
+//! A slice also knows which of its policies read the approval facts
+//! (`context_reads.rs`), so that the second pass of an unapproved
+//! decision evaluates only what an approval can change (`for_approval`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cedar_policy::{
-    ActionConstraint, Entities, EntityTypeName, EntityUid, Policy, PolicySet, PrincipalConstraint,
-    Request, ResourceConstraint, Schema,
+    ActionConstraint, Effect, Entities, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet,
+    PrincipalConstraint, Request, ResourceConstraint, Response, Schema,
 };
 
 use super::bounded_memo::BoundedMemo;
+use super::context_reads::ContextReads;
 
 /// At most this many slices are kept; past it the cache starts over (a
 /// replay of a long log meets many principals).
@@ -78,6 +83,73 @@ struct Entry {
     policy: Policy,
     principal: Scope,
     resource: Scope,
+    /// The context attributes it reads (`context_reads.rs`).
+    reads: ContextReads,
+    forbid: bool,
+}
+
+/// The policies a request can meet, and the parts of them the second
+/// pass of an unapproved decision needs, each with the context attributes
+/// its policies read.
+#[derive(Debug)]
+pub(super) struct Slice {
+    pub(super) all: Part,
+    /// The policies that read the approval facts.
+    approval: Part,
+    /// All but the forbids that do not read them.
+    without_fixed_forbids: Part,
+    /// The forbids that do not read them: one that holds without the
+    /// approval holds with it.
+    fixed_forbids: HashSet<PolicyId>,
+}
+
+/// Some policies of a slice, and what of the context they read.
+#[derive(Debug)]
+pub(super) struct Part {
+    pub(super) policies: PolicySet,
+    pub(super) reads: ContextReads,
+}
+
+impl Part {
+    fn new(templates: &PolicySet) -> Self {
+        Self {
+            policies: templates.clone(),
+            reads: ContextReads::default(),
+        }
+    }
+
+    fn add(&mut self, entry: &Entry) -> Option<()> {
+        add(&mut self.policies, &entry.policy)?;
+        self.reads.extend(&entry.reads);
+        Some(())
+    }
+}
+
+impl Slice {
+    /// For a request the first pass (`unapproved`, without errors) did
+    /// not allow: the policies the approved pass must evaluate to decide as
+    /// the whole slice would, and the forbids known to hold in it already.
+    ///
+    /// A policy that does not read the approval facts says in the second
+    /// pass what it said in the first, and errs as little. So when a forbid
+    /// of that kind held, the answer is deny whatever the rest says, and
+    /// only the policies that read the approval are evaluated again (for
+    /// the other forbids that hold, and their errors). When none held, the
+    /// forbids of that kind are out; and when nothing held at all, no
+    /// permit of that kind holds either.
+    pub(super) fn for_approval(&self, unapproved: &Response) -> (&Part, Vec<PolicyId>) {
+        let held: Vec<&PolicyId> = unapproved.diagnostics().reason().collect();
+        let fixed: Vec<PolicyId> = held
+            .iter()
+            .filter(|id| self.fixed_forbids.contains(id))
+            .map(|id| (*id).clone())
+            .collect();
+        if !fixed.is_empty() || held.is_empty() {
+            (&self.approval, fixed)
+        } else {
+            (&self.without_fixed_forbids, fixed)
+        }
+    }
 }
 
 /// Everything a slice depends on.
@@ -98,7 +170,11 @@ pub(super) struct ScopeIndex {
     /// For each action of the schema, the entries whose action scope can
     /// match it.
     by_action: HashMap<EntityUid, Vec<usize>>,
-    slices: BoundedMemo<SliceKey, Arc<PolicySet>>,
+    slices: BoundedMemo<SliceKey, Arc<Slice>>,
+    /// Slices for the engine's own entities, which never change: by the
+    /// action, principal and resource alone, without their ancestors
+    /// looked up and hashed on every request.
+    own_slices: BoundedMemo<(EntityUid, EntityUid, EntityUid), Arc<Slice>>,
 }
 
 impl ScopeIndex {
@@ -116,6 +192,8 @@ impl ScopeIndex {
             .map(|policy| Entry {
                 principal: Scope::of_principal(policy.principal_constraint()),
                 resource: Scope::of_resource(policy.resource_constraint()),
+                reads: ContextReads::of(policy),
+                forbid: policy.effect() == Effect::Forbid,
                 policy: policy.clone(),
             })
             .collect();
@@ -142,6 +220,7 @@ impl ScopeIndex {
             templates,
             by_action,
             slices: BoundedMemo::new(MAX_SLICES),
+            own_slices: BoundedMemo::new(MAX_SLICES),
         })
     }
 
@@ -163,13 +242,32 @@ impl ScopeIndex {
     /// `None` for a request the index cannot place (an action the schema
     /// does not declare, a request without an entity): decide it with the
     /// whole set.
-    pub(super) fn slice(&self, request: &Request, entities: &Entities) -> Option<Arc<PolicySet>> {
+    pub(super) fn slice(&self, request: &Request, entities: &Entities) -> Option<Arc<Slice>> {
         self.slice_for(
             request.action()?,
             request.principal()?,
             request.resource()?,
             entities,
         )
+    }
+
+    /// As `slice_for`, for `entities` that are the engine's own (the
+    /// same store on every call, so a slice depends on the request's
+    /// parts alone).
+    pub(super) fn slice_for_own(
+        &self,
+        action: &EntityUid,
+        principal: &EntityUid,
+        resource: &EntityUid,
+        entities: &Entities,
+    ) -> Option<Arc<Slice>> {
+        let key = (action.clone(), principal.clone(), resource.clone());
+        if let Some(slice) = self.own_slices.get(&key) {
+            return Some(slice);
+        }
+        let slice = self.slice_for(action, principal, resource, entities)?;
+        self.own_slices.insert(key, Arc::clone(&slice));
+        Some(slice)
     }
 
     /// As `slice`, by the request's parts.
@@ -179,7 +277,7 @@ impl ScopeIndex {
         principal: &EntityUid,
         resource: &EntityUid,
         entities: &Entities,
-    ) -> Option<Arc<PolicySet>> {
+    ) -> Option<Arc<Slice>> {
         let candidates = self.by_action.get(action)?;
         let above = |uid: &EntityUid| -> Vec<EntityUid> {
             let mut above: Vec<EntityUid> = entities
@@ -204,8 +302,13 @@ impl ScopeIndex {
         Some(slice)
     }
 
-    fn build(&self, candidates: &[usize], key: &SliceKey) -> Option<PolicySet> {
-        let mut slice = self.templates.clone();
+    fn build(&self, candidates: &[usize], key: &SliceKey) -> Option<Slice> {
+        let mut slice = Slice {
+            all: Part::new(&self.templates),
+            approval: Part::new(&self.templates),
+            without_fixed_forbids: Part::new(&self.templates),
+            fixed_forbids: HashSet::new(),
+        };
         for &at in candidates {
             let entry = self.entries.get(at)?;
             if !entry
@@ -215,15 +318,28 @@ impl ScopeIndex {
             {
                 continue;
             }
-            let policy = &entry.policy;
-            match (policy.template_id(), policy.template_links()) {
-                (Some(template), Some(links)) => slice
-                    .link(template.clone(), policy.id().clone(), links)
-                    .ok()?,
-                _ => slice.add(policy.clone()).ok()?,
+            slice.all.add(entry)?;
+            if entry.reads.reads_approval() {
+                slice.approval.add(entry)?;
+                slice.without_fixed_forbids.add(entry)?;
+            } else if entry.forbid {
+                slice.fixed_forbids.insert(entry.policy.id().clone());
+            } else {
+                slice.without_fixed_forbids.add(entry)?;
             }
         }
         Some(slice)
+    }
+}
+
+/// Adds a policy to a set holding every template: linked again if it is
+/// a template's link.
+fn add(set: &mut PolicySet, policy: &Policy) -> Option<()> {
+    match (policy.template_id(), policy.template_links()) {
+        (Some(template), Some(links)) => {
+            set.link(template.clone(), policy.id().clone(), links).ok()
+        }
+        _ => set.add(policy.clone()).ok(),
     }
 }
 

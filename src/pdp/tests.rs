@@ -937,7 +937,8 @@ fn every_tool_action_and_its_built_context_fit_the_schema() {
         let (action, ty) = &engine.calls[&spec.id];
         let expression = input::record_expression(&ty.fields, &input.values).unwrap();
         let facts = ToolFacts::without_paths(Transport::Stdio);
-        let context = context::tool_context(&facts, false, "none", Some(&expression)).unwrap();
+        let context =
+            context::tool_context(&facts, false, "none", Some(&expression), None).unwrap();
         cedar_policy::Request::new(
             client_uid("alice"),
             action.clone(),
@@ -1194,7 +1195,7 @@ fn only_requests_that_can_meet_a_differing_policy_are_decided_twice() {
     };
     let (action, enforced) = slice(&read, "builtin/read_file");
     assert!(!shadow.may_differ(
-        enforced.as_deref(),
+        enforced.as_deref().map(|s| &s.all.policies),
         &action,
         &alice,
         &read,
@@ -1202,7 +1203,7 @@ fn only_requests_that_can_meet_a_differing_policy_are_decided_twice() {
     ));
     let (action, enforced) = slice(&search, "builtin/search");
     assert!(shadow.may_differ(
-        enforced.as_deref(),
+        enforced.as_deref().map(|s| &s.all.policies),
         &action,
         &alice,
         &search,
