@@ -30,6 +30,8 @@
 //!   agent, each owned by its caller, in a SQLite session store.
 //! - [`loosening`]: what a change to a set's data files (schema, command
 //!   table, path classes, servers, tiers) newly permits, entry by entry.
+//! - [`review`]: the typed report of a candidate set: the proof of what it
+//!   newly permits joined with the replay of recorded traffic under it.
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
@@ -58,6 +60,7 @@ pub mod keeper;
 pub mod loosening;
 pub mod mcp;
 pub mod pdp;
+pub mod review;
 pub mod servers;
 pub mod tools;
 

@@ -13,7 +13,7 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::json;
 
-use super::serve::{StoreArgs, audit_path};
+use super::state_paths::{StoreArgs, audit_path};
 use super::{Exit, Format, print_json};
 use crate::confine::landlock_abi;
 

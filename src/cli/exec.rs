@@ -17,7 +17,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::harness_setting::{command_approvals, load_failed};
-use super::serve::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
+use super::state_paths::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{ClientArgs, Exit, PolicyArgs};
 use crate::approval::command_digest;
 use crate::confine::{self, Launch, LaunchError, Plan, landlock_abi};

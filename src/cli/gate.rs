@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::policy::load_for_client;
+use super::policy_set::load_for_client;
 use super::{ClientArgs, Exit, Format, PolicyArgs, print_json, printable};
 use crate::facts::{Root, Transport, shell_quote};
 use crate::gate::judge;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::serve::StoreArgs;
+use super::state_paths::StoreArgs;
 use crate::approval::CommandApprovals;
 use crate::clock::SystemClock;
 use crate::pdp::LoadError;

@@ -20,7 +20,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::harness_setting::{command_approvals, load_failed};
-use super::serve::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
+use super::state_paths::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::facts::{Root, Transport, shell_quote};
 use crate::hook::install::{Installed, install_claude_code};

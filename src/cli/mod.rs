@@ -16,10 +16,13 @@ mod hook;
 mod init;
 mod logging;
 mod policy;
+mod policy_set;
 mod schema;
 mod serve;
 mod servers;
 mod signals;
+mod simulated_call;
+mod state_paths;
 mod token;
 
 use std::path::PathBuf;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::policy;
+use super::policy_set;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::pdp::{ToolType, schema_json, schema_text};
 
@@ -36,7 +36,7 @@ pub fn run(command: SchemaCommand, format: Format) -> anyhow::Result<Exit> {
 }
 
 fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
-    let (bundle, engine, _) = match policy::load(&args.policies, format)? {
+    let (bundle, engine, _) = match policy_set::load(&args.policies, format)? {
         Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };

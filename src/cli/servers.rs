@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::policy::report_problems;
+use super::policy_set::report_problems;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::atomic_file::{self, Mode};
 use crate::confine::Plan;

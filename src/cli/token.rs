@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::serve::StoreArgs;
+use super::state_paths::StoreArgs;
 use super::{Exit, Format, PolicyArgs, print_json};
 use crate::auth::TokenStore;
 use crate::pdp::{ClientRecord, Engine, ProblemKind};

@@ -14,11 +14,11 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use super::load;
 use crate::audit::{
     AuditLog, Kind, PUBLIC_KEY_FILE, applied_path, apply_record, apply_set, load_or_create_signer,
 };
-use crate::cli::serve::{StoreArgs, audit_path, signer_for};
+use crate::cli::policy_set::load;
+use crate::cli::state_paths::{StoreArgs, audit_path, signer_for};
 use crate::cli::{Exit, Format, PolicyArgs, print_json};
 
 #[derive(Debug, Args)]

@@ -11,8 +11,8 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::report_problems;
-use crate::cli::{Exit, Format, check, print_json, printable};
+use crate::cli::policy_set::report_problems;
+use crate::cli::{Exit, Format, print_json, printable, simulated_call};
 use crate::loosening::loosenings;
 use crate::pdp::{
     self, ClientRecord, Counterexample, Diff, Engine, Finding, Outcome, PolicyBundle, ToolAction,
@@ -242,7 +242,7 @@ impl Side {
         } else {
             ToolAction::Call
         };
-        let call = check::Call {
+        let call = simulated_call::Call {
             engine: &engine,
             registry: &self.registry,
             servers: &self.servers,
@@ -252,7 +252,7 @@ impl Side {
             approval_channel: &found.approval_channel,
         };
         let arguments = found.arguments.clone().unwrap_or_else(|| json!({}));
-        check::decide(&call, &arguments, root)
+        simulated_call::decide(&call, &arguments, root)
             .ok()
             .map(|checked| checked.decision.outcome)
     }

@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::json;
 
-use super::{load, write_atomically};
+use super::write_atomically;
+use crate::cli::policy_set::load;
 use crate::cli::{Exit, Format, PolicyArgs, print_json};
 use crate::pdp::{self, EXPORTED_POLICIES, EXPORTED_SCHEMA};
 

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::review::Report;
+use crate::review::Report;
 
 /// One colour per transition kind: openings stand out.
 fn colour(transition: &str) -> &'static str {

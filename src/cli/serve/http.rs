@@ -10,8 +10,9 @@ use serde_json::json;
 
 use super::super::Exit;
 use super::super::signals::Signals;
-use super::{ServeArgs, StoreArgs, World};
+use super::{ServeArgs, World};
 use crate::auth::{OWNER_TIER, StoredClient, TokenStore};
+use crate::cli::state_paths::StoreArgs;
 use crate::facts::Transport;
 use crate::mcp::http::{
     Clients, ConnectionLimits, HttpOptions, MCP_PATH, raise_open_files, serve_http,
