@@ -99,6 +99,126 @@ fn unwrap_simple(simple: &Simple, depth: usize, out: &mut Unwrapped) {
     }
 }
 
+/// Programs that run the rest of their words once their own options (and
+/// a fixed number of operands) are skipped: `timeout 5 CMD`, `nice -n 3
+/// CMD`. The program after them is judged in their stead.
+struct Prefix {
+    names: &'static [&'static str],
+    /// Their options that take a value as the next word; `None`: they take
+    /// no options at all (`busybox APPLET`).
+    options_with_value: Option<&'static [&'static str]>,
+    /// Operands before the program (`timeout DURATION`, `chrt PRIORITY`).
+    operands: usize,
+    /// Running through it is a privilege (`sudo`).
+    privileged: bool,
+    /// Alone (`sudo` with nothing after it), it is itself the run.
+    recorded_alone: bool,
+}
+
+const PREFIXES: [Prefix; 9] = [
+    Prefix {
+        names: &["sudo", "doas"],
+        options_with_value: Some(&["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"]),
+        operands: 0,
+        privileged: true,
+        recorded_alone: true,
+    },
+    Prefix {
+        names: &["timeout"],
+        options_with_value: Some(&["-s", "-k", "--signal", "--kill-after"]),
+        operands: 1,
+        privileged: false,
+        recorded_alone: false,
+    },
+    Prefix {
+        names: &["nice"],
+        options_with_value: Some(&["-n", "--adjustment"]),
+        operands: 0,
+        privileged: false,
+        recorded_alone: false,
+    },
+    Prefix {
+        names: &["setsid", "unbuffer", "nohup", "builtin", "time"],
+        options_with_value: Some(&[]),
+        operands: 0,
+        privileged: false,
+        recorded_alone: false,
+    },
+    Prefix {
+        names: &["ionice"],
+        options_with_value: Some(&[
+            "-c",
+            "-n",
+            "-p",
+            "-P",
+            "-u",
+            "--class",
+            "--classdata",
+            "--pid",
+            "--pgid",
+            "--uid",
+        ]),
+        operands: 0,
+        privileged: false,
+        recorded_alone: false,
+    },
+    // `chrt [options] PRIORITY CMD`, `taskset [options] MASK CMD`.
+    Prefix {
+        names: &["chrt", "taskset"],
+        options_with_value: Some(&[
+            "-T",
+            "-P",
+            "-D",
+            "--sched-runtime",
+            "--sched-period",
+            "--sched-deadline",
+        ]),
+        operands: 1,
+        privileged: false,
+        recorded_alone: false,
+    },
+    // `busybox APPLET ARGS`: the applet is the program.
+    Prefix {
+        names: &["busybox"],
+        options_with_value: None,
+        operands: 0,
+        privileged: false,
+        recorded_alone: false,
+    },
+    Prefix {
+        names: &["stdbuf"],
+        options_with_value: Some(&["-i", "-o", "-e"]),
+        operands: 0,
+        privileged: false,
+        recorded_alone: false,
+    },
+    Prefix {
+        names: &["exec"],
+        options_with_value: Some(&["-a"]),
+        operands: 0,
+        privileged: false,
+        // `exec 3>FILE`: changes the shell's own descriptors.
+        recorded_alone: true,
+    },
+];
+
+/// The command word being unwrapped, and what follows it.
+struct Step<'a> {
+    simple: &'a Simple,
+    depth: usize,
+    /// The program as written, and its basename.
+    first: &'a str,
+    name: &'a str,
+    rest: &'a [Option<String>],
+}
+
+/// What a wrapper leaves: the words of the program it runs, unwrapped in
+/// turn; or nothing more to see.
+enum Next {
+    Words(Vec<Option<String>>),
+    Done,
+}
+
 fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
     let mut words: Vec<Option<String>> = simple.words.clone();
     let mut extra = BTreeSet::new();
@@ -120,288 +240,273 @@ fn unwrap_words(simple: &Simple, depth: usize, out: &mut Unwrapped) {
         let name = basename(&first).to_owned();
         let rest: Vec<Option<String>> = words[1..].to_vec();
         out.wrappers.insert(name.clone());
-        match name.as_str() {
-            "sudo" | "doas" => {
-                extra.insert(PRIVILEGE.to_owned());
-                words = skip_options(
-                    &rest,
-                    &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"],
-                );
-                if words.is_empty() {
-                    record(out, &first, &name, &[], &extra);
-                    return;
-                }
-            }
-            "env" => {
-                let (after, split) = skip_env_options(&rest, out);
-                if let Some(script) = split {
-                    run_script(
-                        script.filter(|s| !is_quoted_expansion(s)).as_deref(),
-                        depth,
-                        out,
-                    );
-                    return;
-                }
-                words = after;
-                words.retain(|w| match w.as_deref().and_then(assigned) {
-                    Some(name) => {
-                        out.assignments.push(name.to_owned());
-                        false
-                    }
-                    None => true,
-                });
-                if words.is_empty() {
-                    record(out, &first, &name, &[], &extra);
-                    return;
-                }
-            }
-            "timeout" => {
-                words = skip_options(&rest, &["-s", "-k", "--signal", "--kill-after"]);
-                if !words.is_empty() {
-                    words.remove(0);
-                }
-            }
-            "nice" => words = skip_options(&rest, &["-n", "--adjustment"]),
-            "setsid" | "unbuffer" => words = skip_options(&rest, &[]),
-            "ionice" => {
-                words = skip_options(
-                    &rest,
-                    &[
-                        "-c",
-                        "-n",
-                        "-p",
-                        "-P",
-                        "-u",
-                        "--class",
-                        "--classdata",
-                        "--pid",
-                        "--pgid",
-                        "--uid",
-                    ],
-                );
-            }
-            // `chrt [options] PRIORITY CMD`, `taskset [options] MASK CMD`.
-            "chrt" | "taskset" => {
-                words = skip_options(
-                    &rest,
-                    &[
-                        "-T",
-                        "-P",
-                        "-D",
-                        "--sched-runtime",
-                        "--sched-period",
-                        "--sched-deadline",
-                    ],
-                );
-                if !words.is_empty() {
-                    words.remove(0);
-                }
-            }
-            // `busybox APPLET ARGS`: the applet is the program.
-            "busybox" => words = rest,
-            "flock" => {
-                // `flock [options] FILE -c CMD` runs CMD with `sh -c`;
-                // `flock [options] FILE CMD ARGS` runs CMD. Either way
-                // FILE is created when it does not exist: a write.
-                let after = skip_options(
-                    &rest,
-                    &[
-                        "-w",
-                        "--wait",
-                        "--timeout",
-                        "-E",
-                        "--conflict-exit-code",
-                        "-c",
-                        "--command",
-                    ],
-                );
-                if let Some(file) = after.first() {
-                    out.writes.push(file.clone());
-                }
-                let script = rest
-                    .iter()
-                    .position(|w| matches!(w.as_deref(), Some("-c" | "--command")))
-                    .map(|at| rest.get(at + 1).cloned().flatten());
-                if let Some(script) = script {
-                    run_script(
-                        script.filter(|s| !is_quoted_expansion(s)).as_deref(),
-                        depth,
-                        out,
-                    );
-                    return;
-                }
-                words = after.get(1..).map(<[_]>::to_vec).unwrap_or_default();
-            }
-            "watch" => {
-                // `watch CMD ARGS` joins its words and runs them with `sh -c`.
-                let after = skip_options(&rest, &["-n", "--interval", "-q", "--equexit"]);
-                let script: Option<Vec<String>> = after.iter().map(script_word).collect();
-                let script = script.filter(|s| !s.is_empty()).map(|s| s.join(" "));
-                out.wrappers.insert("sh".to_owned());
-                run_script(script.as_deref(), depth, out);
-                return;
-            }
-            "script" => {
-                // `script -c CMD` runs CMD with a shell; without it, an
-                // interactive shell: nothing to see.
-                let command = rest
-                    .iter()
-                    .position(|w| matches!(w.as_deref(), Some("-c" | "--command")))
-                    .and_then(|at| rest.get(at + 1).cloned().flatten())
-                    .filter(|s| !is_quoted_expansion(s));
-                run_script(command.as_deref(), depth, out);
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            "stdbuf" => words = skip_options(&rest, &["-i", "-o", "-e"]),
-            "nohup" | "builtin" | "time" => words = skip_options(&rest, &[]),
-            "exec" => {
-                words = skip_options(&rest, &["-a"]);
-                if words.is_empty() {
-                    // `exec 3>FILE`: changes the shell's own descriptors.
-                    record(out, &first, &name, &literals(&rest), &extra);
-                    return;
-                }
-            }
-            "command" => {
-                let after = skip_options(&rest, &[]);
-                // `-v`/`-V` only look the name up when they come before it
-                // (alone or as `-pv`): after the name they are its words,
-                // and `command mkdir d -v` runs mkdir.
-                let leading = &rest[..rest.len() - after.len()];
-                let lookup = leading.iter().any(|w| {
-                    w.as_deref().is_some_and(|w| {
-                        w != "--" && w.starts_with('-') && w[1..].contains(['v', 'V'])
-                    })
-                });
-                if lookup {
-                    record(out, &first, &name, &literals(&rest), &extra);
-                    return;
-                }
-                words = after;
-            }
-            "xargs" => {
-                let replaced = xargs_replace_string(&rest);
-                words = skip_options(
-                    &rest,
-                    &[
-                        "-n",
-                        "-I",
-                        "-P",
-                        "-d",
-                        "-L",
-                        "-s",
-                        "-a",
-                        "-E",
-                        "--max-args",
-                        "--max-procs",
-                    ],
-                );
-                if words.is_empty() {
-                    words = vec![Some("echo".to_owned())];
-                }
-                // With `-I R` every word holding R becomes what stdin
-                // says, a shell script included (`xargs -I{} sh -c {}`
-                // runs the input): what runs cannot be seen. The words
-                // are still judged as written, so `rm {}` stays a `rm`.
-                if let Some(replaced) = replaced
-                    && words.iter().any(|word| {
-                        word.as_deref()
-                            .is_none_or(|w| w.contains(replaced.as_str()))
-                    })
-                {
-                    out.opaque = true;
-                }
-                // xargs adds words read from stdin: unknown, and they may
-                // be options (`echo '-o out' | xargs sort`).
-                words.push(None);
-            }
-            shell if SHELLS.contains(&shell) => {
-                unwrap_shell(&first, &rest, simple, depth, &extra, out);
-                return;
-            }
-            "eval" => {
-                let script: Option<Vec<String>> = rest.iter().map(script_word).collect();
-                run_script(script.map(|s| s.join(" ")).as_deref(), depth, out);
-                return;
-            }
-            "source" | "." => {
-                // Runs a file portcullis cannot see; one that is other
-                // commands' output is a pipe to the shell.
-                out.opaque = true;
-                if rest.first().is_some_and(|f| reads_output(f, simple)) {
-                    extra.insert(PIPE_TO_SHELL.to_owned());
-                }
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            "find" => {
-                unwrap_find(&first, &name, &rest, depth, &extra, out);
-                return;
-            }
-            "trap" => {
-                // `trap 'CMD' SIGNAL` runs CMD later: it is judged now.
-                let operands = skip_options(&rest, &[]);
-                if operands.len() > 1 {
-                    run_script(
-                        operands.first().and_then(script_word).as_deref(),
-                        depth,
-                        out,
-                    );
-                }
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            "alias" => {
-                // `alias NAME=TEXT`: TEXT runs wherever NAME is used.
-                for word in &rest {
-                    match script_word(word).as_deref().and_then(|w| w.split_once('=')) {
-                        Some((alias, text)) => {
-                            out.defined.insert(alias.to_owned());
-                            run_script(Some(text), depth, out);
-                        }
-                        None if word.is_none() => out.opaque = true,
-                        None => {}
-                    }
-                }
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            "read" => {
-                out.assignments.extend(read_variables(&rest));
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            "export" | "declare" | "typeset" | "local" | "readonly" => {
-                out.assignments.extend(
-                    rest.iter()
-                        .flatten()
-                        .filter(|w| !w.starts_with('-') && !w.starts_with('+'))
-                        .filter_map(|w| declared(w).map(str::to_owned)),
-                );
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            "cd" | "pushd" | "popd" => {
-                out.changes_directory = true;
-                let operand = rest.iter().find(|w| {
-                    !w.as_deref()
-                        .is_some_and(|w| w.starts_with('-') && w.len() > 1)
-                });
-                out.directories.push(match (name.as_str(), operand) {
-                    ("popd", _) => None,
-                    (_, None) => Some("~".to_owned()),
-                    (_, Some(word)) => word.clone().filter(|w| w != "-" && !is_quoted_expansion(w)),
-                });
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
-            _ => {
-                record(out, &first, &name, &literals(&rest), &extra);
-                return;
-            }
+        let step = Step {
+            simple,
+            depth,
+            first: &first,
+            name: &name,
+            rest: &rest,
+        };
+        let next = match PREFIXES.iter().find(|p| p.names.contains(&name.as_str())) {
+            Some(prefix) => through_prefix(prefix, &step, &mut extra, out),
+            None => through_wrapper(&step, &mut extra, out),
+        };
+        match next {
+            Next::Words(next) => words = next,
+            Next::Done => return,
         }
     }
+}
+
+fn through_prefix(
+    prefix: &Prefix,
+    step: &Step<'_>,
+    extra: &mut BTreeSet<String>,
+    out: &mut Unwrapped,
+) -> Next {
+    if prefix.privileged {
+        extra.insert(PRIVILEGE.to_owned());
+    }
+    let mut words = match prefix.options_with_value {
+        Some(options) => skip_options(step.rest, options),
+        None => step.rest.to_vec(),
+    };
+    if words.is_empty() && prefix.recorded_alone {
+        let args = if prefix.privileged {
+            Vec::new()
+        } else {
+            literals(step.rest)
+        };
+        record(out, step.first, step.name, &args, extra);
+        return Next::Done;
+    }
+    words.drain(..prefix.operands.min(words.len()));
+    Next::Words(words)
+}
+
+/// Every other program: a wrapper with its own way of running what it
+/// runs, or (the last arm) the program itself.
+fn through_wrapper(step: &Step<'_>, extra: &mut BTreeSet<String>, out: &mut Unwrapped) -> Next {
+    let Step {
+        simple,
+        depth,
+        first,
+        name,
+        rest,
+    } = *step;
+    match name {
+        "env" => return through_env(step, extra, out),
+        "flock" => return through_flock(step, out),
+        "command" => return through_command(step, extra, out),
+        "xargs" => return Next::Words(through_xargs(rest, out)),
+        "watch" => {
+            // `watch CMD ARGS` joins its words and runs them with `sh -c`.
+            let after = skip_options(rest, &["-n", "--interval", "-q", "--equexit"]);
+            let script: Option<Vec<String>> = after.iter().map(script_word).collect();
+            let script = script.filter(|s| !s.is_empty()).map(|s| s.join(" "));
+            out.wrappers.insert("sh".to_owned());
+            run_script(script.as_deref(), depth, out);
+            return Next::Done;
+        }
+        "script" => {
+            // `script -c CMD` runs CMD with a shell; without it, an
+            // interactive shell: nothing to see.
+            let command = option_value(rest, &["-c", "--command"])
+                .flatten()
+                .filter(|s| !is_quoted_expansion(s));
+            run_script(command.as_deref(), depth, out);
+        }
+        shell if SHELLS.contains(&shell) => {
+            unwrap_shell(first, rest, simple, depth, extra, out);
+            return Next::Done;
+        }
+        "eval" => {
+            let script: Option<Vec<String>> = rest.iter().map(script_word).collect();
+            run_script(script.map(|s| s.join(" ")).as_deref(), depth, out);
+            return Next::Done;
+        }
+        "source" | "." => {
+            // Runs a file portcullis cannot see; one that is other
+            // commands' output is a pipe to the shell.
+            out.opaque = true;
+            if rest.first().is_some_and(|f| reads_output(f, simple)) {
+                extra.insert(PIPE_TO_SHELL.to_owned());
+            }
+        }
+        "find" => {
+            unwrap_find(first, name, rest, depth, extra, out);
+            return Next::Done;
+        }
+        "trap" => {
+            // `trap 'CMD' SIGNAL` runs CMD later: it is judged now.
+            let operands = skip_options(rest, &[]);
+            if operands.len() > 1 {
+                run_script(
+                    operands.first().and_then(script_word).as_deref(),
+                    depth,
+                    out,
+                );
+            }
+        }
+        "alias" => define_aliases(rest, depth, out),
+        "read" => out.assignments.extend(read_variables(rest)),
+        "export" | "declare" | "typeset" | "local" | "readonly" => out.assignments.extend(
+            rest.iter()
+                .flatten()
+                .filter(|w| !w.starts_with('-') && !w.starts_with('+'))
+                .filter_map(|w| declared(w).map(str::to_owned)),
+        ),
+        "cd" | "pushd" | "popd" => change_directory(name, rest, out),
+        _ => {}
+    }
+    record(out, first, name, &literals(rest), extra);
+    Next::Done
+}
+
+/// The value after the first of `options` (`-c CMD`): `None` when none is
+/// given, `Some(None)` when the value is not a literal or is missing.
+fn option_value(words: &[Option<String>], options: &[&str]) -> Option<Option<String>> {
+    words
+        .iter()
+        .position(|w| w.as_deref().is_some_and(|w| options.contains(&w)))
+        .map(|at| words.get(at + 1).cloned().flatten())
+}
+
+fn through_env(step: &Step<'_>, extra: &BTreeSet<String>, out: &mut Unwrapped) -> Next {
+    let (after, split) = skip_env_options(step.rest, out);
+    if let Some(script) = split {
+        run_script(
+            script.filter(|s| !is_quoted_expansion(s)).as_deref(),
+            step.depth,
+            out,
+        );
+        return Next::Done;
+    }
+    let mut words = after;
+    words.retain(|w| match w.as_deref().and_then(assigned) {
+        Some(name) => {
+            out.assignments.push(name.to_owned());
+            false
+        }
+        None => true,
+    });
+    if words.is_empty() {
+        record(out, step.first, step.name, &[], extra);
+        return Next::Done;
+    }
+    Next::Words(words)
+}
+
+/// `flock [options] FILE -c CMD` runs CMD with `sh -c`; `flock [options]
+/// FILE CMD ARGS` runs CMD. Either way FILE is created when it does not
+/// exist: a write.
+fn through_flock(step: &Step<'_>, out: &mut Unwrapped) -> Next {
+    let after = skip_options(
+        step.rest,
+        &[
+            "-w",
+            "--wait",
+            "--timeout",
+            "-E",
+            "--conflict-exit-code",
+            "-c",
+            "--command",
+        ],
+    );
+    if let Some(file) = after.first() {
+        out.writes.push(file.clone());
+    }
+    if let Some(script) = option_value(step.rest, &["-c", "--command"]) {
+        run_script(
+            script.filter(|s| !is_quoted_expansion(s)).as_deref(),
+            step.depth,
+            out,
+        );
+        return Next::Done;
+    }
+    Next::Words(after.get(1..).map(<[_]>::to_vec).unwrap_or_default())
+}
+
+/// `command NAME ARGS` runs NAME; `-v`/`-V` only look the name up when
+/// they come before it (alone or as `-pv`): after the name they are its
+/// words, and `command mkdir d -v` runs mkdir.
+fn through_command(step: &Step<'_>, extra: &BTreeSet<String>, out: &mut Unwrapped) -> Next {
+    let after = skip_options(step.rest, &[]);
+    let leading = &step.rest[..step.rest.len() - after.len()];
+    let lookup = leading.iter().any(|w| {
+        w.as_deref()
+            .is_some_and(|w| w != "--" && w.starts_with('-') && w[1..].contains(['v', 'V']))
+    });
+    if lookup {
+        record(out, step.first, step.name, &literals(step.rest), extra);
+        return Next::Done;
+    }
+    Next::Words(after)
+}
+
+/// The words of what `xargs` runs: its command (`echo` when none), then a
+/// word for what it reads from stdin, unknown (and possibly an option:
+/// `echo '-o out' | xargs sort`). With `-I R` every word holding R becomes
+/// what stdin says, a shell script included (`xargs -I{} sh -c {}` runs
+/// the input): what runs cannot be seen. The words are still judged as
+/// written, so `rm {}` stays a `rm`.
+fn through_xargs(rest: &[Option<String>], out: &mut Unwrapped) -> Vec<Option<String>> {
+    let replaced = xargs_replace_string(rest);
+    let mut words = skip_options(
+        rest,
+        &[
+            "-n",
+            "-I",
+            "-P",
+            "-d",
+            "-L",
+            "-s",
+            "-a",
+            "-E",
+            "--max-args",
+            "--max-procs",
+        ],
+    );
+    if words.is_empty() {
+        words = vec![Some("echo".to_owned())];
+    }
+    if let Some(replaced) = replaced
+        && words.iter().any(|word| {
+            word.as_deref()
+                .is_none_or(|w| w.contains(replaced.as_str()))
+        })
+    {
+        out.opaque = true;
+    }
+    words.push(None);
+    words
+}
+
+/// `alias NAME=TEXT`: TEXT runs wherever NAME is used.
+fn define_aliases(rest: &[Option<String>], depth: usize, out: &mut Unwrapped) {
+    for word in rest {
+        match script_word(word).as_deref().and_then(|w| w.split_once('=')) {
+            Some((alias, text)) => {
+                out.defined.insert(alias.to_owned());
+                run_script(Some(text), depth, out);
+            }
+            None if word.is_none() => out.opaque = true,
+            None => {}
+        }
+    }
+}
+
+fn change_directory(name: &str, rest: &[Option<String>], out: &mut Unwrapped) {
+    out.changes_directory = true;
+    let operand = rest.iter().find(|w| {
+        !w.as_deref()
+            .is_some_and(|w| w.starts_with('-') && w.len() > 1)
+    });
+    out.directories.push(match (name, operand) {
+        ("popd", _) => None,
+        (_, None) => Some("~".to_owned()),
+        (_, Some(word)) => word.clone().filter(|w| w != "-" && !is_quoted_expansion(w)),
+    });
 }
 
 /// Judges shell text a command runs (`bash -c`, `eval`, `watch`, an
