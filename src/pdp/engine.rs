@@ -2,12 +2,13 @@
 //! shared read-only by every request.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request, Schema};
 use serde_json::Value;
 use thiserror::Error;
 
+use super::assembly::{self, CommandTable};
 use super::bundle::PolicyBundle;
 use super::context::{
     CommandShape, command_context, policy_context, request_context, tool_context,
@@ -184,6 +185,10 @@ impl Engine {
         Self::load_as(bundle, registry, clients, Provenance::Recorded, None)
     }
 
+    /// The load, as a pipeline of named steps: compile the set and read
+    /// its data tables; check the clients' tiers; build the entities;
+    /// resolve the names decisions use; check the context shapes against
+    /// the schema; then assemble (with the shadow set, loaded alike).
     fn load_as(
         bundle: &PolicyBundle,
         registry: &Registry,
@@ -191,7 +196,6 @@ impl Engine {
         provenance: Provenance,
         validated: Option<&[serde_json::Value]>,
     ) -> Result<Self, LoadError> {
-        let mut problems = Vec::new();
         let mut types = ToolTypes::of(bundle).map_err(|problems| LoadError { problems })?;
         if validated.is_some() {
             // This very set validated whole before, every tool's action in
@@ -200,164 +204,25 @@ impl Engine {
             // its share of the schema at every start).
             types.retain(|id| registry.get(id).is_some());
         }
-        let compiled = load::compile(bundle, &types, provenance, validated);
-        let parse_path_classes = match provenance {
-            Provenance::Current => PathClasses::parse,
-            Provenance::Recorded => PathClasses::parse_recorded,
-        };
-        let path_classes =
-            parse_path_classes(&bundle.path_classes.display, &bundle.path_classes.text)
-                .map_err(|err| {
-                    problems.push(Problem::new(
-                        ProblemKind::PathClasses,
-                        &bundle.path_classes.display,
-                        err.to_string(),
-                    ))
-                })
-                .ok();
-        let parse_commands = match provenance {
-            Provenance::Current => CommandClasses::parse,
-            Provenance::Recorded => CommandClasses::parse_recorded,
-        };
-        let command_classes = if validated.is_some() {
-            // This very set loaded whole before, table included: only a
-            // shell command needs the table, so it is read then.
-            Some(CommandTable::deferred(
-                &bundle.commands.display,
-                &bundle.commands.text,
-            ))
-        } else {
-            parse_commands(&bundle.commands.display, &bundle.commands.text)
-                .map(CommandTable::parsed)
-                .map_err(|err| {
-                    problems.push(Problem::new(
-                        ProblemKind::CommandClasses,
-                        &bundle.commands.display,
-                        err.to_string(),
-                    ))
-                })
-                .ok()
-        };
-        let tiers = entities::tier_entities(&bundle.tiers)
-            .map_err(|problem| problems.push(problem))
-            .ok();
-        let compiled = match compiled {
-            Ok(compiled) => compiled,
-            Err(mut compile_problems) => {
-                compile_problems.append(&mut problems);
-                return Err(LoadError {
-                    problems: compile_problems,
-                });
-            }
-        };
-        let (Some(path_classes), Some(command_classes), Some((tier_json, tier_names))) =
-            (path_classes, command_classes, tiers)
-        else {
-            return Err(LoadError { problems });
-        };
-
-        for client in clients {
-            if !tier_names.contains(&client.tier) {
-                problems.push(Problem::new(
-                    ProblemKind::UnknownTier,
-                    &bundle.tiers.display,
-                    format!(
-                        "client `{}` has tier `{}`, which is not declared here (declared: {})",
-                        client.name,
-                        client.tier,
-                        tier_names.iter().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                ));
-            }
-        }
-        if !problems.is_empty() {
-            return Err(LoadError { problems });
-        }
-
-        let tier_capabilities: HashMap<String, Vec<String>> = tier_json
-            .iter()
-            .filter_map(|tier| {
-                let id = tier.pointer("/uid/id")?.as_str()?.to_owned();
-                let capabilities = tier
-                    .pointer("/attrs/capabilities")?
-                    .as_array()?
-                    .iter()
-                    .filter_map(|c| c.as_str().map(str::to_owned))
-                    .collect();
-                Some((id, capabilities))
-            })
-            .collect();
-        let mut entities_json = tier_json;
-        entities_json.extend(entities::tool_entities(registry));
-        entities_json.extend(clients.iter().map(entities::client_entity));
-        entities_json.push(entities::shell_entity());
-        let read_policy = entities::entity_uid("Portcullis::Action", "read_policy")
-            .ok()
-            .filter(|uid| compiled.schema.actions().any(|action| action == uid));
-        if read_policy.is_some() {
-            entities_json.push(entities::policies_entity());
-        }
-        let entities =
-            Entities::from_json_value(Value::Array(entities_json.clone()), Some(&compiled.schema))
-                .map_err(|err| LoadError {
-                    problems: vec![
-                        Problem::new(
-                            ProblemKind::Entities,
-                            &bundle.tiers.display,
-                            err.to_string(),
-                        )
-                        .with_help(miette::Diagnostic::help(&err).map(|h| h.to_string())),
-                    ],
-                })?;
-
-        let uid = |kind: &str, id: &str| -> Result<EntityUid, LoadError> {
-            entities::entity_uid(kind, id).map_err(|err| LoadError {
-                problems: vec![Problem::new(
-                    ProblemKind::Entities,
-                    "entities",
-                    err.to_string(),
-                )],
-            })
-        };
-        let mut client_uids = HashMap::new();
-        for client in clients {
-            client_uids.insert(
-                client.name.clone(),
-                uid(entities::CLIENT_TYPE, &client.name)?,
-            );
-        }
-        let mut tool_uids = HashMap::new();
-        for tool in registry.iter() {
-            tool_uids.insert(
-                tool.spec.id.clone(),
-                uid(entities::TOOL_TYPE, &tool.spec.id.to_string())?,
-            );
-        }
-        let relay_request = entities::entity_uid("Portcullis::Action", "relay_request")
-            .ok()
-            .filter(|uid| compiled.schema.actions().any(|action| action == uid));
-        let actions = Actions {
-            discover_tool: uid("Portcullis::Action", "discover_tool")?,
-            call_tool: uid("Portcullis::Action", "call_tool")?,
-            run_command: uid("Portcullis::Action", "run_command")?,
-            read_policy,
-            relay_request,
-        };
-        let mut calls = HashMap::new();
-        for ty in types.iter() {
-            calls.insert(
-                ty.id.clone(),
-                (uid("Portcullis::Action", &ty.id.to_string())?, ty.clone()),
-            );
-        }
-        let shell = uid(entities::SHELL_TYPE, entities::SHELL_ID)?;
-        let policies_resource = uid(entities::POLICIES_TYPE, entities::POLICIES_ID)?;
-
-        let command_shape =
-            check_request_shape(&compiled.schema, &actions, &tool_uids, &shell, provenance)?;
-        check_fixed_shapes(&compiled.schema, &actions, &policies_resource)?;
+        let (compiled, tables) = assembly::compiled(bundle, &types, provenance, validated)?;
+        assembly::check_client_tiers(clients, &tables.tier_names, &bundle.tiers.display)?;
+        let store = assembly::EntityStore::build(
+            &tables.tier_json,
+            registry,
+            clients,
+            &compiled.schema,
+            &bundle.tiers.display,
+        )?;
+        let names = assembly::Names::resolve(&compiled.schema, registry, clients, &types)?;
+        let command_shape = check_request_shape(
+            &compiled.schema,
+            &names.actions,
+            &names.tools,
+            &names.shell,
+            provenance,
+        )?;
+        check_fixed_shapes(&compiled.schema, &names.actions, &names.policies_resource)?;
         let scope = ScopeIndex::new(&compiled.schema, &compiled.policies);
-
         let shadow = match bundle.shadow_set() {
             Some(set) => {
                 let engine = Self::load_as(&set, registry, clients, provenance, None)?;
@@ -375,23 +240,23 @@ impl Engine {
             schema: compiled.schema,
             policies: compiled.policies,
             scope,
-            entities,
+            entities: store.entities,
             authorizer: Authorizer::new(),
             origins: compiled.origins,
-            clients: client_uids,
-            tools: tool_uids,
-            actions,
-            calls,
+            clients: names.clients,
+            tools: names.tools,
+            actions: names.actions,
+            calls: names.calls,
             identity,
-            path_classes,
-            command_classes,
-            shell,
-            policies_resource,
+            path_classes: tables.path_classes,
+            command_classes: tables.command_classes,
+            shell: names.shell,
+            policies_resource: names.policies_resource,
             command_shape,
-            tiers: tier_names.into_iter().collect(),
-            tier_capabilities,
-            entity_index: index_entities(&entities_json),
-            entities_json,
+            tiers: tables.tier_names.into_iter().collect(),
+            tier_capabilities: tables.tier_capabilities,
+            entity_index: index_entities(&store.json),
+            entities_json: store.json,
             shadow,
             discoveries: DiscoveryMemo::default(),
         })
@@ -759,38 +624,5 @@ fn check_request_shape(
             Ok(CommandShape::WithoutVcsMetadata)
         }
         (Err(err), _) => Err(err),
-    }
-}
-
-/// The command table of a loaded set: parsed at load, or on the first
-/// command judged.
-#[derive(Debug)]
-struct CommandTable {
-    source: Option<(String, String)>,
-    parsed: OnceLock<Result<CommandClasses, CommandClassError>>,
-}
-
-impl CommandTable {
-    fn parsed(table: CommandClasses) -> Self {
-        Self {
-            source: None,
-            parsed: OnceLock::from(Ok(table)),
-        }
-    }
-
-    fn deferred(display: &str, text: &str) -> Self {
-        Self {
-            source: Some((display.to_owned(), text.to_owned())),
-            parsed: OnceLock::new(),
-        }
-    }
-
-    fn get(&self) -> Result<&CommandClasses, &CommandClassError> {
-        self.parsed
-            .get_or_init(|| {
-                let (display, text) = self.source.as_ref().map_or(("", ""), |(d, t)| (d, t));
-                CommandClasses::parse(display, text)
-            })
-            .as_ref()
     }
 }

@@ -3,6 +3,7 @@
 //! deny for every tool request. Every path that can run a tool asks here
 //! first; nothing else decides.
 
+mod assembly;
 mod bounded_memo;
 mod bundle;
 mod context;
