@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientRequest, JsonObject, ServerResult,
+    ClientRequest, JsonObject, RequestId, ServerResult,
 };
-use rmcp::service::PeerRequestOptions;
+use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient};
 use serde_json::Value;
 use tokio::sync::{Mutex, RwLock, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -81,6 +81,7 @@ pub enum Forwarded {
 }
 
 /// Why a forwarded call ended without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unanswered {
     /// The caller or the service stopped it.
     Cancelled,
@@ -88,6 +89,25 @@ enum Unanswered {
     AgentFailed,
     /// It ran past its server's `max_duration`.
     Overdue,
+}
+
+impl Unanswered {
+    /// What the downstream is told when the call is cancelled.
+    fn why(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled by the caller",
+            Self::AgentFailed => "the agent reported an error",
+            Self::Overdue => "the call ran past its longest allowed duration",
+        }
+    }
+
+    fn forwarded(self) -> Forwarded {
+        match self {
+            Self::Cancelled => Forwarded::Cancelled,
+            Self::AgentFailed => Forwarded::AgentFailed,
+            Self::Overdue => Forwarded::TimedOut,
+        }
+    }
 }
 
 /// How long an agent's answer may follow an error line it wrote before the
@@ -400,113 +420,43 @@ impl Fleet {
             _ => JsonObject::new(),
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-        let options =
-            PeerRequestOptions::with_timeout(supervised.config.timeout).reset_timeout_on_progress();
-        // With a caller that wants progress, the routes stay locked from
-        // before the send until its route is in, so no notification can
-        // look for it too early; without one they are not touched.
-        let routes = match &progress {
-            Some(_) => Some(supervised.routes.lock().await),
-            None => None,
+        let Some((handle, request)) = supervised
+            .send_routed(&peer, server, params.clone(), progress)
+            .await
+        else {
+            return Forwarded::Unavailable;
         };
-        let handle = match peer.send_request_with_option(request, options).await {
-            Ok(handle) => handle,
-            Err(err) => {
-                tracing::warn!(server, error = %err, "the call could not be sent");
-                return Forwarded::Unavailable;
-            }
-        };
-        let routed = routes.is_some();
-        let request = serde_json::to_string(&handle.id).unwrap_or_default();
-        if let (Some(mut routes), Some(sender)) = (routes, progress) {
-            routes
-                .by_token
-                .insert(handle.progress_token.clone(), ProgressRoute::new(sender));
-            routes
-                .by_request
-                .insert(request.clone(), handle.progress_token.clone());
-        }
-        let token = handle.progress_token.clone();
         let id = handle.id.clone();
-        // An agent that writes an error while its turn runs and then says
-        // nothing will not answer it: the turn ends then rather than at the
-        // timeout. A tool that fails logs its error just before its error
-        // result, so the answer gets a moment to follow the line.
-        let agent = supervised.config.agent.is_some();
-        let mut errors = supervised.stderr.errors();
-        errors.mark_unchanged();
-        let troubled = async move {
-            if !agent || errors.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        let response = handle.await_response();
-        tokio::pin!(response);
+        let token = handle.progress_token.clone();
         tokio::pin!(stop);
         // Progress resets the wait for an answer, never this: a server that
         // reports steps forever is stopped all the same.
         let deadline = tokio::time::Instant::now() + supervised.config.max_duration;
-        let mut ended = Unanswered::Cancelled;
-        let answered = tokio::select! {
-            answer = &mut response => Some(answer),
-            () = &mut stop => None,
-            () = tokio::time::sleep_until(deadline) => {
-                ended = Unanswered::Overdue;
-                None
-            }
-            () = troubled => match tokio::time::timeout(AGENT_ERROR_GRACE, &mut response).await {
-                Ok(answer) => Some(answer),
-                Err(_) => {
-                    ended = Unanswered::AgentFailed;
-                    None
-                }
-            },
-        };
+        let answered = supervised
+            .answer_of(handle.await_response(), stop.as_mut(), deadline)
+            .await;
         // Every step the server sent before its answer is relayed, and none
         // from here on: the route and its sender go before the result is
         // returned.
-        if routed {
-            if answered.is_some() {
+        if let Some(request) = request {
+            if answered.is_ok() {
                 ordered::settle(&arrivals).await;
             }
             let mut routes = supervised.routes.lock().await;
             routes.by_token.remove(&token);
             routes.by_request.remove(&request);
         }
-        let Some(answer) = answered else {
-            let (why, forwarded) = match ended {
-                Unanswered::Cancelled => ("cancelled by the caller", Forwarded::Cancelled),
-                Unanswered::AgentFailed => ("the agent reported an error", Forwarded::AgentFailed),
-                Unanswered::Overdue => {
-                    tracing::warn!(server, tool, max_duration = ?supervised.config.max_duration, "the call ran past its server's max_duration");
-                    (
-                        "the call ran past its longest allowed duration",
-                        Forwarded::TimedOut,
-                    )
-                }
-            };
-            let note = CancelledNotificationParam::new(Some(id), Some(why.to_owned()));
-            if let Err(err) = peer.notify_cancelled(note).await {
-                tracing::debug!(server, error = %err, "the cancellation could not be sent");
-            }
-            return forwarded;
+        let answer = match answered {
+            Ok(answer) => answer,
+            Err(ended) => return supervised.cancel(&peer, id, ended, server, tool).await,
         };
-        let answer = match answer {
-            Ok(ServerResult::CallToolResult(result)) => CallToolResponse::Complete(result),
-            Ok(ServerResult::InputRequiredResult(asked)) => CallToolResponse::InputRequired(asked),
-            Ok(ServerResult::CreateTaskResult(task)) => CallToolResponse::Task(task),
-            Ok(other) => {
-                tracing::warn!(server, tool, answer = ?other, "the server answered a call with something else");
-                return Forwarded::Failed;
-            }
-            Err(rmcp::ServiceError::Timeout { .. }) => return Forwarded::TimedOut,
-            Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)) => {
-                return Forwarded::Unavailable;
-            }
-            Err(err) => {
-                tracing::warn!(server, tool, error = %err, "the call failed downstream");
-                return Forwarded::Failed;
+        let answer = match call_response(answer) {
+            Ok(answer) => answer,
+            Err((forwarded, why)) => {
+                if let Some(why) = why {
+                    tracing::warn!(server, tool, why, "the call failed downstream");
+                }
+                return forwarded;
             }
         };
         let follow = FollowUp {
@@ -516,29 +466,148 @@ impl Fleet {
             timeout: supervised.config.timeout,
             deadline,
         };
-        match follow.follow(answer, params, stop).await {
-            Followed::Result(result) => {
-                let is_error = result.is_error == Some(true);
-                match serde_json::to_value(&result) {
-                    Ok(result) => Forwarded::Result { result, is_error },
-                    Err(err) => {
-                        tracing::warn!(server, error = %err, "the result could not be encoded");
-                        Forwarded::Failed
-                    }
+        forwarded(follow.follow(answer, params, stop).await, server, tool)
+    }
+}
+
+/// What a call's answer is, or how it failed (and, for a failure worth a
+/// warning, why).
+fn call_response(
+    answer: Result<ServerResult, rmcp::ServiceError>,
+) -> Result<CallToolResponse, (Forwarded, Option<String>)> {
+    match answer {
+        Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
+        Ok(ServerResult::InputRequiredResult(asked)) => Ok(CallToolResponse::InputRequired(asked)),
+        Ok(ServerResult::CreateTaskResult(task)) => Ok(CallToolResponse::Task(task)),
+        Ok(other) => Err((
+            Forwarded::Failed,
+            Some(format!(
+                "the server answered a call with something else: {other:?}"
+            )),
+        )),
+        Err(rmcp::ServiceError::Timeout { .. }) => Err((Forwarded::TimedOut, None)),
+        Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)) => {
+            Err((Forwarded::Unavailable, None))
+        }
+        Err(err) => Err((Forwarded::Failed, Some(err.to_string()))),
+    }
+}
+
+/// A followed call as the keeper gets it.
+fn forwarded(followed: Followed, server: &str, tool: &str) -> Forwarded {
+    match followed {
+        Followed::Result(result) => {
+            let is_error = result.is_error == Some(true);
+            match serde_json::to_value(&result) {
+                Ok(result) => Forwarded::Result { result, is_error },
+                Err(err) => {
+                    tracing::warn!(server, error = %err, "the result could not be encoded");
+                    Forwarded::Failed
                 }
             }
-            Followed::Unavailable => Forwarded::Unavailable,
-            Followed::TimedOut => Forwarded::TimedOut,
-            Followed::Cancelled => Forwarded::Cancelled,
-            Followed::Failed(why) => {
-                tracing::warn!(server, tool, why, "the call failed downstream");
-                Forwarded::Failed
-            }
+        }
+        Followed::Unavailable => Forwarded::Unavailable,
+        Followed::TimedOut => Forwarded::TimedOut,
+        Followed::Cancelled => Forwarded::Cancelled,
+        Followed::Failed(why) => {
+            tracing::warn!(server, tool, why, "the call failed downstream");
+            Forwarded::Failed
         }
     }
 }
 
 impl Supervised {
+    /// Sends a call; with a caller that wants progress, routes the
+    /// server's steps to it. The routes stay locked from before the send
+    /// until its route is in, so no notification can look for it too
+    /// early; without a caller for progress they are not touched. The
+    /// handle, and the route's request key when routed; `None` when the
+    /// call could not be sent.
+    async fn send_routed(
+        &self,
+        peer: &Peer<RoleClient>,
+        server: &str,
+        params: CallToolRequestParams,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+    ) -> Option<(RequestHandle<RoleClient>, Option<String>)> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options =
+            PeerRequestOptions::with_timeout(self.config.timeout).reset_timeout_on_progress();
+        let routes = match &progress {
+            Some(_) => Some(self.routes.lock().await),
+            None => None,
+        };
+        let handle = match peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(err) => {
+                tracing::warn!(server, error = %err, "the call could not be sent");
+                return None;
+            }
+        };
+        let (Some(mut routes), Some(sender)) = (routes, progress) else {
+            return Some((handle, None));
+        };
+        let request = serde_json::to_string(&handle.id).unwrap_or_default();
+        routes
+            .by_token
+            .insert(handle.progress_token.clone(), ProgressRoute::new(sender));
+        routes
+            .by_request
+            .insert(request.clone(), handle.progress_token.clone());
+        Some((handle, Some(request)))
+    }
+
+    /// Waits for the answer to a sent call, or why none came: the caller
+    /// stopped it, it ran past `deadline`, or (an agent) it wrote an error
+    /// and then said nothing. An agent that writes an error while its turn
+    /// runs and then says nothing will not answer it: the turn ends then
+    /// rather than at the timeout. A tool that fails logs its error just
+    /// before its error result, so the answer gets a moment to follow the
+    /// line.
+    async fn answer_of(
+        &self,
+        response: impl Future<Output = Result<ServerResult, rmcp::ServiceError>>,
+        stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Result<ServerResult, rmcp::ServiceError>, Unanswered> {
+        let agent = self.config.agent.is_some();
+        let mut errors = self.stderr.errors();
+        errors.mark_unchanged();
+        let troubled = async move {
+            if !agent || errors.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::pin!(response);
+        tokio::select! {
+            answer = &mut response => Ok(answer),
+            () = stop => Err(Unanswered::Cancelled),
+            () = tokio::time::sleep_until(deadline) => Err(Unanswered::Overdue),
+            () = troubled => tokio::time::timeout(AGENT_ERROR_GRACE, &mut response)
+                .await
+                .map_err(|_| Unanswered::AgentFailed),
+        }
+    }
+
+    /// Tells the server a call it did not answer is cancelled, and why.
+    async fn cancel(
+        &self,
+        peer: &Peer<RoleClient>,
+        id: RequestId,
+        ended: Unanswered,
+        server: &str,
+        tool: &str,
+    ) -> Forwarded {
+        if ended == Unanswered::Overdue {
+            tracing::warn!(server, tool, max_duration = ?self.config.max_duration, "the call ran past its server's max_duration");
+        }
+        let note = CancelledNotificationParam::new(Some(id), Some(ended.why().to_owned()));
+        if let Err(err) = peer.notify_cancelled(note).await {
+            tracing::debug!(server, error = %err, "the cancellation could not be sent");
+        }
+        ended.forwarded()
+    }
+
     async fn set_state(&self, state: ServerState) {
         *self.state.write().await = state;
     }
