@@ -20,8 +20,9 @@ use super::harness_setting::{command_approvals, load_failed};
 use super::state_paths::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
 use super::{ClientArgs, Exit, PolicyArgs};
 use crate::approval::command_digest;
-use crate::confine::{self, Launch, LaunchError, Plan, landlock_abi};
+use crate::confine::{self, Launch, LaunchError, Launched, Plan, landlock_abi};
 use crate::facts::{Root, Transport, shell_quote};
+use crate::gate::GateAnswer;
 use crate::keeper::{AuditSink, ClientIdentity, GateFailure, Keeper, Setting};
 use crate::pdp::{Engine, Outcome};
 use crate::tools::Registry;
@@ -125,14 +126,7 @@ fn confined(args: &ConfinedArgs) -> Exit {
 }
 
 pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
-    let (command, argv) = match (&args.command, args.argv.is_empty()) {
-        (Some(script), _) => (
-            script.clone(),
-            vec!["bash".to_owned(), "-c".to_owned(), script.clone()],
-        ),
-        (None, false) => (shell_quote(&args.argv), args.argv.clone()),
-        (None, true) => anyhow::bail!("give the command after -- or with --command SCRIPT"),
-    };
+    let (command, argv) = command_line(args)?;
     let client = identity(args)?;
     let bundle = args.policies.bundle()?;
     let registry = Registry::harness_named(&[])?;
@@ -153,19 +147,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
     .map_err(load_failed)?
     .0;
     let secret_classes = engine.path_classes().clone();
-    let approved = match &args.approved {
-        Some(token) => {
-            let approvals = command_approvals(&args.store)?;
-            let digest = command_digest(&command, root.path(), &cwd);
-            approvals
-                .redeem(token, &client.name, &digest)
-                .context("--approved")?;
-            true
-        }
-        None => false,
-    };
+    let approved = redeemed(args, &client.name, &command, &root, &cwd)?;
     let (_, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;
-    let root_path = root.path().to_owned();
+    let (root_path, home) = (root.path().to_owned(), root.home().map(PathBuf::from));
     let keeper = Keeper::new(
         Setting {
             engine,
@@ -190,23 +174,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
                 anyhow::anyhow!("the audit log cannot be written, so nothing may run")
             }
         })?;
-    let reason = answer.reason();
-    match answer.decision.outcome {
-        Outcome::Deny => {
-            eprintln!("portcullis: denied: {reason}");
-            return Ok(Exit::Deny);
-        }
-        Outcome::Ask if !approved => {
-            eprintln!(
-                "portcullis: needs a human's approval: {reason} (an approval of this exact command comes with --approved)"
-            );
-            return Ok(Exit::Ask);
-        }
-        Outcome::Ask | Outcome::Allow => {}
+    if let Some(refused) = refusal(&answer, approved) {
+        return Ok(refused);
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
     let plan = Plan::for_command(
         &root_path,
         &cwd,
@@ -214,33 +184,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         &secret_classes,
         home.as_deref(),
     );
-    let exe = std::env::current_exe()
-        .context("cannot tell where this portcullis binary is")?
-        .with_file_name(CONFINE_HELPER);
-    let confined = match landlock_abi() {
-        0 => Err(LaunchError::NotConfined(
-            crate::confine::ConfineError::NoLandlock.to_string(),
-        )),
-        _ if !exe.is_file() => Err(LaunchError::NotConfined(format!(
-            "the helper {} is missing: install it beside portcullis",
-            exe.display()
-        ))),
-        _ => confine::launch(
-            &Launch::Confined {
-                exe: &exe,
-                plan: &plan,
-            },
-            &argv,
-        ),
-    };
-    let (launched, unconfined_because) = match confined {
-        Ok(launched) => (launched, None),
-        Err(LaunchError::NotConfined(why)) if args.unconfined_ok => {
-            tracing::warn!(%why, "running unconfined, as --unconfined-ok allows");
-            let launched = confine::launch(&Launch::Unconfined { cwd: &cwd }, &argv);
-            (launched.map_err(anyhow::Error::from)?, Some(why))
-        }
-        Err(LaunchError::NotConfined(why)) => {
+    let (launched, unconfined_because) = match launch(args, &plan, &argv, &cwd)? {
+        Ok(launched) => launched,
+        Err(why) => {
             eprintln!(
                 "portcullis: not run: it cannot be confined: {why} (--unconfined-ok runs it anyway, recorded)"
             );
@@ -254,7 +200,6 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
                 .map_err(|_| anyhow::anyhow!("the audit log cannot be written"))?;
             return Ok(Exit::NotConfined);
         }
-        Err(err) => return Err(err.into()),
     };
     let detail = json!({
         "exit_code": launched.status.code(),
@@ -275,6 +220,90 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         .block_on(keeper.record_run(&request_id, decision_seq, status, detail))
         .map_err(|_| anyhow::anyhow!("the command ran, but its outcome could not be recorded"))?;
     Ok(Exit::Code(u8::try_from(launched.shell_code()).unwrap_or(1)))
+}
+
+/// The command as the gate judges it (one line), and the argv that runs.
+fn command_line(args: &ExecArgs) -> anyhow::Result<(String, Vec<String>)> {
+    Ok(match (&args.command, args.argv.is_empty()) {
+        (Some(script), _) => (
+            script.clone(),
+            vec!["bash".to_owned(), "-c".to_owned(), script.clone()],
+        ),
+        (None, false) => (shell_quote(&args.argv), args.argv.clone()),
+        (None, true) => anyhow::bail!("give the command after -- or with --command SCRIPT"),
+    })
+}
+
+/// Whether a human approved this exact command: `--approved` redeems a
+/// single-use approval bound to the command, the root and the folder.
+fn redeemed(
+    args: &ExecArgs,
+    client: &str,
+    command: &str,
+    root: &Root,
+    cwd: &std::path::Path,
+) -> anyhow::Result<bool> {
+    let Some(token) = &args.approved else {
+        return Ok(false);
+    };
+    let approvals = command_approvals(&args.store)?;
+    let digest = command_digest(command, root.path(), cwd);
+    approvals
+        .redeem(token, client, &digest)
+        .context("--approved")?;
+    Ok(true)
+}
+
+/// The exit of a command the gate did not let run, said on stderr.
+fn refusal(answer: &GateAnswer, approved: bool) -> Option<Exit> {
+    let reason = answer.reason();
+    match answer.decision.outcome {
+        Outcome::Deny => {
+            eprintln!("portcullis: denied: {reason}");
+            Some(Exit::Deny)
+        }
+        Outcome::Ask if !approved => {
+            eprintln!(
+                "portcullis: needs a human's approval: {reason} (an approval of this exact command comes with --approved)"
+            );
+            Some(Exit::Ask)
+        }
+        Outcome::Ask | Outcome::Allow => None,
+    }
+}
+
+/// Runs the command confined by the plan; where it cannot be confined,
+/// unconfined only with `--unconfined-ok` (and why, for the record), else
+/// not at all (`Err(why)` inside).
+fn launch(
+    args: &ExecArgs,
+    plan: &Plan,
+    argv: &[String],
+    cwd: &std::path::Path,
+) -> anyhow::Result<Result<(Launched, Option<String>), String>> {
+    let exe = std::env::current_exe()
+        .context("cannot tell where this portcullis binary is")?
+        .with_file_name(CONFINE_HELPER);
+    let confined = match landlock_abi() {
+        0 => Err(LaunchError::NotConfined(
+            crate::confine::ConfineError::NoLandlock.to_string(),
+        )),
+        _ if !exe.is_file() => Err(LaunchError::NotConfined(format!(
+            "the helper {} is missing: install it beside portcullis",
+            exe.display()
+        ))),
+        _ => confine::launch(&Launch::Confined { exe: &exe, plan }, argv),
+    };
+    match confined {
+        Ok(launched) => Ok(Ok((launched, None))),
+        Err(LaunchError::NotConfined(why)) if args.unconfined_ok => {
+            tracing::warn!(%why, "running unconfined, as --unconfined-ok allows");
+            let launched = confine::launch(&Launch::Unconfined { cwd }, argv)?;
+            Ok(Ok((launched, Some(why))))
+        }
+        Err(LaunchError::NotConfined(why)) => Ok(Err(why)),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// The client: the one PORTCULLIS_TOKEN authenticates, or, without a
