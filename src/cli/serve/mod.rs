@@ -156,7 +156,7 @@ struct World {
     clients: Vec<StoredClient>,
     audit: Arc<AuditLog>,
     /// Resolves if the log fails its check at start.
-    checked: tokio::sync::oneshot::Receiver<Result<(), AuditError>>,
+    checked: LogChecked,
     session: String,
     approvals: Arc<Approvals>,
     limits: Limits,
@@ -173,6 +173,80 @@ struct World {
     reload: ReloadMode,
     /// The tools clients are shown, fixed at start.
     surface: Surface,
+}
+
+/// Whether the log verified, told once its writer has checked it.
+type LogChecked = tokio::sync::oneshot::Receiver<Result<(), AuditError>>;
+
+/// One client over stdio sends a message, waits for the answer, sends
+/// the next: one thread drives it without waking another for every
+/// message (on two cores the wake-ups were a quarter of a proxied call's
+/// CPU). HTTP serves many clients at once, on every core.
+fn runtime_for(args: &ServeArgs) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut runtime = if args.http.address.is_none() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    runtime
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// The bridge to the team's agent, when `servers.toml` names one, with
+/// the sessions its last run left interrupted.
+fn open_bridge(
+    args: &ServeArgs,
+    servers: &Servers,
+) -> anyhow::Result<Option<(Arc<Bridge>, Vec<String>)>> {
+    let Some((server, mapping)) = servers.config.agent() else {
+        return Ok(None);
+    };
+    let path = sessions_path(args.sessions.as_deref(), &args.store)?;
+    let (bridge, interrupted) =
+        Bridge::open(&path, &server.name, mapping.clone(), Arc::new(SystemClock))?;
+    Ok(Some((Arc::new(bridge), interrupted)))
+}
+
+/// The audit log, opened with the checkpoint key and checked on its
+/// writer's thread while the session starts (no record is written before
+/// it has verified, and none ever if it does not); the policy snapshot
+/// stored beside it; and whose signature lets a set through `policy
+/// apply`.
+fn open_audit(
+    args: &ServeArgs,
+    audit_path: &std::path::Path,
+    bundle: &PolicyBundle,
+) -> anyhow::Result<(AuditLog, LogChecked, ApplyTrust)> {
+    let signer = signer_for(&args.store, audit_path)?;
+    let apply_trust = match &args.apply_key {
+        Some(file) => ApplyTrust::Operator(
+            read_public_key(&file.to_string_lossy())
+                .with_context(|| format!("--apply-key {}", file.display()))?,
+        ),
+        None => ApplyTrust::Log(signer.verifying_key()),
+    };
+    let (audit, checked) =
+        AuditLog::open_in_background(audit_path, Some(signer), Arc::new(SystemClock))?;
+    store_snapshot(&snapshots_dir(audit_path), bundle).with_context(|| {
+        format!(
+            "cannot store the policy snapshot beside {}",
+            audit_path.display()
+        )
+    })?;
+    Ok((audit, checked, apply_trust))
+}
+
+fn approvals(args: &ServeArgs) -> anyhow::Result<Arc<Approvals>> {
+    Ok(Arc::new(Approvals {
+        seal: ApprovalSeal::new(
+            Duration::from_secs(args.approval_ttl),
+            Arc::new(SystemClock),
+        )
+        .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
+        timeout: Duration::from_secs(args.approval_timeout),
+    }))
 }
 
 impl World {
@@ -198,19 +272,7 @@ impl World {
             .unwrap_or(Surface::Direct);
         let root =
             Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
-        // One client over stdio sends a message, waits for the answer, sends
-        // the next: one thread drives it without waking another for every
-        // message (on two cores the wake-ups were a quarter of a proxied
-        // call's CPU). HTTP serves many clients at once, on every core.
-        let mut runtime = if args.http.address.is_none() {
-            tokio::runtime::Builder::new_current_thread()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-        };
-        let runtime = runtime
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let runtime = runtime_for(args)?;
         // The downstream servers start first, in parallel: the tools they list
         // that nobody pinned become entities too, so that a call to one is
         // decided and refused as not pinned.
@@ -240,50 +302,17 @@ impl World {
                     return Ok(None);
                 }
             };
-        let bridge = match servers.config.agent() {
-            Some((server, mapping)) => {
-                let path = sessions_path(args.sessions.as_deref(), &args.store)?;
-                let opened =
-                    Bridge::open(&path, &server.name, mapping.clone(), Arc::new(SystemClock));
-                match opened {
-                    Ok((bridge, interrupted)) => Some((Arc::new(bridge), interrupted)),
-                    Err(err) => {
-                        if let Some(fleet) = &fleet {
-                            runtime.block_on(fleet.shut_down());
-                        }
-                        return Err(anyhow::Error::from(err));
-                    }
+        let bridge = match open_bridge(args, &servers) {
+            Ok(bridge) => bridge,
+            Err(err) => {
+                if let Some(fleet) = &fleet {
+                    runtime.block_on(fleet.shut_down());
                 }
+                return Err(err);
             }
-            None => None,
         };
-        let signer = signer_for(&args.store, &audit_path)?;
-        let apply_trust = match &args.apply_key {
-            Some(file) => ApplyTrust::Operator(
-                read_public_key(&file.to_string_lossy())
-                    .with_context(|| format!("--apply-key {}", file.display()))?,
-            ),
-            None => ApplyTrust::Log(signer.verifying_key()),
-        };
-        // The log is checked on its writer's thread while the session starts:
-        // no record is written before it has verified, and none ever if it
-        // does not.
-        let (audit, checked) =
-            AuditLog::open_in_background(&audit_path, Some(signer), Arc::new(SystemClock))?;
-        store_snapshot(&snapshots_dir(&audit_path), &bundle).with_context(|| {
-            format!(
-                "cannot store the policy snapshot beside {}",
-                audit_path.display()
-            )
-        })?;
-        let approvals = Arc::new(Approvals {
-            seal: ApprovalSeal::new(
-                Duration::from_secs(args.approval_ttl),
-                Arc::new(SystemClock),
-            )
-            .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
-            timeout: Duration::from_secs(args.approval_timeout),
-        });
+        let (audit, checked, apply_trust) = open_audit(args, &audit_path, &bundle)?;
+        let approvals = approvals(args)?;
         Ok(Some(Self {
             runtime,
             bundle,
