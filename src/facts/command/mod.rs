@@ -37,7 +37,7 @@ pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITE
 use unwrap::OPAQUE;
 
 use super::paths::{Root, resolve};
-use unwrap::{Unwrapped, unwrap_source};
+use unwrap::{Run, Unwrapped, unwrap_source};
 use values::Expanded;
 
 /// Redirection targets that are not files.
@@ -135,83 +135,22 @@ pub fn command_facts(
     };
     paths.note_moves(&unwrapped.directories);
     let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
-    let inside_root = |folder: &str| paths.inside_root(folder);
     let home = root.home().map(Path::to_path_buf);
     let glob_cwd = (!unwrapped.changes_directory).then_some(cwd);
     let mut walks = Vec::new();
     for run in &unwrapped.runs {
-        let classified = table.classify(&run.name, &run.args, &inside_root);
-        walks.extend(classified.walks);
-        let mut classes = classified.classes;
-        classes.extend(run.extra.iter().cloned());
-        // A pattern is judged by the words the shell turns it into.
-        for (index, arg) in run.args.iter().enumerate() {
-            match globs::expand(arg, glob_cwd, home.as_deref()) {
-                globs::Expansion::Plain => {}
-                globs::Expansion::Unknown => {
-                    classes.insert(OPAQUE.to_owned());
-                    facts.opaque = true;
-                }
-                globs::Expansion::Words(words) => {
-                    for word in words.iter().filter(|w| *w != arg) {
-                        let mut args = run.args.clone();
-                        args[index].clone_from(word);
-                        let expanded = table.classify(&run.name, &args, &inside_root);
-                        walks.extend(expanded.walks);
-                        classes.extend(expanded.classes);
-                        writes.extend(expanded.writes.into_iter().map(Some));
-                        if !paths.resolve(word).is_some_and(|r| r.inside_root) {
-                            // A pattern that reaches outside the root.
-                            classes.insert(OPAQUE.to_owned());
-                            facts.opaque = true;
-                        }
-                    }
-                }
-            }
-        }
-        // A git read runs what the repository's configuration names (a
-        // pager, a driver, an fsmonitor): proven only when it names none.
-        if run.name == "git" && classes.contains("vcs_read") && git_runs_programs(&run.args, &paths)
-        {
-            classes.insert(OPAQUE.to_owned());
-            facts.opaque = true;
-        }
-        // An operand that is a link, or lies under one, is judged by what
-        // it points at too: `cat docs/envlink` reads `.env`.
-        for arg in &run.args {
-            let named = arg
-                .split_once('=')
-                .filter(|_| arg.starts_with('-'))
-                .map_or(arg.as_str(), |(_, v)| v);
-            if named.starts_with('-') || named.is_empty() {
-                continue;
-            }
-            if let Some(target) = paths.linked_target(named) {
-                classes.extend(table.classify_word(&target));
-            }
-        }
-        let unseen = run.expanded.iter().any(|value| match value {
-            Expanded::Environment(name) => !table.readable(name),
-            Expanded::Data => !table.takes_free_words(&run.name),
-            Expanded::Unknown => true,
-        });
-        if unseen {
-            classes.insert(UNKNOWN_VALUE.to_owned());
-        }
-        if unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program) {
-            // A function or alias of that name: not the program.
-            classes.insert(OPAQUE.to_owned());
-            facts.opaque = true;
-        }
-        writes.extend(classified.writes.into_iter().map(Some));
-        facts.classes.extend(classes.iter().cloned());
+        let judged = judge_run(run, &unwrapped, table, &paths, glob_cwd, home.as_deref());
+        walks.extend(judged.walks);
+        writes.extend(judged.writes);
+        facts.opaque |= judged.opaque;
+        facts.classes.extend(judged.classes.iter().cloned());
         facts.programs.insert(run.program.clone());
         let mut argv = vec![run.program.clone()];
         argv.extend(run.args.iter().cloned());
         facts.parts.push(CommandPart {
             argv,
             program: run.program.clone(),
-            classes,
+            classes: judged.classes,
         });
     }
     if !facts.parts.is_empty() {
@@ -234,6 +173,112 @@ pub fn command_facts(
         facts.classes.insert(OPAQUE.to_owned());
     }
     Ok(facts)
+}
+
+/// What one program run is judged to do.
+struct JudgedRun {
+    classes: BTreeSet<String>,
+    walks: Vec<description::WalkScope>,
+    writes: Vec<Option<String>>,
+    opaque: bool,
+}
+
+/// Judges one run: its words by the table, each pattern by the words it
+/// becomes, a git read by the configuration it reads, each operand that
+/// is a link by what it points at, values it cannot see, and a name the
+/// text defines.
+fn judge_run(
+    run: &Run,
+    unwrapped: &Unwrapped,
+    table: &CommandClasses,
+    paths: &Paths<'_>,
+    glob_cwd: Option<&Path>,
+    home: Option<&Path>,
+) -> JudgedRun {
+    let inside_root = |folder: &str| paths.inside_root(folder);
+    let classified = table.classify(&run.name, &run.args, &inside_root);
+    let mut judged = JudgedRun {
+        classes: classified.classes,
+        walks: classified.walks,
+        writes: Vec::new(),
+        opaque: false,
+    };
+    judged.classes.extend(run.extra.iter().cloned());
+    judge_patterns(run, table, paths, glob_cwd, home, &mut judged);
+    judged
+        .writes
+        .extend(classified.writes.into_iter().map(Some));
+    // A git read runs what the repository's configuration names (a
+    // pager, a driver, an fsmonitor): proven only when it names none.
+    let opaque_git = run.name == "git"
+        && judged.classes.contains("vcs_read")
+        && git_runs_programs(&run.args, paths);
+    // A function or alias of that name: not the program.
+    let defined = unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program);
+    if opaque_git || defined {
+        judged.classes.insert(OPAQUE.to_owned());
+        judged.opaque = true;
+    }
+    // An operand that is a link, or lies under one, is judged by what
+    // it points at too: `cat docs/envlink` reads `.env`.
+    for arg in &run.args {
+        let named = arg
+            .split_once('=')
+            .filter(|_| arg.starts_with('-'))
+            .map_or(arg.as_str(), |(_, v)| v);
+        if named.starts_with('-') || named.is_empty() {
+            continue;
+        }
+        if let Some(target) = paths.linked_target(named) {
+            judged.classes.extend(table.classify_word(&target));
+        }
+    }
+    let unseen = run.expanded.iter().any(|value| match value {
+        Expanded::Environment(name) => !table.readable(name),
+        Expanded::Data => !table.takes_free_words(&run.name),
+        Expanded::Unknown => true,
+    });
+    if unseen {
+        judged.classes.insert(UNKNOWN_VALUE.to_owned());
+    }
+    judged
+}
+
+/// A pattern is judged by the words the shell turns it into: the run
+/// again with each of them in its place.
+fn judge_patterns(
+    run: &Run,
+    table: &CommandClasses,
+    paths: &Paths<'_>,
+    glob_cwd: Option<&Path>,
+    home: Option<&Path>,
+    judged: &mut JudgedRun,
+) {
+    let inside_root = |folder: &str| paths.inside_root(folder);
+    for (index, arg) in run.args.iter().enumerate() {
+        match globs::expand(arg, glob_cwd, home) {
+            globs::Expansion::Plain => {}
+            globs::Expansion::Unknown => {
+                judged.classes.insert(OPAQUE.to_owned());
+                judged.opaque = true;
+            }
+            globs::Expansion::Words(words) => {
+                for word in words.iter().filter(|w| *w != arg) {
+                    let mut args = run.args.clone();
+                    args[index].clone_from(word);
+                    let expanded = table.classify(&run.name, &args, &inside_root);
+                    judged.walks.extend(expanded.walks);
+                    judged.classes.extend(expanded.classes);
+                    judged.writes.extend(expanded.writes.into_iter().map(Some));
+                    if !paths.resolve(word).is_some_and(|r| r.inside_root) {
+                        // A pattern that reaches outside the root.
+                        judged.classes.insert(OPAQUE.to_owned());
+                        judged.opaque = true;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Words named outside the commands' arguments (redirect sources, assigned
