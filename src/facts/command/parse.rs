@@ -384,60 +384,9 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
     match kind(node) {
         Kind::Command => {
             push_simple(node, source, piped_into, None, Vec::new(), out);
-            // Substitutions inside the words are commands too.
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
-                walk_inner(child, source, out);
-            }
+            walk_words(node, source, out);
         }
-        Kind::RedirectedStatement => {
-            let mut stdin_text = None;
-            let mut stdin_uses = Vec::new();
-            // Stdin that is other commands' output (`< <(cmd)`, `<<<
-            // "$(cmd)"`) feeds the body as a pipe would.
-            let mut fed = piped_into;
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
-                match kind(child) {
-                    Kind::HeredocRedirect => {
-                        stdin_text = heredoc_body(child, source);
-                        uses_in(child, source, &mut stdin_uses);
-                    }
-                    Kind::HerestringRedirect => {
-                        let mut c = child.walk();
-                        stdin_text = child
-                            .named_children(&mut c)
-                            .last()
-                            .and_then(|w| literal(w, source));
-                        let before = stdin_uses.len();
-                        uses_in(child, source, &mut stdin_uses);
-                        fed |= stdin_uses[before..].contains(&Use::Output);
-                    }
-                    Kind::FileRedirect => {
-                        fed |= reads_from_commands(child, source);
-                        redirect(child, source, out);
-                    }
-                    _ => {}
-                }
-            }
-            let body = node.child_by_field_name("body");
-            if body.is_none_or(|b| kind(b) != Kind::Command) {
-                out.statement_uses.append(&mut stdin_uses);
-            }
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
-                if kind(child) == Kind::Command && body == Some(child) {
-                    let uses = std::mem::take(&mut stdin_uses);
-                    push_simple(child, source, fed, stdin_text.clone(), uses, out);
-                    let mut c = child.walk();
-                    for grandchild in child.children(&mut c) {
-                        walk_inner(grandchild, source, out);
-                    }
-                } else if kind(child) != Kind::FileRedirect {
-                    walk(child, source, out, fed);
-                }
-            }
-        }
+        Kind::RedirectedStatement => walk_redirected(node, source, out, piped_into),
         Kind::Pipeline => {
             let mut cursor = node.walk();
             let mut first = true;
@@ -455,26 +404,7 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
             walk_children(node, source, out, piped_into);
         }
         Kind::ForStatement => {
-            if let Some(variable) = node.child_by_field_name("variable") {
-                let name = text(variable, source).to_owned();
-                let mut cursor = node.walk();
-                let values: Vec<Node<'_>> =
-                    node.children_by_field_name("value", &mut cursor).collect();
-                // `for x; do`: the positional parameters, not followed.
-                let mut origin = if values.is_empty() {
-                    Origin::Unknown
-                } else {
-                    Origin::Literal
-                };
-                for value in values {
-                    match literal(value, source) {
-                        Some(word) => out.named_words.push(word),
-                        None => origin = origin.max(origin_of(Some(value), source)),
-                    }
-                }
-                out.values.assign(&name, node.start_byte(), origin);
-                out.assignments.push(name);
-            }
+            walk_for(node, source, out);
             walk_children(node, source, out, piped_into);
         }
         Kind::FunctionDefinition => {
@@ -487,43 +417,128 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
         // `[ ... ]`, `[[ ... ]]` and `export`/`declare`/`local`/`readonly`
         // are commands too, though the grammar names them apart.
         Kind::TestCommand | Kind::DeclarationCommand | Kind::UnsetCommand => {
-            let mut words = Vec::new();
-            let mut uses = Vec::new();
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
-                if child.is_named() {
-                    words.push(literal(child, source).or_else(|| {
-                        (kind(child) == Kind::VariableAssignment)
-                            .then(|| text(child, source).to_owned())
-                    }));
-                    if kind(child) == Kind::VariableAssignment
-                        && let Some(name) = assigned_name(child, source)
-                    {
-                        assign(child, &name, source, out);
-                    }
-                    uses_in(child, source, &mut uses);
-                    walk_inner(child, source, out);
-                } else if words.is_empty() {
-                    let keyword = text(child, source);
-                    let name = if keyword.starts_with('[') {
-                        "test"
-                    } else {
-                        keyword
-                    };
-                    words.push(Some(name.to_owned()));
-                }
-            }
-            out.uses.push((out.commands.len(), uses));
-            out.commands.push(Simple {
-                words,
-                stdin_text: None,
-                piped_into,
-                assignments: Vec::new(),
-                expanded: Vec::new(),
-            });
+            walk_keyword_command(node, source, out, piped_into);
         }
         _ => walk_children(node, source, out, piped_into),
     }
+}
+
+/// Substitutions inside a command's words are commands too.
+fn walk_words(command: Node<'_>, source: &str, out: &mut Parsed) {
+    let mut cursor = command.walk();
+    for child in command.children(&mut cursor) {
+        walk_inner(child, source, out);
+    }
+}
+
+/// A statement with redirects: its stdin (a heredoc, a here-string, or
+/// other commands' output: `< <(cmd)`, `<<< "$(cmd)"`, which feed the
+/// body as a pipe would), its file redirects, then its body.
+fn walk_redirected(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
+    let mut stdin_text = None;
+    let mut stdin_uses = Vec::new();
+    let mut fed = piped_into;
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        match kind(child) {
+            Kind::HeredocRedirect => {
+                stdin_text = heredoc_body(child, source);
+                uses_in(child, source, &mut stdin_uses);
+            }
+            Kind::HerestringRedirect => {
+                let mut c = child.walk();
+                stdin_text = child
+                    .named_children(&mut c)
+                    .last()
+                    .and_then(|w| literal(w, source));
+                let before = stdin_uses.len();
+                uses_in(child, source, &mut stdin_uses);
+                fed |= stdin_uses[before..].contains(&Use::Output);
+            }
+            Kind::FileRedirect => {
+                fed |= reads_from_commands(child, source);
+                redirect(child, source, out);
+            }
+            _ => {}
+        }
+    }
+    let body = node.child_by_field_name("body");
+    if body.is_none_or(|b| kind(b) != Kind::Command) {
+        out.statement_uses.append(&mut stdin_uses);
+    }
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        if kind(child) == Kind::Command && body == Some(child) {
+            let uses = std::mem::take(&mut stdin_uses);
+            push_simple(child, source, fed, stdin_text.clone(), uses, out);
+            walk_words(child, source, out);
+        } else if kind(child) != Kind::FileRedirect {
+            walk(child, source, out, fed);
+        }
+    }
+}
+
+/// `for x in WORDS`: the literal words are named, and `x` holds one of
+/// them (`for x; do`: the positional parameters, not followed).
+fn walk_for(node: Node<'_>, source: &str, out: &mut Parsed) {
+    let Some(variable) = node.child_by_field_name("variable") else {
+        return;
+    };
+    let name = text(variable, source).to_owned();
+    let mut cursor = node.walk();
+    let values: Vec<Node<'_>> = node.children_by_field_name("value", &mut cursor).collect();
+    let mut origin = if values.is_empty() {
+        Origin::Unknown
+    } else {
+        Origin::Literal
+    };
+    for value in values {
+        match literal(value, source) {
+            Some(word) => out.named_words.push(word),
+            None => origin = origin.max(origin_of(Some(value), source)),
+        }
+    }
+    out.values.assign(&name, node.start_byte(), origin);
+    out.assignments.push(name);
+}
+
+/// `[ ... ]`, `[[ ... ]]`, `export`, `declare`, `unset` and the like as
+/// the simple commands they are: the keyword (`test` for a bracket) and
+/// the words after it.
+fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
+    let mut words = Vec::new();
+    let mut uses = Vec::new();
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        if child.is_named() {
+            words.push(literal(child, source).or_else(|| {
+                (kind(child) == Kind::VariableAssignment).then(|| text(child, source).to_owned())
+            }));
+            if kind(child) == Kind::VariableAssignment
+                && let Some(name) = assigned_name(child, source)
+            {
+                assign(child, &name, source, out);
+            }
+            uses_in(child, source, &mut uses);
+            walk_inner(child, source, out);
+        } else if words.is_empty() {
+            let keyword = text(child, source);
+            let name = if keyword.starts_with('[') {
+                "test"
+            } else {
+                keyword
+            };
+            words.push(Some(name.to_owned()));
+        }
+    }
+    out.uses.push((out.commands.len(), uses));
+    out.commands.push(Simple {
+        words,
+        stdin_text: None,
+        piped_into,
+        assignments: Vec::new(),
+        expanded: Vec::new(),
+    });
 }
 
 fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
