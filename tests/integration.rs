@@ -11,6 +11,7 @@ mod arguments;
 mod audit;
 mod audit_integrity;
 mod bridge;
+mod bridge_app_server;
 mod cli_check;
 mod cli_doctor;
 mod cli_init;

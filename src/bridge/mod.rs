@@ -11,6 +11,7 @@
 //! What it may not do: decide, or show one client another's session (a
 //! foreign session is answered exactly as one that does not exist).
 
+mod app_server;
 mod lease;
 mod store;
 
@@ -26,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 pub use store::{SessionStore, SessionSummary, StoreError, Turn, TurnSlot, TurnState};
 
 use crate::clock::Clock;
-use crate::servers::{AgentMapping, Fleet, Forwarded};
+use crate::servers::{AgentMapping, AgentProtocol, Fleet, Forwarded, ServerConfig};
 use crate::tools::{BridgeTool, Progress, ToolFailure};
+use app_server::AppServerAgent;
 use sha2::{Digest, Sha256};
 
 /// Who is calling a bridge tool, as the bridge tells callers apart.
@@ -71,28 +73,44 @@ pub struct Bridge {
     store: Arc<Mutex<SessionStore>>,
     server: String,
     mapping: AgentMapping,
+    /// The agent, when the bridge speaks to it itself (the app-server
+    /// protocol); otherwise its turns go through the fleet.
+    own_agent: Option<AppServerAgent>,
     in_flight: Mutex<HashMap<String, InFlight>>,
 }
 
 impl Bridge {
-    /// Opens the store for the agent `server`. Returns the sessions whose
-    /// turn was in flight when portcullis last stopped, now interrupted.
+    /// Opens the store for the agent `server`, whose root lies in
+    /// `workspace`. Returns the sessions whose turn was in flight when
+    /// portcullis last stopped, now interrupted.
     pub fn open(
         path: &Path,
-        server: &str,
+        server: &ServerConfig,
         mapping: AgentMapping,
+        workspace: &Path,
         clock: Arc<dyn Clock>,
     ) -> Result<(Self, Vec<String>), StoreError> {
         let (store, interrupted) = SessionStore::open(path, clock)?;
+        let own_agent = (mapping.protocol == AgentProtocol::CodexAppServer)
+            .then(|| AppServerAgent::new(server.clone(), server.judged_root(workspace)));
         Ok((
             Self {
                 store: Arc::new(Mutex::new(store)),
-                server: server.to_owned(),
+                server: server.name.clone(),
                 mapping,
+                own_agent,
                 in_flight: Mutex::new(HashMap::new()),
             },
             interrupted,
         ))
+    }
+
+    /// Stops the agent the bridge started itself, if any (the fleet stops
+    /// the others).
+    pub async fn shut_down(&self) {
+        if let Some(agent) = &self.own_agent {
+            agent.shut_down().await;
+        }
     }
 
     /// The agent's server and the tools the bridge calls on it.
@@ -208,24 +226,25 @@ impl Bridge {
                     cancel: cancel.clone(),
                 },
             );
-        let (tool, arguments) = self.mapping.request(slot.conversation.as_deref(), &prompt);
-        let forwarded = match fleet {
-            Some(fleet) => {
-                let heartbeat = progress.clone();
-                let forwarding = fleet.forward(&self.server, &tool, arguments, progress, async {
-                    tokio::select! {
-                        () = stop => {}
-                        () = cancel.cancelled() => {}
-                    }
-                });
-                // The heartbeat's sender goes with it when the turn ends, so
-                // no progress follows the reply.
-                tokio::select! {
-                    forwarded = forwarding => forwarded,
-                    never = waiting(heartbeat) => match never {},
-                }
+        let turn_stop = async {
+            tokio::select! {
+                () = stop => {}
+                () = cancel.cancelled() => {}
             }
-            None => Forwarded::Unavailable,
+        };
+        let heartbeat = progress.clone();
+        let forwarding = self.forward(
+            slot.conversation.as_deref(),
+            &prompt,
+            fleet,
+            progress,
+            turn_stop,
+        );
+        // The heartbeat's sender goes with it when the turn ends, so no
+        // progress follows the reply.
+        let forwarded = tokio::select! {
+            forwarded = forwarding => forwarded,
+            never = waiting(heartbeat) => match never {},
         };
         self.in_flight
             .lock()
@@ -263,6 +282,37 @@ impl Bridge {
         }
     }
 
+    /// Sends one turn to the agent: through the fleet as a call of its
+    /// start or reply tool, or in the app-server protocol.
+    async fn forward(
+        &self,
+        conversation: Option<&str>,
+        prompt: &str,
+        fleet: Option<&Fleet>,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        stop: impl Future<Output = ()>,
+    ) -> Forwarded {
+        if let Some(agent) = &self.own_agent {
+            return agent.turn(conversation, prompt, progress, stop).await;
+        }
+        let Some(fleet) = fleet else {
+            return Forwarded::Unavailable;
+        };
+        let (tool, arguments) = self.mapping.request(conversation, prompt);
+        fleet
+            .forward(&self.server, &tool, arguments, progress, stop)
+            .await
+    }
+
+    /// What the agent last wrote on stderr.
+    fn agent_stderr(&self, fleet: Option<&Fleet>) -> Vec<String> {
+        match (&self.own_agent, fleet) {
+            (Some(agent), _) => agent.stderr_lines(),
+            (None, Some(fleet)) => fleet.stderr_lines(&self.server),
+            (None, None) => Vec::new(),
+        }
+    }
+
     /// How a forwarded turn ended: its state, reply and conversation id for
     /// the store, and what the caller gets.
     fn ended(
@@ -293,7 +343,10 @@ impl Bridge {
             }
             Forwarded::Result { result, .. } => {
                 let conversation = self.mapping.session_in(&result);
-                let passes = fleet.is_some_and(|f| f.passes_errors(&self.server));
+                let passes = match &self.own_agent {
+                    Some(agent) => agent.passes_errors(),
+                    None => fleet.is_some_and(|f| f.passes_errors(&self.server)),
+                };
                 let reply = self.mapping.reply_in(&result);
                 let told = if passes {
                     Ended::AgentError(result)
@@ -312,9 +365,7 @@ impl Bridge {
             ),
             Forwarded::Cancelled => (TurnState::Cancelled, None, None, Err(Ended::Cancelled)),
             Forwarded::Unavailable | Forwarded::AgentFailed => {
-                let said = fleet
-                    .map(|f| f.stderr_lines(&self.server))
-                    .unwrap_or_default();
+                let said = self.agent_stderr(fleet);
                 failed(ToolFailure::AgentFailed(last_words(&said)))
             }
             Forwarded::TimedOut => failed(ToolFailure::TimedOut),

@@ -44,7 +44,7 @@ use crate::bridge::Bridge;
 use crate::facts::{Root, ToolFacts, Transport};
 use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
 use crate::pdp::{Cause, Decision, Engine, Outcome, Query, ToolAction};
-use crate::servers::{Fleet, ToolStatus};
+use crate::servers::{AgentProtocol, Fleet, ToolStatus};
 use crate::tools::{
     BRIDGE_SERVER, BUILTIN_SERVER, BridgeTool, Builtin, RegisteredTool, Registry, Runner,
     ToolFailure, ToolId, ToolSpec,
@@ -407,12 +407,16 @@ impl Keeper {
 
     /// Whether the agent can take a turn: it runs, and the tools the bridge
     /// calls on it are the ones pinned (a changed agent tool may now do
-    /// something nobody reviewed).
+    /// something nobody reviewed). An app-server agent has no tools to pin
+    /// and is started by the bridge when a turn needs it.
     async fn agent_status(&self) -> ToolStatus {
         let Some(bridge) = &self.bridge else {
             return ToolStatus::ServerUnavailable;
         };
         let (server, mapping) = bridge.agent();
+        if mapping.protocol == AgentProtocol::CodexAppServer {
+            return ToolStatus::Ready;
+        }
         for name in [&mapping.start_tool, &mapping.reply_tool] {
             let id = ToolId::new(server, name.as_str());
             let status = match self.setting.registry.get(&id).map(|t| &t.runner) {

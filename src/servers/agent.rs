@@ -2,16 +2,42 @@
 //! `servers.toml`): which of its tools starts a conversation, which
 //! continues one and under which argument, and where in a result the
 //! conversation id and the reply are. `preset = "codex"` is Codex's
-//! `codex mcp-server`.
+//! `codex mcp-server` (removed in Codex 0.154); `preset =
+//! "codex-app-server"` is the current Codex's `codex app-server`, which
+//! speaks its own JSON-RPC of threads and turns rather than MCP tools (the
+//! bridge's `app_server` module), so it has no tools to map.
 
 use serde_json::Value;
 
 /// The agents portcullis knows the mapping of.
-pub const PRESETS: [&str; 1] = ["codex"];
+pub const PRESETS: [&str; 2] = ["codex", "codex-app-server"];
+
+/// How the bridge speaks to the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentProtocol {
+    /// An MCP server whose tools start and continue conversations; the
+    /// fleet starts it, pins its tools and forwards the turns.
+    McpTools,
+    /// Codex's app-server protocol over the server's stdio; the bridge
+    /// starts it itself, and the fleet leaves it alone.
+    CodexAppServer,
+}
+
+/// The mapping keys that name tools, arguments and result places: what an
+/// app-server agent, which has none, may not set.
+const TOOL_MAPPING_KEYS: [&str; 6] = [
+    "start_tool",
+    "reply_tool",
+    "prompt_argument",
+    "session_argument",
+    "session_from",
+    "reply_from",
+];
 
 /// The mapping of one agent's tools onto the bridge's turns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMapping {
+    pub protocol: AgentProtocol,
     /// The tool that starts a conversation.
     pub start_tool: String,
     /// The tool that continues one.
@@ -50,6 +76,7 @@ impl AgentMapping {
     /// content.
     pub fn codex() -> Self {
         Self {
+            protocol: AgentProtocol::McpTools,
             start_tool: "codex".to_owned(),
             reply_tool: "codex-reply".to_owned(),
             prompt_argument: "prompt".to_owned(),
@@ -60,10 +87,67 @@ impl AgentMapping {
         }
     }
 
+    /// Codex's `codex app-server`: a turn's result, as the bridge's
+    /// `app_server` module hands it over, holds `{threadId, reply}` as
+    /// structured content; the
+    /// start arguments are `thread/start`'s parameters (`sandbox`,
+    /// `approvalPolicy`, `model`, `config`).
+    pub fn codex_app_server() -> Self {
+        Self {
+            protocol: AgentProtocol::CodexAppServer,
+            start_tool: "thread/start".to_owned(),
+            reply_tool: "turn/start".to_owned(),
+            prompt_argument: "prompt".to_owned(),
+            session_argument: "threadId".to_owned(),
+            session_from: "/structuredContent/threadId".to_owned(),
+            reply_from: Some("/structuredContent/reply".to_owned()),
+            start_arguments: serde_json::Map::new(),
+        }
+    }
+
+    /// The app-server mapping with the team's `thread/start` parameters,
+    /// or what is wrong with the fields.
+    fn app_server_from_fields(server: &str, fields: MappingFields) -> Result<Self, Vec<String>> {
+        let given = [
+            fields.start_tool.is_some(),
+            fields.reply_tool.is_some(),
+            fields.prompt_argument.is_some(),
+            fields.session_argument.is_some(),
+            fields.session_from.is_some(),
+            fields.reply_from.is_some(),
+        ];
+        let mut errors: Vec<String> = TOOL_MAPPING_KEYS
+            .iter()
+            .zip(given)
+            .filter(|(_, given)| *given)
+            .map(|(key, _)| {
+                format!(
+                    "server `{server}`: `{key}` maps MCP tools, and the app-server protocol has none"
+                )
+            })
+            .collect();
+        for fixed in ["cwd", "threadId", "input"] {
+            if fields.start_arguments.contains_key(fixed) {
+                errors.push(format!(
+                    "server `{server}`: `start_arguments` may not set `{fixed}`: portcullis sets it (the server's root, the session, the caller's prompt)"
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(Self {
+                start_arguments: fields.start_arguments,
+                ..Self::codex_app_server()
+            })
+        } else {
+            Err(errors)
+        }
+    }
+
     /// The mapping `fields` describe, or what is wrong with them.
     pub(super) fn from_fields(server: &str, fields: MappingFields) -> Result<Self, Vec<String>> {
         let base = match fields.preset.as_deref() {
             Some("codex") => Some(Self::codex()),
+            Some("codex-app-server") => return Self::app_server_from_fields(server, fields),
             Some(other) => {
                 return Err(vec![format!(
                     "server `{server}`: preset `{other}` is not known (known: {})",
@@ -82,12 +166,14 @@ impl AgentMapping {
                 }
                 None => {
                     errors.push(format!(
-                        "server `{server}`: an agent needs `{key}` (or `preset = \"codex\"`)"
+                        "server `{server}`: an agent needs `{key}` (or a preset: {})",
+                        PRESETS.join(", ")
                     ));
                     String::new()
                 }
             };
         let mapping = Self {
+            protocol: AgentProtocol::McpTools,
             start_tool: take(
                 fields.start_tool,
                 base.as_ref().map(|b| b.start_tool.clone()),
@@ -287,5 +373,44 @@ mod tests {
         )
         .unwrap_err();
         assert!(pointer[0].contains("not a JSON pointer"), "{pointer:?}");
+    }
+
+    #[test]
+    fn the_app_server_preset_takes_thread_parameters_and_refuses_tool_keys() {
+        let mut start_arguments = serde_json::Map::new();
+        start_arguments.insert("sandbox".into(), json!("read-only"));
+        let mapping = AgentMapping::from_fields(
+            "a",
+            MappingFields {
+                preset: Some("codex-app-server".into()),
+                start_arguments: start_arguments.clone(),
+                ..MappingFields::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(mapping.protocol, AgentProtocol::CodexAppServer);
+        assert_eq!(mapping.start_arguments, start_arguments);
+        let result = json!({"structuredContent": {"threadId": "t-9", "reply": "done"}});
+        assert_eq!(mapping.session_in(&result).as_deref(), Some("t-9"));
+        assert_eq!(mapping.reply_in(&result), "done");
+        start_arguments.insert("input".into(), json!([]));
+        let errors = AgentMapping::from_fields(
+            "a",
+            MappingFields {
+                preset: Some("codex-app-server".into()),
+                start_tool: Some("codex".into()),
+                session_from: Some("/x".into()),
+                start_arguments,
+                ..MappingFields::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(
+            errors[0].contains("`start_tool` maps MCP tools"),
+            "{errors:?}"
+        );
+        assert!(errors[1].contains("`session_from`"), "{errors:?}");
+        assert!(errors[2].contains("may not set `input`"), "{errors:?}");
     }
 }

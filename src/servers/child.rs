@@ -89,32 +89,30 @@ impl ChildTransport {
         })
     }
 
-    /// The stdio shutdown the protocol describes: stdin closed, a wait,
-    /// SIGTERM, a wait, then SIGKILL (the guard passes each on to the
-    /// server's whole process group).
+    /// The stdio shutdown the protocol describes: stdin closed, then
+    /// [`stop_child`].
     async fn shut_down(&mut self) -> io::Result<()> {
         self.transport.close().await?;
-        if tokio::time::timeout(EXIT_WAIT, self.child.wait())
-            .await
-            .is_ok()
-        {
+        stop_child(&mut self.child).await
+    }
+}
+
+/// Ends a server whose stdin is closed: a wait, SIGTERM, a wait, then
+/// SIGKILL (its guard passes each on to the server's whole process group).
+pub async fn stop_child(child: &mut Child) -> io::Result<()> {
+    if tokio::time::timeout(EXIT_WAIT, child.wait()).await.is_ok() {
+        return Ok(());
+    }
+    if let Some(pid) = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(id as i32))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        if tokio::time::timeout(EXIT_WAIT, child.wait()).await.is_ok() {
             return Ok(());
         }
-        if let Some(pid) = self
-            .child
-            .id()
-            .and_then(|id| rustix::process::Pid::from_raw(id as i32))
-        {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            if tokio::time::timeout(EXIT_WAIT, self.child.wait())
-                .await
-                .is_ok()
-            {
-                return Ok(());
-            }
-        }
-        self.child.kill().await
     }
+    child.kill().await
 }
 
 impl Transport<RoleClient> for ChildTransport {

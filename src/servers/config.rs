@@ -13,7 +13,7 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use super::agent::{AgentMapping, MappingFields};
+use super::agent::{AgentMapping, AgentProtocol, MappingFields};
 use super::protocol::Protocol;
 use super::visible::{RawVisible, Visible};
 use crate::facts::{PathArgument, PathRole};
@@ -159,6 +159,14 @@ impl ToolRule {
 }
 
 impl ServerConfig {
+    /// Whether the server is an agent the bridge speaks Codex's app-server
+    /// protocol to: it has no MCP tools, and the fleet does not start it.
+    pub fn speaks_app_server(&self) -> bool {
+        self.agent
+            .as_ref()
+            .is_some_and(|agent| agent.protocol == AgentProtocol::CodexAppServer)
+    }
+
     /// The folder the server's path arguments are judged against: its own
     /// root, which must resolve (symlinks followed) inside the served root,
     /// since its tools' writes are judged against it; or, without one, the
@@ -429,6 +437,16 @@ fn check_server(name: &str, raw: RawServer) -> Result<ServerConfig, Errors> {
     }
     let endpoint = endpoint(name, &raw, &mut errors);
     let agent = agent(name, &raw, &mut errors);
+    if let (Some(mapping), Some(Endpoint::Http { .. })) = (&agent, &endpoint)
+        && mapping.protocol == AgentProtocol::CodexAppServer
+    {
+        errors.push((
+            None,
+            format!(
+                "server `{name}`: an app-server agent speaks over its stdio: give `command`, not `url`"
+            ),
+        ));
+    }
     let timeout = duration(raw.timeout, DEFAULT_TIMEOUT, &mut errors);
     let start_timeout = duration(raw.start_timeout, DEFAULT_START_TIMEOUT, &mut errors);
     let max_duration = duration(raw.max_duration.clone(), DEFAULT_MAX_DURATION, &mut errors);

@@ -29,7 +29,7 @@ use crate::confine::Plan;
 use crate::facts::{BUILTIN_PATH_CLASSES, PathClasses};
 
 #[derive(Debug, Error)]
-pub(super) enum ConnectError {
+pub enum ConnectError {
     #[error("environment variable {0} is not set")]
     MissingEnv(String),
     #[error("cannot start the server: {0}")]
@@ -42,6 +42,8 @@ pub(super) enum ConnectError {
     List(String),
     #[error("the server cannot be confined: {0}")]
     Confine(String),
+    #[error("the server is not a stdio server")]
+    NotStdio,
 }
 
 /// The variables a downstream inherits from portcullis: enough to find
@@ -100,23 +102,9 @@ impl Connection {
             list_changed: list_changed.clone(),
         };
         let started = match &server.endpoint {
-            Endpoint::Stdio {
-                command,
-                args,
-                env,
-                env_from,
-            } => {
-                let plan = server_plan(server, folder)?;
-                let child = Child {
-                    name: &server.name,
-                    folder,
-                    plan: &plan,
-                    command,
-                    args,
-                    env,
-                    env_from,
-                };
-                let transport = spawn(&child, stderr)?;
+            Endpoint::Stdio { .. } => {
+                let child = start_stdio(server, folder, stderr)?;
+                let transport = ChildTransport::new(child).map_err(ConnectError::Spawn)?;
                 let transport = InOrder::new(transport, arrivals.clone());
                 start(client, transport, server).await
             }
@@ -329,9 +317,43 @@ struct Child<'a> {
     env_from: &'a BTreeMap<String, String>,
 }
 
+/// Starts the stdio server `server` confined to `folder` as the fleet
+/// starts its servers (the guard, the plan, the environment), for an agent
+/// the bridge speaks to in a protocol of its own. Its stdin and stdout are
+/// pipes; its stderr goes to the log and its last lines to `stderr`.
+pub fn start_stdio(
+    server: &ServerConfig,
+    folder: &Path,
+    stderr: &StderrTail,
+) -> Result<tokio::process::Child, ConnectError> {
+    let Endpoint::Stdio {
+        command,
+        args,
+        env,
+        env_from,
+    } = &server.endpoint
+    else {
+        return Err(ConnectError::NotStdio);
+    };
+    let plan = server_plan(server, folder)?;
+    let child = Child {
+        name: &server.name,
+        folder,
+        plan: &plan,
+        command,
+        args,
+        env,
+        env_from,
+    };
+    spawn_guarded(&child, stderr)
+}
+
 /// Starts a stdio server under the guard. Its stderr goes to the log, line
 /// by line, and its last lines to `stderr`.
-fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<ChildTransport, ConnectError> {
+fn spawn_guarded(
+    child: &Child<'_>,
+    stderr: &StderrTail,
+) -> Result<tokio::process::Child, ConnectError> {
     let Child {
         name,
         folder,
@@ -371,9 +393,7 @@ fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<ChildTransport, Conne
         .stderr(Stdio::piped())
         .spawn()
         .map_err(ConnectError::Spawn)?;
-    let written = started.stderr.take();
-    let transport = ChildTransport::new(started).map_err(ConnectError::Spawn)?;
-    if let Some(written) = written {
+    if let Some(written) = started.stderr.take() {
         let name = name.to_owned();
         let tail = stderr.clone();
         tokio::spawn(async move {
@@ -384,5 +404,5 @@ fn spawn(child: &Child<'_>, stderr: &StderrTail) -> Result<ChildTransport, Conne
             }
         });
     }
-    Ok(transport)
+    Ok(started)
 }

@@ -145,12 +145,14 @@ pub struct Fleet {
 impl Fleet {
     /// Starts every server in parallel and waits for each first attempt
     /// (bounded by its start timeout); a server that does not start is
-    /// retried in the background while the rest serve.
+    /// retried in the background while the rest serve. An agent that speaks
+    /// the app-server protocol is the bridge's to start, not an MCP server.
     pub async fn start(config: &ServersConfig, workspace: &Path) -> Arc<Self> {
         let fleet = Arc::new(Self {
             servers: config
                 .servers
                 .iter()
+                .filter(|server| !server.speaks_app_server())
                 .map(|server| {
                     let root = server
                         .root

@@ -28,18 +28,21 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-pub use agent::AgentMapping;
+pub use agent::{AgentMapping, AgentProtocol};
 pub use catalog::{all_capabilities, downstream_specs, exposable, undeclared_places};
+pub use child::{Bounded, MAX_FRAME_BYTES, stop_child};
 pub use client::refused as relay_refused;
 pub use compare::{ServerLoosening, server_loosenings};
 pub use config::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, Endpoint, RESERVED_SERVERS, ServerConfig,
     ServersConfig, Surface, ToolRule, UNDECLARED_EFFECTS, server_name_problem,
 };
+pub use connection::{ConnectError, start_stdio};
 pub use drift::{Drift, DriftKind, drift};
 pub use fleet::{Fleet, Forwarded, ServerState, ToolStatus};
 pub use guard::{GUARD_SUBCOMMAND, NOT_CONFINED, run_guard};
 pub use pins::{LOCK_VERSION, Pin, ServersLock, definition_hash, pinned_definition};
+pub use stderr_tail::StderrTail;
 pub use upstream::{UpstreamRelay, UpstreamRequest};
 
 use crate::pdp::{LoadError, PolicyBundle, Problem, ProblemKind, SERVERS_FILE, tier_entities};

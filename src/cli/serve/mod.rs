@@ -8,7 +8,7 @@ mod reload;
 mod stdio;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -199,13 +199,19 @@ fn runtime_for(args: &ServeArgs) -> anyhow::Result<tokio::runtime::Runtime> {
 fn open_bridge(
     args: &ServeArgs,
     servers: &Servers,
+    workspace: &Path,
 ) -> anyhow::Result<Option<(Arc<Bridge>, Vec<String>)>> {
     let Some((server, mapping)) = servers.config.agent() else {
         return Ok(None);
     };
     let path = sessions_path(args.sessions.as_deref(), &args.store)?;
-    let (bridge, interrupted) =
-        Bridge::open(&path, &server.name, mapping.clone(), Arc::new(SystemClock))?;
+    let (bridge, interrupted) = Bridge::open(
+        &path,
+        server,
+        mapping.clone(),
+        workspace,
+        Arc::new(SystemClock),
+    )?;
     Ok(Some((Arc::new(bridge), interrupted)))
 }
 
@@ -276,6 +282,7 @@ impl World {
         // The downstream servers start first, in parallel: the tools they list
         // that nobody pinned become entities too, so that a call to one is
         // decided and refused as not pinned.
+        let workspace = root.path().to_owned();
         let fleet = (!servers.config.servers.is_empty())
             .then(|| runtime.block_on(Fleet::start(&servers.config, root.path())));
         let live = match &fleet {
@@ -302,7 +309,7 @@ impl World {
                     return Ok(None);
                 }
             };
-        let bridge = match open_bridge(args, &servers) {
+        let bridge = match open_bridge(args, &servers, &workspace) {
             Ok(bridge) => bridge,
             Err(err) => {
                 if let Some(fleet) = &fleet {
@@ -458,6 +465,9 @@ impl World {
                     if let Some(fleet) = &fleet {
                         fleet.shut_down().await;
                     }
+                    if let Some((bridge, _)) = &bridge {
+                        bridge.shut_down().await;
+                    }
                     return Err(anyhow::Error::from(err));
                 }
             };
@@ -466,6 +476,9 @@ impl World {
             reloading.abort();
             if let Some(fleet) = &fleet {
                 fleet.shut_down().await;
+            }
+            if let Some((bridge, _)) = &bridge {
+                bridge.shut_down().await;
             }
             let signal = match &served {
                 Ok(Ended::Signal(name)) => Some(*name),
