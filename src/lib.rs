@@ -27,7 +27,8 @@
 //!   `servers.lock`, their tools in the registry, and the connections a
 //!   decided call is forwarded through.
 //! - [`bridge`]: the agent bridge: callers' conversations with a downstream
-//!   agent, each owned by its caller, in a SQLite session store.
+//!   agent (an MCP server, or Codex's app-server protocol), each owned by
+//!   its caller, in a SQLite session store.
 //! - [`loosening`]: what a change to a set's data files (schema, command
 //!   table, path classes, servers, tiers) newly permits, entry by entry.
 //! - [`review`]: the typed report of a candidate set: the proof of what it

@@ -10,6 +10,7 @@ mod approvals;
 mod arguments;
 mod audit;
 mod audit_integrity;
+mod book;
 mod bridge;
 mod bridge_app_server;
 mod cli_check;

@@ -60,7 +60,7 @@ pub enum CommandClassError {
     },
     #[error(
         "{file}: rule {index}: a [[rule]] may not give `{class}`; allow classes come only from a \
-         [[program]] description that lists every harmless option (see the README's command gate section)"
+         [[program]] description that lists every harmless option (see docs/command-gate.md)"
     )]
     UnprovenAllow {
         file: String,
