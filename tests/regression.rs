@@ -95,3 +95,47 @@ fn a_command_with_terminal_escapes_is_judged_and_shown_inert() {
     assert!(!run.stdout.contains('\u{7}'), "{run:?}");
     assert!(run.stdout.contains("a\u{fffd}[2Jb"), "{run:?}");
 }
+
+/// Before: `serve --http` printed its address with `eprintln!`, which on
+/// unbuffered stderr writes the pieces of the line one by one (`portcullis:
+/// serving ... at http://`, the address, `/mcp`, the newline); the Python
+/// suite, reading the log file as it grew, once took half an address
+/// (`http://127.0.0.1` without its port) and failed in CI. Under strace,
+/// the line must be one `write`.
+#[test]
+fn the_http_address_line_is_written_whole() {
+    if !crate::util::have("strace") {
+        eprintln!("SKIPPED: strace is not installed (.ci/install-strace installs it)");
+        return;
+    }
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let trace = served.tree.dir.path().join("writes.strace");
+    let mut command = std::process::Command::new("strace");
+    command
+        .args(["-f", "-s", "256", "-e", "trace=write", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_portcullis"))
+        .args(served.serve_args())
+        .args(["--http", "127.0.0.1:0"])
+        .env("PORTCULLIS_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let printed = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map_while(Result::ok)
+        .find(|line| line.starts_with("portcullis: serving MCP over HTTP at "));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(printed.is_some(), "serve printed no address");
+    let writes = fs::read_to_string(&trace).unwrap();
+    let line = writes
+        .lines()
+        .find(|line| line.contains("portcullis: serving"))
+        .unwrap_or_else(|| panic!("no write of the address: {writes}"));
+    assert!(
+        line.contains("/mcp\\n\""),
+        "the address line is one write, newline included: {line}"
+    );
+}

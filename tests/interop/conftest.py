@@ -96,7 +96,8 @@ class Setup:
         # Wait for the event (the address on stderr), not for a guessed time.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            for line in log.read_text().splitlines():
+            # Whole lines only: the last one may still be being written.
+            for line in log.read_text().split("\n")[:-1]:
                 if line.startswith(ADDRESS_LINE):
                     self.url = line[len(ADDRESS_LINE):].strip()
                     self.wait_accepting(deadline, log)

@@ -148,7 +148,11 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
         (listener, signals)
     };
     let bound = listener.local_addr().context("the listening address")?;
-    eprintln!("portcullis: serving MCP over HTTP at http://{bound}{MCP_PATH}");
+    // One write: stderr is unbuffered, and `eprintln!` writes the pieces
+    // of its format one by one, so a reader watching for this line (a
+    // supervisor, a test) could see half of the address.
+    let line = format!("portcullis: serving MCP over HTTP at http://{bound}{MCP_PATH}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     tracing::info!(
         address = %bound,
         clients = world.clients.len(),
