@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::{Exit, Format, PolicyArgs, print_json, printable};
 use crate::audit::{
-    Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, Trust,
-    read_public_key, scan_trusting, verify_trusting,
+    Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, StoredRecord,
+    Trust, read_public_key, scan_trusting, verify_trusting,
 };
 use crate::pdp::Cause;
 
@@ -320,93 +320,18 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
                 continue;
             }
         };
-        if let Some(since) = since {
-            let at: SystemTime =
-                humantime::parse_rfc3339_weak(&record.time).unwrap_or(SystemTime::UNIX_EPOCH);
-            if at < since {
-                continue;
-            }
-        }
-        let body = record.body_value();
-        let decision: Option<DecisionRecord> = match record.kind {
-            Kind::Decision => serde_json::from_value(body.clone()).ok(),
-            _ => None,
-        };
-        let session = body.get("session").and_then(Value::as_str);
-        if args.session.as_deref().is_some_and(|s| Some(s) != session) {
+        let Some((body, decision)) = selected(args, since, &record) else {
             continue;
-        }
-        if args.client.is_some() || args.decision.is_some() || args.shadow_diff {
-            let Some(d) = &decision else { continue };
-            if args.shadow_diff && d.shadow.is_none() {
-                continue;
-            }
-            if args.client.as_deref().is_some_and(|c| c != d.client.name) {
-                continue;
-            }
-            let wanted = args.decision.map(|f| match f {
-                DecisionFilter::Allow => "allow",
-                DecisionFilter::Ask => "ask",
-                DecisionFilter::Deny => "deny",
-            });
-            if wanted.is_some_and(|w| w != d.decision.as_str()) {
-                continue;
-            }
-        }
+        };
         match format {
             Format::Json => shown.push(json!({
                 "seq": record.seq, "prev": record.prev, "time": record.time, "kind": record.kind,
                 "body": body, "hash": record.hash,
             })),
-            Format::Human => {
-                let (client, action, tool, result, why) = match &decision {
-                    Some(d) => {
-                        let mut why = why_of(d.cause, &d.policies);
-                        if let Some(shadow) = d.shadow.as_ref().filter(|_| args.shadow_diff) {
-                            why = format!(
-                                "{why}  shadow: {} ({})",
-                                shadow.decision.as_str(),
-                                why_of(shadow.cause, &shadow.policies)
-                            );
-                        }
-                        (
-                            d.client.name.clone(),
-                            d.action.to_string(),
-                            d.resource.clone().unwrap_or_else(|| d.tool.clone()),
-                            d.decision.as_str().to_owned(),
-                            why,
-                        )
-                    }
-                    None => (
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        body.get("status")
-                            .or_else(|| body.get("event"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_owned(),
-                        body.get("decision_seq")
-                            .map(|s| format!("decision {s}"))
-                            .unwrap_or_default(),
-                    ),
-                };
-                let kind = serde_json::to_value(record.kind)?
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned();
-                println!(
-                    "{:>6}  {:<24} {:<8} {:<16} {:<14} {:<22} {:<6} {}",
-                    record.seq,
-                    record.time,
-                    kind,
-                    printable(&client),
-                    action,
-                    printable(&tool),
-                    result,
-                    printable(&why)
-                );
-            }
+            Format::Human => println!(
+                "{}",
+                human_row(&record, &body, decision.as_ref(), args.shadow_diff)?
+            ),
         }
     }
     if format == Format::Json {
@@ -418,6 +343,105 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
         );
     }
     Ok(Exit::Ok)
+}
+
+/// The record's body and, for a decision, the decision, when the filters
+/// of `args` (and `since`) keep it.
+fn selected(
+    args: &ShowArgs,
+    since: Option<SystemTime>,
+    record: &StoredRecord,
+) -> Option<(Value, Option<DecisionRecord>)> {
+    if let Some(since) = since {
+        let at: SystemTime =
+            humantime::parse_rfc3339_weak(&record.time).unwrap_or(SystemTime::UNIX_EPOCH);
+        if at < since {
+            return None;
+        }
+    }
+    let body = record.body_value();
+    let decision: Option<DecisionRecord> = match record.kind {
+        Kind::Decision => serde_json::from_value(body.clone()).ok(),
+        _ => None,
+    };
+    let session = body.get("session").and_then(Value::as_str);
+    if args.session.as_deref().is_some_and(|s| Some(s) != session) {
+        return None;
+    }
+    if args.client.is_some() || args.decision.is_some() || args.shadow_diff {
+        let d = decision.as_ref()?;
+        if args.shadow_diff && d.shadow.is_none() {
+            return None;
+        }
+        if args.client.as_deref().is_some_and(|c| c != d.client.name) {
+            return None;
+        }
+        let wanted = args.decision.map(|f| match f {
+            DecisionFilter::Allow => "allow",
+            DecisionFilter::Ask => "ask",
+            DecisionFilter::Deny => "deny",
+        });
+        if wanted.is_some_and(|w| w != d.decision.as_str()) {
+            return None;
+        }
+    }
+    Some((body, decision))
+}
+
+/// One line of the human table, every text made inert.
+fn human_row(
+    record: &StoredRecord,
+    body: &Value,
+    decision: Option<&DecisionRecord>,
+    shadow_diff: bool,
+) -> anyhow::Result<String> {
+    let (client, action, tool, result, why) = match decision {
+        Some(d) => {
+            let mut why = why_of(d.cause, &d.policies);
+            if let Some(shadow) = d.shadow.as_ref().filter(|_| shadow_diff) {
+                why = format!(
+                    "{why}  shadow: {} ({})",
+                    shadow.decision.as_str(),
+                    why_of(shadow.cause, &shadow.policies)
+                );
+            }
+            (
+                d.client.name.clone(),
+                d.action.to_string(),
+                d.resource.clone().unwrap_or_else(|| d.tool.clone()),
+                d.decision.as_str().to_owned(),
+                why,
+            )
+        }
+        None => (
+            String::new(),
+            String::new(),
+            String::new(),
+            body.get("status")
+                .or_else(|| body.get("event"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            body.get("decision_seq")
+                .map(|s| format!("decision {s}"))
+                .unwrap_or_default(),
+        ),
+    };
+    let kind = serde_json::to_value(record.kind)?
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    Ok(format!(
+        "{:>6}  {:<24} {:<8} {:<16} {:<14} {:<22} {:<6} {}",
+        record.seq,
+        record.time,
+        kind,
+        printable(&client),
+        action,
+        printable(&tool),
+        result,
+        printable(&why)
+    ))
 }
 
 /// What decided: the determining policies, else the cause.

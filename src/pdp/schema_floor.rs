@@ -197,10 +197,22 @@ pub fn check(fragments: &[(Value, String)], files: &[SourceFile], problems: &mut
             )),
         );
     };
+    let pair = (base, &team);
+    check_entity_types(pair, &all_files, &mut refuse);
+    check_common_types(pair, &all_files, &mut refuse);
+    check_actions(pair, &all_files, &mut refuse);
+}
+
+/// Each built-in entity type is declared, with its parents and attributes.
+fn check_entity_types(
+    (base, team): (&Declarations, &Declarations),
+    all_files: &str,
+    refuse: &mut dyn FnMut(&str, String),
+) {
     for (name, (declared, _)) in &base.entity_types {
         let Some((theirs, file)) = team.entity_types.get(name) else {
             refuse(
-                &all_files,
+                all_files,
                 format!("the built-in entity type `{name}` is not declared"),
             );
             continue;
@@ -223,15 +235,23 @@ pub fn check(fragments: &[(Value, String)], files: &[SourceFile], problems: &mut
             &format!("entity `{name}`"),
             base.record(declared.get("shape").unwrap_or(&Value::Null)),
             team.record(theirs.get("shape").unwrap_or(&Value::Null)),
-            (base, &team),
+            (base, team),
             file,
-            &mut refuse,
+            refuse,
         );
     }
+}
+
+/// Each built-in common type is declared, with its attributes.
+fn check_common_types(
+    (base, team): (&Declarations, &Declarations),
+    all_files: &str,
+    refuse: &mut dyn FnMut(&str, String),
+) {
     for (name, (declared, _)) in &base.common_types {
         let Some((theirs, file)) = team.common_types.get(name) else {
             refuse(
-                &all_files,
+                all_files,
                 format!("the built-in type `{name}` is not declared"),
             );
             continue;
@@ -240,15 +260,24 @@ pub fn check(fragments: &[(Value, String)], files: &[SourceFile], problems: &mut
             &format!("type `{name}`"),
             base.record(declared),
             team.record(theirs),
-            (base, &team),
+            (base, team),
             file,
-            &mut refuse,
+            refuse,
         );
     }
+}
+
+/// Each built-in action is declared, in its groups, for its principal and
+/// resource types, with its context.
+fn check_actions(
+    (base, team): (&Declarations, &Declarations),
+    all_files: &str,
+    refuse: &mut dyn FnMut(&str, String),
+) {
     for (name, (declared, _)) in &base.actions {
         let Some((theirs, file)) = team.actions.get(name) else {
             refuse(
-                &all_files,
+                all_files,
                 format!("the built-in action `{name}` is not declared"),
             );
             continue;
@@ -291,9 +320,9 @@ pub fn check(fragments: &[(Value, String)], files: &[SourceFile], problems: &mut
                 &format!("action `{name}`'s context"),
                 base.record(&ours),
                 team.record(&mine),
-                (base, &team),
+                (base, team),
                 file,
-                &mut refuse,
+                refuse,
             ),
             (Some(_), None) => refuse(file, format!("action `{name}` declares no context")),
             _ => {}

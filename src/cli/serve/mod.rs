@@ -416,37 +416,15 @@ impl World {
             session: session.clone(),
         };
         let served = runtime.block_on(async {
-            let mut record = json!({
-                "event": "start",
-                "session": session,
-                "clients": clients.iter().map(|client| json!({
-                    "name": client.name, "fingerprint": client.fingerprint(), "tier": client.tier,
-                })).collect::<Vec<_>>(),
-                "policy_set": settings.load().engine.identity(),
-                "pid": std::process::id(),
-            });
-            if let Some(fields) = record.as_object_mut() {
-                fields.extend(start);
-            }
-            audit.submit(Kind::System, record)?;
-            if let Some((bridge, interrupted)) = &bridge
-                && !interrupted.is_empty()
-            {
-                tracing::warn!(sessions = interrupted.len(), "agent turns in flight when portcullis last stopped are marked interrupted");
-                audit.submit(Kind::System, json!({
-                    "event": "turns_interrupted", "session": session,
-                    "agent": bridge.agent().0, "sessions": interrupted,
-                }))?;
-            }
-            for found in drift(&lock, &live) {
-                tracing::warn!(server = %found.server, tool = %found.tool, drift = found.kind.as_str(),
-                    "a downstream tool is not as pinned: it cannot be called until it is pinned again");
-                audit.submit(Kind::System, json!({
-                    "event": "tool_drift", "session": session, "server": found.server,
-                    "tool": found.tool, "drift": found.kind, "pinned": found.pinned,
-                    "live": found.live, "fields": found.fields,
-                }))?;
-            }
+            let starting = Starting {
+                session: &session,
+                clients: &clients,
+                settings: &settings,
+                bridge: bridge.as_ref(),
+                lock: &lock,
+                live: &live,
+            };
+            starting.record(&audit, start)?;
             let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
             let reloading = tokio::spawn(reloader.run(reload, hangups));
             tokio::pin!(serving);
@@ -462,24 +440,14 @@ impl World {
                 // Nothing was written to it, and nothing will be: stop here.
                 err = broken => {
                     reloading.abort();
-                    if let Some(fleet) = &fleet {
-                        fleet.shut_down().await;
-                    }
-                    if let Some((bridge, _)) = &bridge {
-                        bridge.shut_down().await;
-                    }
+                    stop_agents_and_servers(fleet.as_deref(), bridge.as_ref()).await;
                     return Err(anyhow::Error::from(err));
                 }
             };
             // The calls are over: no reload and no downstream server outlives
             // them, and both go before the last record.
             reloading.abort();
-            if let Some(fleet) = &fleet {
-                fleet.shut_down().await;
-            }
-            if let Some((bridge, _)) = &bridge {
-                bridge.shut_down().await;
-            }
+            stop_agents_and_servers(fleet.as_deref(), bridge.as_ref()).await;
             let signal = match &served {
                 Ok(Ended::Signal(name)) => Some(*name),
                 _ => None,
@@ -499,6 +467,82 @@ impl World {
         runtime.shutdown_background();
         served?;
         Ok(Exit::Ok)
+    }
+}
+
+/// What the records that open a session say.
+struct Starting<'a> {
+    session: &'a str,
+    clients: &'a [StoredClient],
+    settings: &'a ArcSwap<Setting>,
+    bridge: Option<&'a (Arc<Bridge>, Vec<String>)>,
+    lock: &'a ServersLock,
+    live: &'a BTreeMap<String, Vec<serde_json::Value>>,
+}
+
+impl Starting<'_> {
+    /// The `start` record (with `start`'s fields), then one for the agent
+    /// turns the last run left interrupted and one per drifted tool.
+    fn record(
+        &self,
+        audit: &AuditLog,
+        start: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), AuditError> {
+        let session = self.session;
+        let mut record = json!({
+            "event": "start",
+            "session": session,
+            "clients": self.clients.iter().map(|client| json!({
+                "name": client.name, "fingerprint": client.fingerprint(), "tier": client.tier,
+            })).collect::<Vec<_>>(),
+            "policy_set": self.settings.load().engine.identity(),
+            "pid": std::process::id(),
+        });
+        if let Some(fields) = record.as_object_mut() {
+            fields.extend(start);
+        }
+        audit.submit(Kind::System, record)?;
+        if let Some((bridge, interrupted)) = self.bridge
+            && !interrupted.is_empty()
+        {
+            tracing::warn!(
+                sessions = interrupted.len(),
+                "agent turns in flight when portcullis last stopped are marked interrupted"
+            );
+            audit.submit(
+                Kind::System,
+                json!({
+                    "event": "turns_interrupted", "session": session,
+                    "agent": bridge.agent().0, "sessions": interrupted,
+                }),
+            )?;
+        }
+        for found in drift(self.lock, self.live) {
+            tracing::warn!(server = %found.server, tool = %found.tool, drift = found.kind.as_str(),
+                "a downstream tool is not as pinned: it cannot be called until it is pinned again");
+            audit.submit(
+                Kind::System,
+                json!({
+                    "event": "tool_drift", "session": session, "server": found.server,
+                    "tool": found.tool, "drift": found.kind, "pinned": found.pinned,
+                    "live": found.live, "fields": found.fields,
+                }),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Stops the downstream servers and the agent the bridge started.
+async fn stop_agents_and_servers(
+    fleet: Option<&Fleet>,
+    bridge: Option<&(Arc<Bridge>, Vec<String>)>,
+) {
+    if let Some(fleet) = fleet {
+        fleet.shut_down().await;
+    }
+    if let Some((bridge, _)) = bridge {
+        bridge.shut_down().await;
     }
 }
 

@@ -153,13 +153,12 @@ impl Description {
             fits: true,
             ..Scan::default()
         };
-        let mut operands: Vec<&str> = Vec::new();
-        let mut scripts: Vec<&str> = Vec::new();
-        let mut in_place = false;
-        let mut walking = self.walk.always;
-        let mut listing = self.walk.lists;
-        let mut globs = Vec::new();
-        let mut everything = !self.walk.visible_only;
+        let mut read = Reading {
+            walking: self.walk.always,
+            listing: self.walk.lists,
+            everything: !self.walk.visible_only,
+            ..Reading::default()
+        };
         let mut index = 0;
         let mut options_end = self.free_words;
         while index < words.len() {
@@ -170,102 +169,121 @@ impl Description {
                     // Word splitting may turn it into options.
                     scan.fits = false;
                 }
-                operands.push(word);
+                read.operands.push(word);
                 continue;
             }
             if word == "--" && !self.whole_words {
                 options_end = true;
                 continue;
             }
-            if self.walk.flags.contains(word) || self.cluster_holds(word, &self.walk.flags) {
-                walking = true;
-            }
-            if self.walk.list_flags.contains(word)
-                || self.cluster_holds(word, &self.walk.list_flags)
-            {
-                listing = true;
-            }
-            if self.walk.everything_flags.contains(word)
-                || self.cluster_holds(word, &self.walk.everything_flags)
-            {
-                everything = true;
-            }
-            let next = words.get(index).map(String::as_str);
-            if let Some(glob) = option_value(word, next, &self.walk.only_options) {
-                globs.push(glob.to_owned());
-            }
-            if let Some(glob) = option_value(word, next, &self.walk.skip_options) {
-                globs.push(format!("!{glob}"));
-            }
-            if let Some(glob) = option_value(word, next, &self.walk.glob_options) {
-                globs.push(glob.to_owned());
-            }
+            self.read_walk_option(word, words.get(index).map(String::as_str), &mut read);
             for item in self.read_option(word, words, &mut index) {
                 match item {
                     Word::Flag | Word::Value => {}
                     Word::Output(path) => scan.writes.push(path.to_owned()),
-                    Word::OutputFlag => in_place = true,
-                    Word::Script(script) => scripts.push(script),
+                    Word::OutputFlag => read.in_place = true,
+                    Word::Script(script) => read.scripts.push(script),
                     Word::Unknown => scan.fits = false,
                 }
             }
         }
-        if let Some(script) = &self.script
-            && script.operand
-            && scripts.is_empty()
-            && !operands.is_empty()
-        {
-            scripts.push(operands.remove(0));
+        self.judge_scripts(&mut read, &mut scan);
+        self.judge_operands(&read, &mut scan);
+        self.conclude(read, &mut scan);
+        scan
+    }
+
+    /// What an option says about the tree the command walks: whether it
+    /// walks or lists, everything or the visible entries, and which globs.
+    fn read_walk_option(&self, word: &str, next: Option<&str>, read: &mut Reading<'_>) {
+        let holds =
+            |flags: &HashSet<String>| flags.contains(word) || self.cluster_holds(word, flags);
+        read.walking |= holds(&self.walk.flags);
+        read.listing |= holds(&self.walk.list_flags);
+        read.everything |= holds(&self.walk.everything_flags);
+        if let Some(glob) = option_value(word, next, &self.walk.only_options) {
+            read.globs.push(glob.to_owned());
         }
-        if let Some(script) = &self.script {
-            for text in &scripts {
-                let whole = script
-                    .pattern
-                    .as_ref()
-                    .is_none_or(|p| p.matches_whole_or(text, false));
-                let clean = script
-                    .unless
-                    .as_ref()
-                    .is_none_or(|u| !u.is_match_or(text, true));
-                if !whole || !clean || *text == UNQUOTED_EXPANSION || is_quoted_expansion(text) {
-                    scan.fits = false;
-                }
+        if let Some(glob) = option_value(word, next, &self.walk.skip_options) {
+            read.globs.push(format!("!{glob}"));
+        }
+        if let Some(glob) = option_value(word, next, &self.walk.glob_options) {
+            read.globs.push(glob.to_owned());
+        }
+    }
+
+    /// The scripts a program runs (an option's, or its first operand) must
+    /// be ones the description lets through.
+    fn judge_scripts(&self, read: &mut Reading<'_>, scan: &mut Scan) {
+        let Some(script) = &self.script else {
+            return;
+        };
+        if script.operand && read.scripts.is_empty() && !read.operands.is_empty() {
+            let first = read.operands.remove(0);
+            read.scripts.push(first);
+        }
+        for text in &read.scripts {
+            let whole = script
+                .pattern
+                .as_ref()
+                .is_none_or(|p| p.matches_whole_or(text, false));
+            let clean = script
+                .unless
+                .as_ref()
+                .is_none_or(|u| !u.is_match_or(text, true));
+            if !whole || !clean || *text == UNQUOTED_EXPANSION || is_quoted_expansion(text) {
+                scan.fits = false;
             }
         }
-        if self.max_operands.is_some_and(|max| operands.len() > max) {
+    }
+
+    /// The operands must be as many and as shaped as the description says.
+    fn judge_operands(&self, read: &Reading<'_>, scan: &mut Scan) {
+        if self
+            .max_operands
+            .is_some_and(|max| read.operands.len() > max)
+        {
             scan.fits = false;
         }
         if let Some(pattern) = &self.operand_pattern
-            && !operands.iter().all(|o| pattern.matches_whole_or(o, false))
+            && !read
+                .operands
+                .iter()
+                .all(|o| pattern.matches_whole_or(o, false))
         {
             scan.fits = false;
         }
-        let written: &[&str] = match (in_place, self.output_operands) {
-            (true, _) | (false, OutputOperands::All) => &operands,
+    }
+
+    /// The files the command writes, the tree it walks, and whether it
+    /// still fits its class.
+    fn conclude(&self, read: Reading<'_>, scan: &mut Scan) {
+        let operands = &read.operands;
+        let written: &[&str] = match (read.in_place, self.output_operands) {
+            (true, _) | (false, OutputOperands::All) => operands,
             (false, OutputOperands::Last) if operands.len() > 1 => &operands[operands.len() - 1..],
             _ => &[],
         };
         scan.writes.extend(written.iter().map(|w| (*w).to_owned()));
-        for operand in &operands {
+        for operand in operands {
             if let Some((key, file)) = operand.split_once('=')
                 && self.output_assignments.iter().any(|k| k == key)
             {
                 scan.writes.push(file.to_owned());
             }
         }
-        if walking || listing {
+        if read.walking || read.listing {
             scan.walk = Some(WalkScope {
                 operands: operands.iter().map(|o| (*o).to_owned()).collect(),
-                everything: everything || !walking,
-                globs,
-                names_only: !walking,
+                everything: read.everything || !read.walking,
+                globs: read.globs,
+                names_only: !read.walking,
             });
         }
         if !scan.writes.is_empty() {
             // A program that writes a file is not what its class says.
             scan.fits = false;
         }
-        scan
     }
 
     /// Whether a cluster of short flags (`-rn`) holds one of `flags`.
@@ -404,6 +422,20 @@ fn option_value<'a>(
 /// An option word: starts with `-` and is more than `-` (stdin).
 fn looks_like_option(word: &str) -> bool {
     word.len() > 1 && word.starts_with('-')
+}
+
+/// What a scan has read of a command's words so far.
+#[derive(Default)]
+struct Reading<'w> {
+    operands: Vec<&'w str>,
+    scripts: Vec<&'w str>,
+    /// An option says the operands are written in place.
+    in_place: bool,
+    walking: bool,
+    listing: bool,
+    /// Hidden and ignored entries are walked too.
+    everything: bool,
+    globs: Vec<String>,
 }
 
 #[cfg(test)]
