@@ -217,8 +217,14 @@ fn compile_policies(
     let mut origins: HashMap<PolicyId, PolicyOrigin> = HashMap::new();
     let problems_before = problems.len();
     for file in files {
-        let parsed = match file.text.parse::<PolicySet>() {
-            Ok(parsed) => parsed,
+        match file.text.parse::<PolicySet>() {
+            Ok(parsed) => add_file(
+                file,
+                &parsed,
+                provenance,
+                (&mut set, &mut origins),
+                problems,
+            ),
             Err(errors) => {
                 for error in errors.iter() {
                     problems.push(Problem::from_diagnostic(
@@ -228,71 +234,77 @@ fn compile_policies(
                         error,
                     ));
                 }
-                continue;
-            }
-        };
-        let display: Arc<str> = Arc::from(file.display.as_str());
-        for template in parsed.templates() {
-            if reserved(file, template.annotation("id"), provenance, problems) {
-                continue;
-            }
-            let source = template.to_cedar();
-            let named = name_policy(
-                file,
-                &display,
-                &source,
-                template.annotation("id"),
-                template.annotation("reason"),
-                &origins,
-                problems,
-            );
-            if let Some((id, origin)) = named {
-                if let Err(err) = set.add_template(template.new_id(id.clone())) {
-                    problems.push(Problem::new(
-                        ProblemKind::DuplicateId,
-                        &file.display,
-                        err.to_string(),
-                    ));
-                }
-                origins.insert(id, origin);
-            }
-        }
-        for policy in parsed.policies() {
-            if reserved(file, policy.annotation("id"), provenance, problems) {
-                continue;
-            }
-            let source = policy.to_cedar().unwrap_or_default();
-            let named = name_policy(
-                file,
-                &display,
-                &source,
-                policy.annotation("id"),
-                policy.annotation("reason"),
-                &origins,
-                problems,
-            );
-            if let Some((id, origin)) = named {
-                if let Err(err) = set.add(policy.new_id(id.clone())) {
-                    problems.push(Problem::new(
-                        ProblemKind::DuplicateId,
-                        &file.display,
-                        err.to_string(),
-                    ));
-                }
-                origins.insert(id, origin);
             }
         }
     }
     // A file that does not parse would make its hard constraints look
     // missing; report only what is really wrong.
-    if problems.len() > problems_before {
-        return (set, origins);
+    if problems.len() == problems_before && matches!(provenance, Provenance::Current) {
+        require_hard_constraints(&set, problems);
     }
-    let required: &[&str] = match provenance {
-        Provenance::Current => &HARD_CONSTRAINTS,
-        Provenance::Recorded => &[],
+    (set, origins)
+}
+
+/// Adds a parsed file's templates and policies to `set`, each renamed to
+/// its `@id`, remembering where each came from.
+fn add_file(
+    file: &SourceFile,
+    parsed: &PolicySet,
+    provenance: Provenance,
+    (set, origins): (&mut PolicySet, &mut HashMap<PolicyId, PolicyOrigin>),
+    problems: &mut Vec<Problem>,
+) {
+    let display: Arc<str> = Arc::from(file.display.as_str());
+    let duplicate = |err: cedar_policy::PolicySetError| {
+        Problem::new(ProblemKind::DuplicateId, &file.display, err.to_string())
     };
-    for required in required {
+    for template in parsed.templates() {
+        if reserved(file, template.annotation("id"), provenance, problems) {
+            continue;
+        }
+        let source = template.to_cedar();
+        let named = name_policy(
+            file,
+            &display,
+            &source,
+            template.annotation("id"),
+            template.annotation("reason"),
+            origins,
+            problems,
+        );
+        if let Some((id, origin)) = named {
+            if let Err(err) = set.add_template(template.new_id(id.clone())) {
+                problems.push(duplicate(err));
+            }
+            origins.insert(id, origin);
+        }
+    }
+    for policy in parsed.policies() {
+        if reserved(file, policy.annotation("id"), provenance, problems) {
+            continue;
+        }
+        let source = policy.to_cedar().unwrap_or_default();
+        let named = name_policy(
+            file,
+            &display,
+            &source,
+            policy.annotation("id"),
+            policy.annotation("reason"),
+            origins,
+            problems,
+        );
+        if let Some((id, origin)) = named {
+            if let Err(err) = set.add(policy.new_id(id.clone())) {
+                problems.push(duplicate(err));
+            }
+            origins.insert(id, origin);
+        }
+    }
+}
+
+/// Every built-in hard constraint is in the set, as a forbid.
+fn require_hard_constraints(set: &PolicySet, problems: &mut Vec<Problem>) {
+    for required in HARD_CONSTRAINTS {
         let id = PolicyId::new(required);
         let is_forbid = set
             .policy(&id)
@@ -312,7 +324,6 @@ fn compile_policies(
             );
         }
     }
-    (set, origins)
 }
 
 /// Refuses a team's policy in the `hard.` namespace: the built-in hard

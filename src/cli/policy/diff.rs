@@ -373,6 +373,19 @@ fn print_human(
         short(&old.identity().hash),
         short(&new.identity().hash)
     );
+    let actions = print_table(diff);
+    for finding in diff.findings.iter().filter(|f| f.wider) {
+        print_finding(finding, &args.new);
+    }
+    println!("\nthe proof covers:");
+    for bound in &diff.bounds {
+        println!("  - {bound}");
+    }
+    print_verdict(diff, actions, elapsed);
+}
+
+/// One row per action, a column per pass; returns how many actions.
+fn print_table(diff: &Diff) -> usize {
     let width = diff
         .findings
         .iter()
@@ -400,51 +413,54 @@ fn print_human(
             cell(pdp::Pass::Ask)
         );
     }
-    for finding in diff.findings.iter().filter(|f| f.wider) {
-        let Some(found) = &finding.counterexample else {
-            continue;
-        };
+    actions.len()
+}
+
+/// A widened action and pass with its counterexample and the `check`
+/// command line that reproduces it against `new`.
+fn print_finding(finding: &pdp::Finding, new: &SetPath) {
+    let Some(found) = &finding.counterexample else {
+        return;
+    };
+    println!(
+        "\n{} ({}) {}: OLD {}, NEW {}",
+        if finding.confirmed {
+            "WIDER"
+        } else {
+            "MAYBE WIDER"
+        },
+        finding.outcome.as_str(),
+        finding.action,
+        found.old.as_str(),
+        found.new.as_str()
+    );
+    println!(
+        "  client `{}` (tier {}) -> {}",
+        printable(&found.client),
+        printable(&found.tier),
+        printable(&found.resource)
+    );
+    if let Some(change) = &finding.opened_by {
+        println!("  opened by the change to {change}'s data");
+    }
+    if !finding.confirmed {
         println!(
-            "\n{} ({}) {}: OLD {}, NEW {}",
-            if finding.confirmed {
-                "WIDER"
-            } else {
-                "MAYBE WIDER"
-            },
-            finding.outcome.as_str(),
-            finding.action,
-            found.old.as_str(),
-            found.new.as_str()
+            "  not confirmed: both sides decide this request alike; the change may open another"
         );
-        println!(
-            "  client `{}` (tier {}) -> {}",
-            printable(&found.client),
-            printable(&found.tier),
-            printable(&found.resource)
-        );
-        if let Some(change) = &finding.opened_by {
-            println!("  opened by the change to {change}'s data");
-        }
-        if !finding.confirmed {
-            println!(
-                "  not confirmed: both sides decide this request alike; the change may open another"
-            );
-        }
-        if let Some(arguments) = &found.arguments {
-            println!("  arguments: {arguments}");
-        }
-        println!("  context: {}", found.context);
-        match check_command(found, &args.new) {
-            Some(argv) => println!("  reproduce: {}", printable(&shell_words(&argv))),
-            None => println!(
-                "  (these facts come from no command line: `check` cannot make this request)"
-            ),
+    }
+    if let Some(arguments) = &found.arguments {
+        println!("  arguments: {arguments}");
+    }
+    println!("  context: {}", found.context);
+    match check_command(found, new) {
+        Some(argv) => println!("  reproduce: {}", printable(&shell_words(&argv))),
+        None => {
+            println!("  (these facts come from no command line: `check` cannot make this request)");
         }
     }
-    println!("\nthe proof covers:");
-    for bound in &diff.bounds {
-        println!("  - {bound}");
-    }
+}
+
+fn print_verdict(diff: &Diff, actions: usize, elapsed: std::time::Duration) {
     let wider = diff.findings.iter().filter(|f| f.wider).count();
     let maybe = diff
         .findings
@@ -459,8 +475,7 @@ fn print_human(
     }
     if wider == 0 {
         println!(
-            "NEW permits nothing OLD does not ({} actions x 2 passes, {} solver queries, {:.1} s)",
-            actions.len(),
+            "NEW permits nothing OLD does not ({actions} actions x 2 passes, {} solver queries, {:.1} s)",
             diff.queries,
             elapsed.as_secs_f64()
         );

@@ -24,7 +24,9 @@ use thiserror::Error;
 
 use super::description::{Description, OutputOperands, Script, Walk, WalkScope};
 use super::floor::{self, BUILTIN_TABLE};
-use super::table_file::{EnvironmentEntry, ProgramEntry, TableFile};
+use super::table_file::{
+    EnvironmentEntry, GlobalsEntry, OneOrMany, ProgramEntry, RuleEntry, TableFile,
+};
 
 /// The class of a command no rule or description gives a class.
 pub const UNKNOWN: &str = "unknown";
@@ -219,43 +221,9 @@ impl CommandClasses {
         let mut names = BTreeSet::new();
         let mut rules = Vec::new();
         for (i, entry) in table.rule.into_iter().enumerate() {
-            let index = i + 1;
-            if !valid_class(&entry.class) {
-                return Err(CommandClassError::BadName {
-                    file: file.to_owned(),
-                    entry: "rule",
-                    index,
-                    class: entry.class,
-                });
-            }
-            if strict && PROVEN_CLASSES.contains(&entry.class.as_str()) {
-                return Err(CommandClassError::UnprovenAllow {
-                    file: file.to_owned(),
-                    index,
-                    class: entry.class,
-                });
-            }
-            let compile = |field: &'static str, pattern: &str| {
-                regex(file, "rule", index, &entry.class, field, pattern)
-            };
-            let program = compile("program", &format!("^(?:{})$", entry.program))?;
-            let args = entry
-                .args
-                .as_deref()
-                .map(|p| compile("args", p))
-                .transpose()?;
-            let unless_args = entry
-                .unless_args
-                .as_deref()
-                .map(|p| compile("unless_args", p))
-                .transpose()?;
-            names.insert(entry.class.clone());
-            rules.push(Rule {
-                class: entry.class,
-                program,
-                args,
-                unless_args,
-            });
+            let rule = rule(file, i + 1, entry, strict)?;
+            names.insert(rule.class.clone());
+            rules.push(rule);
         }
         let mut programs: HashMap<String, Vec<Description>> = HashMap::new();
         for (i, entry) in table.program.into_iter().enumerate() {
@@ -271,17 +239,7 @@ impl CommandClasses {
         let globals = table
             .globals
             .into_iter()
-            .map(|(program, g)| {
-                (
-                    program,
-                    Globals {
-                        options: set(g.options),
-                        safe: set(g.safe),
-                        inside_root: set(g.inside_root),
-                        works_in: set(g.works_in),
-                    },
-                )
-            })
+            .map(|(program, g)| (program, Globals::from(g)))
             .collect();
         let environment = match table.environment {
             Some(entry) => environment(file, entry)?,
@@ -654,10 +612,67 @@ fn regex(
     })
 }
 
+/// One `[[rule]]` entry, its patterns compiled; a proven class is
+/// refused from a strict (team) table, where only descriptions may make a
+/// command read-only.
+fn rule(
+    file: &str,
+    index: usize,
+    entry: RuleEntry,
+    strict: bool,
+) -> Result<Rule, CommandClassError> {
+    if !valid_class(&entry.class) {
+        return Err(CommandClassError::BadName {
+            file: file.to_owned(),
+            entry: "rule",
+            index,
+            class: entry.class,
+        });
+    }
+    if strict && PROVEN_CLASSES.contains(&entry.class.as_str()) {
+        return Err(CommandClassError::UnprovenAllow {
+            file: file.to_owned(),
+            index,
+            class: entry.class,
+        });
+    }
+    let compile = |field: &'static str, pattern: &str| {
+        regex(file, "rule", index, &entry.class, field, pattern)
+    };
+    let program = compile("program", &format!("^(?:{})$", entry.program))?;
+    let args = entry
+        .args
+        .as_deref()
+        .map(|p| compile("args", p))
+        .transpose()?;
+    let unless_args = entry
+        .unless_args
+        .as_deref()
+        .map(|p| compile("unless_args", p))
+        .transpose()?;
+    Ok(Rule {
+        class: entry.class,
+        program,
+        args,
+        unless_args,
+    })
+}
+
+impl From<GlobalsEntry> for Globals {
+    fn from(g: GlobalsEntry) -> Self {
+        Self {
+            options: set(g.options),
+            safe: set(g.safe),
+            inside_root: set(g.inside_root),
+            works_in: set(g.works_in),
+        }
+    }
+}
+
 fn description(
     file: &str,
     index: usize,
-    entry: ProgramEntry,
+    mut entry: ProgramEntry,
 ) -> Result<Description, CommandClassError> {
     if !valid_class(&entry.class) {
         return Err(CommandClassError::BadName {
@@ -672,93 +687,97 @@ fn description(
         index,
         message,
     };
-    let names = entry.program.into_vec();
+    let names = std::mem::replace(&mut entry.program, OneOrMany::Many(Vec::new())).into_vec();
     if names.is_empty() || names.iter().any(|n| n.is_empty() || n.contains('/')) {
         return Err(bad(
             "`program` must name one or more programs by their basename".to_owned(),
         ));
     }
-    let output_operands = match entry.output_operands.as_deref() {
-        None | Some("none") => OutputOperands::None,
-        Some("all") => OutputOperands::All,
-        Some("last") => OutputOperands::Last,
-        Some(other) => {
-            return Err(bad(format!(
-                "output_operands `{other}`: expected \"none\", \"all\" or \"last\""
-            )));
-        }
+    let output_operands = output_operands(entry.output_operands.as_deref()).map_err(bad)?;
+    let class = entry.class.clone();
+    let anchored = |field: &'static str, pattern: Option<&str>| {
+        pattern
+            .map(|p| regex(file, "program", index, &class, field, &format!("^(?:{p})$")))
+            .transpose()
     };
-    let has_script = entry.script.is_some()
-        || entry.script_unless.is_some()
-        || entry.script_operand
-        || !entry.script_options.is_empty();
-    let compile = |field: &'static str, pattern: &str| {
-        regex(file, "program", index, &entry.class, field, pattern)
-    };
-    let script = if has_script {
-        Some(Script {
-            options: set(entry.script_options),
-            operand: entry.script_operand,
-            pattern: entry
-                .script
-                .as_deref()
-                .map(|p| compile("script", &format!("^(?:{p})$")))
-                .transpose()?,
-            unless: entry
-                .script_unless
-                .as_deref()
-                .map(|p| compile("script_unless", p))
-                .transpose()?,
-        })
-    } else {
-        None
-    };
-    let subcommands = if entry.subcommand.is_empty() {
-        Vec::new()
-    } else {
-        entry
-            .subcommand
-            .iter()
-            .map(|s| s.split_whitespace().map(str::to_owned).collect())
-            .collect()
-    };
+    let script = script_of(&mut entry, &anchored, |field, pattern| {
+        regex(file, "program", index, &class, field, pattern)
+    })?;
+    let subcommands = entry
+        .subcommand
+        .iter()
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .collect();
     Ok(Description {
         names,
-        class: entry.class.clone(),
+        class: class.clone(),
         subcommands,
+        flag_pattern: anchored("flag_pattern", entry.flag_pattern.as_deref())?,
+        operand_pattern: anchored("operand_pattern", entry.operand_pattern.as_deref())?,
+        walk: walk_of(&mut entry),
         flags: set(entry.flags),
         options: set(entry.options),
         pair_options: set(entry.pair_options),
-        flag_pattern: entry
-            .flag_pattern
-            .as_deref()
-            .map(|p| compile("flag_pattern", &format!("^(?:{p})$")))
-            .transpose()?,
         whole_words: entry.whole_words,
         free_words: entry.free_words,
         max_operands: entry.max_operands,
-        operand_pattern: entry
-            .operand_pattern
-            .as_deref()
-            .map(|p| compile("operand_pattern", &format!("^(?:{p})$")))
-            .transpose()?,
         script,
         output_options: set(entry.output_options),
         output_flags: set(entry.output_flags),
         output_operands,
         output_assignments: entry.output_assignments,
-        walk: Walk {
-            always: entry.walks,
-            flags: set(entry.walk_flags),
-            visible_only: entry.walk_visible_only,
-            everything_flags: set(entry.walk_everything_flags),
-            only_options: set(entry.walk_only_options),
-            skip_options: set(entry.walk_skip_options),
-            glob_options: set(entry.walk_glob_options),
-            lists: entry.lists,
-            list_flags: set(entry.list_flags),
-        },
     })
+}
+
+fn output_operands(value: Option<&str>) -> Result<OutputOperands, String> {
+    match value {
+        None | Some("none") => Ok(OutputOperands::None),
+        Some("all") => Ok(OutputOperands::All),
+        Some("last") => Ok(OutputOperands::Last),
+        Some(other) => Err(format!(
+            "output_operands `{other}`: expected \"none\", \"all\" or \"last\""
+        )),
+    }
+}
+
+/// The scripts a program runs, when its entry says it runs any.
+fn script_of(
+    entry: &mut ProgramEntry,
+    anchored: &dyn Fn(&'static str, Option<&str>) -> Result<Option<Pattern>, CommandClassError>,
+    compile: impl Fn(&'static str, &str) -> Result<Pattern, CommandClassError>,
+) -> Result<Option<Script>, CommandClassError> {
+    let has_script = entry.script.is_some()
+        || entry.script_unless.is_some()
+        || entry.script_operand
+        || !entry.script_options.is_empty();
+    if !has_script {
+        return Ok(None);
+    }
+    Ok(Some(Script {
+        options: set(std::mem::take(&mut entry.script_options)),
+        operand: entry.script_operand,
+        pattern: anchored("script", entry.script.as_deref())?,
+        unless: entry
+            .script_unless
+            .as_deref()
+            .map(|p| compile("script_unless", p))
+            .transpose()?,
+    }))
+}
+
+/// How a program walks a tree, as its entry says.
+fn walk_of(entry: &mut ProgramEntry) -> Walk {
+    Walk {
+        always: entry.walks,
+        flags: set(std::mem::take(&mut entry.walk_flags)),
+        visible_only: entry.walk_visible_only,
+        everything_flags: set(std::mem::take(&mut entry.walk_everything_flags)),
+        only_options: set(std::mem::take(&mut entry.walk_only_options)),
+        skip_options: set(std::mem::take(&mut entry.walk_skip_options)),
+        glob_options: set(std::mem::take(&mut entry.walk_glob_options)),
+        lists: entry.lists,
+        list_flags: set(std::mem::take(&mut entry.list_flags)),
+    }
 }
 
 fn environment(file: &str, entry: EnvironmentEntry) -> Result<Environment, CommandClassError> {
