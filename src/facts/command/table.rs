@@ -700,7 +700,7 @@ fn description(
             .map(|p| regex(file, "program", index, &class, field, &format!("^(?:{p})$")))
             .transpose()
     };
-    let script = script_of(&mut entry, &anchored, |field, pattern| {
+    let script = script_of(&mut entry, |field, pattern| {
         regex(file, "program", index, &class, field, pattern)
     })?;
     let subcommands = entry
@@ -743,7 +743,6 @@ fn output_operands(value: Option<&str>) -> Result<OutputOperands, String> {
 /// The scripts a program runs, when its entry says it runs any.
 fn script_of(
     entry: &mut ProgramEntry,
-    anchored: &dyn Fn(&'static str, Option<&str>) -> Result<Option<Pattern>, CommandClassError>,
     compile: impl Fn(&'static str, &str) -> Result<Pattern, CommandClassError>,
 ) -> Result<Option<Script>, CommandClassError> {
     let has_script = entry.script.is_some()
@@ -756,7 +755,11 @@ fn script_of(
     Ok(Some(Script {
         options: set(std::mem::take(&mut entry.script_options)),
         operand: entry.script_operand,
-        pattern: anchored("script", entry.script.as_deref())?,
+        pattern: entry
+            .script
+            .as_deref()
+            .map(|p| compile("script", &format!("^(?:{p})$")))
+            .transpose()?,
         unless: entry
             .script_unless
             .as_deref()
