@@ -195,23 +195,8 @@ impl Bridge {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         stop: impl Future<Output = ()>,
     ) -> Ran {
-        let owner = caller.owner.to_owned();
-        let agent = self.server.clone();
-        let text = prompt.clone();
-        let opened = self
-            .with_store(move |store| match session_id {
-                None => store.start(&owner, &agent, &text).map(Ok),
-                Some(id) => store.continue_session(&owner, &id, &text),
-            })
-            .await;
-        let slot = match opened {
-            Ok(Ok(slot)) => slot,
-            Ok(Err(store::Refused::NotFound)) => {
-                return Ran::plain(Err(Ended::Failed(ToolFailure::SessionNotFound)));
-            }
-            Ok(Err(store::Refused::Busy)) => {
-                return Ran::plain(Err(Ended::Failed(ToolFailure::SessionBusy)));
-            }
+        let slot = match self.open_turn(caller, &prompt, session_id).await {
+            Ok(slot) => slot,
             Err(failed) => return Ran::plain(Err(failed)),
         };
         let cancel = CancellationToken::new();
@@ -250,12 +235,52 @@ impl Bridge {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&slot.session_id);
-        let (state, reply, conversation, result) = self.ended(forwarded, &cancel, fleet);
+        let ended = self.ended(forwarded, &cancel, fleet);
+        self.close_turn(slot, &prompt, ended).await
+    }
+
+    /// The turn's row in the store, written before the agent is asked: in a
+    /// new session, or in the caller's own session `session_id`.
+    async fn open_turn(
+        &self,
+        caller: &Caller<'_>,
+        prompt: &str,
+        session_id: Option<String>,
+    ) -> Result<TurnSlot, Ended> {
+        let owner = caller.owner.to_owned();
+        let agent = self.server.clone();
+        let text = prompt.to_owned();
+        let opened = self
+            .with_store(move |store| match session_id {
+                None => store.start(&owner, &agent, &text).map(Ok),
+                Some(id) => store.continue_session(&owner, &id, &text),
+            })
+            .await?;
+        opened.map_err(|refused| {
+            Ended::Failed(match refused {
+                store::Refused::NotFound => ToolFailure::SessionNotFound,
+                store::Refused::Busy => ToolFailure::SessionBusy,
+            })
+        })
+    }
+
+    /// Stores how the turn ended and says what its outcome record adds.
+    async fn close_turn(
+        &self,
+        slot: TurnSlot,
+        prompt: &str,
+        (state, reply, conversation, result): (
+            TurnState,
+            Option<String>,
+            Option<String>,
+            Result<String, Ended>,
+        ),
+    ) -> Ran {
         let mut detail = json!({
             "session_id": slot.session_id,
             "turn": slot.n,
             "state": state,
-            "prompt_sha256": text_sha256(&prompt),
+            "prompt_sha256": text_sha256(prompt),
         });
         if let Some(reply) = &reply {
             detail["reply_sha256"] = json!(text_sha256(reply));

@@ -205,33 +205,12 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
-    if host_ambiguous(&request) {
-        tracing::warn!("refused a request that names its host twice (400)");
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "Bad Request: the request names its host more than once",
-        );
-    }
+pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let origin = match screen(&guard, &request) {
+        Ok(origin) => origin,
+        Err(refused) => return *refused,
+    };
     let headers = request.headers();
-    if !guard.host_allowed(headers) {
-        tracing::warn!(host = ?headers.get(header::HOST), "refused a request for a host that is not allowed (403)");
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "Forbidden: Host header is not allowed",
-        );
-    }
-    if !guard.origin_allowed(headers) {
-        tracing::warn!(origin = ?headers.get(header::ORIGIN), "refused a request from an origin that is not allowed (403)");
-        return refuse(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed");
-    }
-    let origin = headers.get(header::ORIGIN).cloned();
-    if request.method() == Method::OPTIONS
-        && let Some(origin) = &origin
-        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
-    {
-        return preflight(origin);
-    }
     let keeper = match bearer(headers).map(|token| guard.clients.authenticate(token)) {
         Some(Ok(keeper)) => keeper,
         refused => {
@@ -255,21 +234,88 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
         None => None,
     };
     let deleting = request.method() == Method::DELETE;
-    if session.is_some() && request.method() == Method::POST {
-        // An open session is initialized once: a second `initialize` would
-        // renegotiate what it was granted (refused over stdio the same way).
-        let (parts, body) = request.into_parts();
-        let Ok(bytes) = axum::body::to_bytes(body, guard.max_body).await else {
-            return refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
-        };
-        if is_initialize(&bytes) {
-            tracing::warn!("refused a second initialize on an open session (400)");
-            return already_initialized();
+    let mut request = if session.is_some() && request.method() == Method::POST {
+        match no_second_initialize(&guard, request).await {
+            Ok(request) => request,
+            Err(refused) => return *refused,
         }
-        request = Request::from_parts(parts, axum::body::Body::from(bytes));
-    }
+    } else {
+        request
+    };
     request.extensions_mut().insert(Caller(keeper));
     let mut response = next.run(request).await;
+    answered(&mut response, origin, deleting);
+    match session {
+        None => {
+            if let Some(opened) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                guard.owners.open(opened, &fingerprint);
+            }
+        }
+        Some(session) if deleting && response.status().is_success() => guard.owners.close(&session),
+        Some(_) => {}
+    }
+    response
+}
+
+/// Host and Origin, before anything else: the origin to answer, or the
+/// refusal (or a CORS preflight's answer).
+fn screen(guard: &Guard, request: &Request) -> Result<Option<HeaderValue>, Box<Response>> {
+    if host_ambiguous(request) {
+        tracing::warn!("refused a request that names its host twice (400)");
+        return Err(Box::new(refuse(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the request names its host more than once",
+        )));
+    }
+    let headers = request.headers();
+    if !guard.host_allowed(headers) {
+        tracing::warn!(host = ?headers.get(header::HOST), "refused a request for a host that is not allowed (403)");
+        return Err(Box::new(refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        )));
+    }
+    if !guard.origin_allowed(headers) {
+        tracing::warn!(origin = ?headers.get(header::ORIGIN), "refused a request from an origin that is not allowed (403)");
+        return Err(Box::new(refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden: Origin is not allowed",
+        )));
+    }
+    let origin = headers.get(header::ORIGIN).cloned();
+    if request.method() == Method::OPTIONS
+        && let Some(origin) = &origin
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        return Err(Box::new(preflight(origin)));
+    }
+    Ok(origin)
+}
+
+/// An open session is initialized once: a second `initialize` would
+/// renegotiate what it was granted (refused over stdio the same way).
+async fn no_second_initialize(guard: &Guard, request: Request) -> Result<Request, Box<Response>> {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, guard.max_body).await else {
+        return Err(Box::new(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Payload Too Large",
+        )));
+    };
+    if is_initialize(&bytes) {
+        tracing::warn!("refused a second initialize on an open session (400)");
+        return Err(Box::new(already_initialized()));
+    }
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
+}
+
+/// What the guard adds to the service's answer: the CORS headers for the
+/// origin it let in, and 204 for a closed session.
+fn answered(response: &mut Response, origin: Option<HeaderValue>, deleting: bool) {
     if let Some(origin) = origin {
         // The guard let this origin in: its page may read the answer and
         // the session it opened.
@@ -287,20 +333,6 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
     if deleting && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
-    match session {
-        None => {
-            if let Some(opened) = response
-                .headers()
-                .get(SESSION_HEADER)
-                .and_then(|v| v.to_str().ok())
-            {
-                guard.owners.open(opened, &fingerprint);
-            }
-        }
-        Some(session) if deleting && response.status().is_success() => guard.owners.close(&session),
-        Some(_) => {}
-    }
-    response
 }
 
 #[cfg(test)]

@@ -67,41 +67,8 @@ pub async fn serve_http(
     options: HttpOptions,
     stop: impl Future<Output = &'static str> + Send + 'static,
 ) -> Result<Ended, ServeError> {
-    let lower = |names: &[String]| -> Vec<String> {
-        names
-            .iter()
-            .map(|name| name.trim_end_matches('/').to_ascii_lowercase())
-            .collect()
-    };
-    let allowed_hosts = lower(&options.allowed_hosts);
-    let allowed_origins = lower(&options.allowed_origins);
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_IDLE);
-    let sessions = Arc::new(sessions);
     let services = CancellationToken::new();
-    // The guard has checked Host and Origin already. rmcp checks Host again
-    // with the same names; Origin is the guard's alone, because rmcp's
-    // patterns cannot say "any loopback page" as the guard does.
-    let mut rmcp_hosts: Vec<String> = guard::LOOPBACK_HOSTS.map(str::to_owned).to_vec();
-    rmcp_hosts.extend(allowed_hosts.iter().cloned());
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(rmcp_hosts)
-        .with_max_request_body_bytes(options.max_body)
-        .with_cancellation_token(services.child_token());
-    let service =
-        StreamableHttpService::new(move || Ok(handler.clone()), Arc::clone(&sessions), config);
-    let owners = Arc::new(SessionOwners::default());
-    let guard = Arc::new(Guard {
-        clients: Arc::clone(&clients),
-        owners: Arc::clone(&owners),
-        allowed_hosts,
-        allowed_origins,
-        max_body: options.max_body,
-    });
-    let app = Router::new()
-        .route_service(MCP_PATH, service)
-        .route_layer(from_fn_with_state(guard, guard::guard))
-        .route(HEALTH_PATH, get(|| async { "ok\n" }));
+    let (app, owners, sessions) = router(&clients, handler, &options, &services);
     let sweeper = tokio::spawn(sweep_owners(Arc::clone(&owners), Arc::clone(&sessions)));
     let signal: Arc<Mutex<Option<&'static str>>> = Arc::default();
     let (closing, closed_calls) = tokio::sync::oneshot::channel::<()>();
@@ -117,18 +84,7 @@ pub async fn serve_http(
             // Calls are stopped (and record how they ended) before the
             // sessions go: closing a session first would drop its calls
             // unrecorded.
-            let mut stopping = tokio::task::JoinSet::new();
-            for keeper in clients.keepers() {
-                let keeper = Arc::clone(keeper);
-                stopping.spawn(async move { keeper.shut_down(SHUTDOWN_GRACE).await });
-            }
-            let mut all = true;
-            while let Some(stopped) = stopping.join_next().await {
-                all &= stopped.unwrap_or(false);
-            }
-            if !all {
-                tracing::warn!("calls were still running after the grace period");
-            }
+            stop_calls(&clients).await;
             services.cancel();
             let _ = closing.send(());
         }
@@ -158,6 +114,69 @@ pub async fn serve_http(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     Ok(name.map_or(Ended::Closed, Ended::Signal))
+}
+
+/// The MCP endpoint behind the guard (Host, Origin, the bearer token, the
+/// session's owner), and the health check; with the session table the
+/// guard and the sweeper share.
+fn router(
+    clients: &Arc<Clients>,
+    handler: PortcullisServer,
+    options: &HttpOptions,
+    services: &CancellationToken,
+) -> (Router, Arc<SessionOwners>, Arc<LocalSessionManager>) {
+    let lower = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .map(|name| name.trim_end_matches('/').to_ascii_lowercase())
+            .collect()
+    };
+    let allowed_hosts = lower(&options.allowed_hosts);
+    let allowed_origins = lower(&options.allowed_origins);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let sessions = Arc::new(sessions);
+    // The guard has checked Host and Origin already. rmcp checks Host again
+    // with the same names; Origin is the guard's alone, because rmcp's
+    // patterns cannot say "any loopback page" as the guard does.
+    let mut rmcp_hosts: Vec<String> = guard::LOOPBACK_HOSTS.map(str::to_owned).to_vec();
+    rmcp_hosts.extend(allowed_hosts.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(rmcp_hosts)
+        .with_max_request_body_bytes(options.max_body)
+        .with_cancellation_token(services.child_token());
+    let service =
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::clone(&sessions), config);
+    let owners = Arc::new(SessionOwners::default());
+    let guard = Arc::new(Guard {
+        clients: Arc::clone(clients),
+        owners: Arc::clone(&owners),
+        allowed_hosts,
+        allowed_origins,
+        max_body: options.max_body,
+    });
+    let app = Router::new()
+        .route_service(MCP_PATH, service)
+        .route_layer(from_fn_with_state(guard, guard::guard))
+        .route(HEALTH_PATH, get(|| async { "ok\n" }));
+    (app, owners, sessions)
+}
+
+/// Stops every client's calls, each recording how it ended, within the
+/// grace period.
+async fn stop_calls(clients: &Clients) {
+    let mut stopping = tokio::task::JoinSet::new();
+    for keeper in clients.keepers() {
+        let keeper = Arc::clone(keeper);
+        stopping.spawn(async move { keeper.shut_down(SHUTDOWN_GRACE).await });
+    }
+    let mut all = true;
+    while let Some(stopped) = stopping.join_next().await {
+        all &= stopped.unwrap_or(false);
+    }
+    if !all {
+        tracing::warn!("calls were still running after the grace period");
+    }
 }
 
 async fn sweep_owners(owners: Arc<SessionOwners>, sessions: Arc<LocalSessionManager>) {
