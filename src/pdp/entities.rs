@@ -29,6 +29,15 @@ pub struct ClientRecord {
     pub tier: String,
 }
 
+impl From<&crate::auth::StoredClient> for ClientRecord {
+    fn from(client: &crate::auth::StoredClient) -> Self {
+        Self {
+            name: client.name.clone(),
+            tier: client.tier.clone(),
+        }
+    }
+}
+
 /// The tier entities of `tiers.json`, after checking that the file holds
 /// nothing but tiers (clients and tools come from elsewhere, and must not be
 /// smuggled in through a data file).

@@ -207,30 +207,36 @@ impl AgentMapping {
                 .or_else(|| base.as_ref().and_then(|b| b.reply_from.clone())),
             start_arguments: fields.start_arguments,
         };
-        if mapping
-            .start_arguments
-            .contains_key(&mapping.prompt_argument)
-        {
-            errors.push(format!(
-                "server `{server}`: `start_arguments` may not set `{}`: the caller's prompt goes there",
-                mapping.prompt_argument
-            ));
-        }
-        for (key, pointer) in [
-            ("session_from", Some(&mapping.session_from)),
-            ("reply_from", mapping.reply_from.as_ref()),
-        ] {
-            if let Some(pointer) = pointer.filter(|p| !p.is_empty() && !p.starts_with('/')) {
-                errors.push(format!(
-                    "server `{server}`: `{key}` = `{pointer}` is not a JSON pointer such as \"/structuredContent/threadId\""
-                ));
-            }
-        }
+        errors.extend(mapping.problems(server));
         if errors.is_empty() {
             Ok(mapping)
         } else {
             Err(errors)
         }
+    }
+
+    /// What is wrong with a mapping whose keys are all given: a fixed
+    /// argument where the prompt goes, a place in a result that is not a
+    /// JSON pointer.
+    fn problems(&self, server: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.start_arguments.contains_key(&self.prompt_argument) {
+            problems.push(format!(
+                "server `{server}`: `start_arguments` may not set `{}`: the caller's prompt goes there",
+                self.prompt_argument
+            ));
+        }
+        for (key, pointer) in [
+            ("session_from", Some(&self.session_from)),
+            ("reply_from", self.reply_from.as_ref()),
+        ] {
+            if let Some(pointer) = pointer.filter(|p| !p.is_empty() && !p.starts_with('/')) {
+                problems.push(format!(
+                    "server `{server}`: `{key}` = `{pointer}` is not a JSON pointer such as \"/structuredContent/threadId\""
+                ));
+            }
+        }
+        problems
     }
 
     /// The agent tool a turn calls, and its arguments: the start tool (with

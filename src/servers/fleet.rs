@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ProgressRoute, RouteTable, Routes};
 use super::config::{ServerConfig, ServersConfig};
-use super::connection::{Connection, list_bounded};
+use super::connection::{Connection, Session, list_bounded};
 use super::follow::{FollowUp, Followed};
 use super::ordered;
 use super::stderr_tail::StderrTail;
@@ -261,30 +261,8 @@ impl Fleet {
             if let Some(started) = started.take() {
                 let _ = started.send(());
             }
-            let mut canceller = Some(session.cancellation_token());
-            let ended = session.waiting();
-            tokio::pin!(ended);
-            loop {
-                tokio::select! {
-                    _ = &mut ended => break,
-                    () = self.stop.cancelled() => {
-                        // Closing the session closes the server's stdin, then
-                        // asks its guard to stop the whole group.
-                        if let Some(canceller) = canceller.take() {
-                            canceller.cancel();
-                        }
-                        let _ = tokio::time::timeout(SHUTDOWN_WAIT, &mut ended).await;
-                        break;
-                    }
-                    Some(()) = relist.recv() => {
-                        if server.relist(&connection).await
-                            && let Some(relay) = self.relay.get()
-                        {
-                            relay.tools_changed().await;
-                        }
-                    }
-                }
-            }
+            self.serve_session(&server, &connection, session, &mut relist)
+                .await;
             *server.connection.write().await = None;
             if self.stop.is_cancelled() {
                 break;
@@ -298,6 +276,41 @@ impl Fleet {
             }
         }
         server.set_state(ServerState::Stopped).await;
+    }
+
+    /// Keeps one connected session until it ends or the fleet stops (then
+    /// the session is closed, which closes the server's stdin and asks its
+    /// guard to stop the whole group), listing the tools again whenever the
+    /// server says they changed.
+    async fn serve_session(
+        &self,
+        server: &Supervised,
+        connection: &Arc<RwLock<Connection>>,
+        session: Session,
+        relist: &mut mpsc::UnboundedReceiver<()>,
+    ) {
+        let mut canceller = Some(session.cancellation_token());
+        let ended = session.waiting();
+        tokio::pin!(ended);
+        loop {
+            tokio::select! {
+                _ = &mut ended => break,
+                () = self.stop.cancelled() => {
+                    if let Some(canceller) = canceller.take() {
+                        canceller.cancel();
+                    }
+                    let _ = tokio::time::timeout(SHUTDOWN_WAIT, &mut ended).await;
+                    break;
+                }
+                Some(()) = relist.recv() => {
+                    if server.relist(connection).await
+                        && let Some(relay) = self.relay.get()
+                    {
+                        relay.tools_changed().await;
+                    }
+                }
+            }
+        }
     }
 
     /// Waits `backoff` before the next start and doubles it (up to its

@@ -194,6 +194,20 @@ fn runtime_for(args: &ServeArgs) -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The downstream servers, started in parallel, and the tools they list.
+fn start_fleet(
+    runtime: &tokio::runtime::Runtime,
+    servers: &Servers,
+    workspace: &Path,
+) -> (Option<Arc<Fleet>>, BTreeMap<String, Vec<serde_json::Value>>) {
+    if servers.config.servers.is_empty() {
+        return (None, BTreeMap::new());
+    }
+    let fleet = runtime.block_on(Fleet::start(&servers.config, workspace));
+    let live = runtime.block_on(fleet.live_tools());
+    (Some(fleet), live)
+}
+
 /// The bridge to the team's agent, when `servers.toml` names one, with
 /// the sessions its last run left interrupted.
 fn open_bridge(
@@ -283,19 +297,8 @@ impl World {
         // that nobody pinned become entities too, so that a call to one is
         // decided and refused as not pinned.
         let workspace = root.path().to_owned();
-        let fleet = (!servers.config.servers.is_empty())
-            .then(|| runtime.block_on(Fleet::start(&servers.config, root.path())));
-        let live = match &fleet {
-            Some(fleet) => runtime.block_on(fleet.live_tools()),
-            None => BTreeMap::new(),
-        };
-        let records: Vec<ClientRecord> = clients
-            .iter()
-            .map(|client| ClientRecord {
-                name: client.name.clone(),
-                tier: client.tier.clone(),
-            })
-            .collect();
+        let (fleet, live) = start_fleet(&runtime, &servers, &workspace);
+        let records: Vec<ClientRecord> = clients.iter().map(ClientRecord::from).collect();
         let proofs = set_cache(&args.store);
         let setting =
             match reload::setting(&bundle, &servers, &live, &records, proofs.as_ref(), root) {
@@ -416,25 +419,19 @@ impl World {
             session: session.clone(),
         };
         let served = runtime.block_on(async {
-            let starting = Starting {
+            Starting {
                 session: &session,
                 clients: &clients,
                 settings: &settings,
                 bridge: bridge.as_ref(),
                 lock: &lock,
                 live: &live,
-            };
-            starting.record(&audit, start)?;
+            }
+            .record(&audit, start)?;
             let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
             let reloading = tokio::spawn(reloader.run(reload, hangups));
             tokio::pin!(serving);
-            let broken = async {
-                match checked.await {
-                    Ok(Ok(())) => std::future::pending().await,
-                    Ok(Err(err)) => err,
-                    Err(_) => AuditError::Stopped,
-                }
-            };
+            let broken = log_broken(checked);
             let served = tokio::select! {
                 served = &mut serving => served,
                 // Nothing was written to it, and nothing will be: stop here.
@@ -448,17 +445,7 @@ impl World {
             // them, and both go before the last record.
             reloading.abort();
             stop_agents_and_servers(fleet.as_deref(), bridge.as_ref()).await;
-            let signal = match &served {
-                Ok(Ended::Signal(name)) => Some(*name),
-                _ => None,
-            };
-            let shutdown = json!({
-                "event": "shutdown", "session": session, "signal": signal,
-                "error": served.as_ref().err().map(ToString::to_string),
-            });
-            if let Err(err) = audit.close(Kind::System, shutdown).await {
-                tracing::error!(error = %err, "the shutdown record could not be written");
-            }
+            record_shutdown(&audit, &session, &served).await;
             served.map(drop).map_err(anyhow::Error::from)
         });
         // Everything is recorded by now. The thread reading stdin may still be
@@ -530,6 +517,31 @@ impl Starting<'_> {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Resolves only if the log's check at start fails: then nothing was
+/// written to it, and nothing will be.
+async fn log_broken(checked: LogChecked) -> AuditError {
+    match checked.await {
+        Ok(Ok(())) => std::future::pending().await,
+        Ok(Err(err)) => err,
+        Err(_) => AuditError::Stopped,
+    }
+}
+
+/// The session's last record: how it ended.
+async fn record_shutdown(audit: &AuditLog, session: &str, served: &Result<Ended, ServeError>) {
+    let signal = match served {
+        Ok(Ended::Signal(name)) => Some(*name),
+        _ => None,
+    };
+    let shutdown = json!({
+        "event": "shutdown", "session": session, "signal": signal,
+        "error": served.as_ref().err().map(ToString::to_string),
+    });
+    if let Err(err) = audit.close(Kind::System, shutdown).await {
+        tracing::error!(error = %err, "the shutdown record could not be written");
     }
 }
 
