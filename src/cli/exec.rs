@@ -138,14 +138,9 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         name: client.name.clone(),
         tier: client.tier.clone(),
     };
-    let engine = Engine::load_proven(
-        &bundle,
-        &registry,
-        std::slice::from_ref(&record),
-        set_cache(&args.store).as_ref(),
-    )
-    .map_err(load_failed)?
-    .0;
+    let cache = set_cache(&args.store);
+    let (engine, _) =
+        Engine::load_proven(&bundle, &registry, &[record], cache.as_ref()).map_err(load_failed)?;
     let secret_classes = engine.path_classes().clone();
     let approved = redeemed(args, &client.name, &command, &root, &cwd)?;
     let (_, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;
@@ -201,6 +196,21 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
             return Ok(Exit::NotConfined);
         }
     };
+    let (status, detail) = ran(&launched, approved, unconfined_because, &plan);
+    runtime
+        .block_on(keeper.record_run(&request_id, decision_seq, status, detail))
+        .map_err(|_| anyhow::anyhow!("the command ran, but its outcome could not be recorded"))?;
+    Ok(Exit::Code(u8::try_from(launched.shell_code()).unwrap_or(1)))
+}
+
+/// The outcome record of a command that ran: `executed` or `failed`, with
+/// how it ended and how it was confined.
+fn ran(
+    launched: &Launched,
+    approved: bool,
+    unconfined_because: Option<String>,
+    plan: &Plan,
+) -> (&'static str, serde_json::Value) {
     let detail = json!({
         "exit_code": launched.status.code(),
         "signal": std::os::unix::process::ExitStatusExt::signal(&launched.status),
@@ -216,10 +226,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
     } else {
         "failed"
     };
-    runtime
-        .block_on(keeper.record_run(&request_id, decision_seq, status, detail))
-        .map_err(|_| anyhow::anyhow!("the command ran, but its outcome could not be recorded"))?;
-    Ok(Exit::Code(u8::try_from(launched.shell_code()).unwrap_or(1)))
+    (status, detail)
 }
 
 /// The command as the gate judges it (one line), and the argv that runs.

@@ -168,51 +168,19 @@ fn decide_event(
     let client = authenticate(&args.store).context(
         "PORTCULLIS_TOKEN does not authenticate a client in the token store (see `portcullis token list`)",
     )?;
-    let root = match (&args.root, std::env::var_os("CLAUDE_PROJECT_DIR"), harness) {
-        (Some(root), _, _) => root.clone(),
-        (None, Some(project), _) if !project.is_empty() => PathBuf::from(project),
-        (None, _, Harness::Codex) => event.cwd.clone(),
-        (None, _, Harness::ClaudeCode) => anyhow::bail!(
-            "no workspace root: give --root or PORTCULLIS_ROOT (Claude Code sets CLAUDE_PROJECT_DIR)"
-        ),
-    };
     let bundle = args.policies.bundle()?;
-    let (registry, root) = match &mcp {
-        // A downstream tool the harness calls directly: the pinned tool of
-        // its server, judged against the server's own root if it has one.
-        Some(id) => {
-            let servers = Servers::of(&bundle).map_err(load_failed)?;
-            let root = match servers.config.server(id.server()) {
-                Some(server) => server
-                    .judged_root(&root)
-                    .map_err(|err| anyhow::anyhow!("server `{}`: {err}", server.name))?,
-                None => root,
-            };
-            (
-                servers.tool_registry(&bundle, id).map_err(load_failed)?,
-                root,
-            )
-        }
-        None => (
-            Registry::harness_named(&tools_needed(harness, event))?,
-            root,
-        ),
-    };
+    let (registry, root) = registry_and_root(args, harness, event, &bundle, mcp.as_ref())?;
     let root = Root::new(&root).with_context(|| format!("workspace root {}", root.display()))?;
     let root_path = root.path().to_owned();
-    let record = ClientRecord {
-        name: client.name.clone(),
-        tier: client.tier.clone(),
-    };
+    let record = ClientRecord::from(&client);
     let cache = set_cache(&args.store);
-    let engine = Engine::load_proven(
+    let (engine, _) = Engine::load_proven(
         &bundle,
         &registry,
         std::slice::from_ref(&record),
         cache.as_ref(),
     )
-    .map_err(load_failed)?
-    .0;
+    .map_err(load_failed)?;
     let (audit_path, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;
     let keeper = Keeper::new(
         Setting {
@@ -247,6 +215,43 @@ fn decide_event(
                 )
             })
     })
+}
+
+/// The tools the event needs decided, and the root their paths are judged
+/// against: a downstream tool the harness calls directly is the pinned
+/// tool of its server, judged against the server's own root if it has one.
+fn registry_and_root(
+    args: &HookArgs,
+    harness: Harness,
+    event: &PreToolUse,
+    bundle: &crate::pdp::PolicyBundle,
+    mcp: Option<&crate::tools::ToolId>,
+) -> anyhow::Result<(Registry, PathBuf)> {
+    let root = match (&args.root, std::env::var_os("CLAUDE_PROJECT_DIR"), harness) {
+        (Some(root), _, _) => root.clone(),
+        (None, Some(project), _) if !project.is_empty() => PathBuf::from(project),
+        (None, _, Harness::Codex) => event.cwd.clone(),
+        (None, _, Harness::ClaudeCode) => anyhow::bail!(
+            "no workspace root: give --root or PORTCULLIS_ROOT (Claude Code sets CLAUDE_PROJECT_DIR)"
+        ),
+    };
+    let Some(id) = mcp else {
+        return Ok((
+            Registry::harness_named(&tools_needed(harness, event))?,
+            root,
+        ));
+    };
+    let servers = Servers::of(bundle).map_err(load_failed)?;
+    let root = match servers.config.server(id.server()) {
+        Some(server) => server
+            .judged_root(&root)
+            .map_err(|err| anyhow::anyhow!("server `{}`: {err}", server.name))?,
+        None => root,
+    };
+    Ok((
+        servers.tool_registry(bundle, id).map_err(load_failed)?,
+        root,
+    ))
 }
 
 /// How an allowed shell command is handed back: `portcullis exec` with

@@ -66,54 +66,10 @@ impl Engine {
                 principal,
             } => (entities, principal, false),
         };
-        let input;
-        let (action, resource, facts) = match query.asked {
-            Asked::Tool {
-                action,
-                tool,
-                facts,
-            } => {
-                let resource = match tool {
-                    ToolRef::Entity(uid) => uid,
-                    ToolRef::Id(id) => match self.tools.get(id) {
-                        Some(uid) => uid,
-                        None => return (self.denied(Cause::UnknownTool), false),
-                    },
-                };
-                match self.call_action(action, tool, facts) {
-                    Ok(Some((action, expression))) => {
-                        input = expression;
-                        (action, resource, Facts::Tool(facts, Some(&input)))
-                    }
-                    Ok(None) => (self.tool_action(action), resource, Facts::Tool(facts, None)),
-                    Err(error) => {
-                        let refused = self.decision(
-                            Outcome::Deny,
-                            Cause::PolicyError,
-                            Vec::new(),
-                            vec![error],
-                        );
-                        return (refused, false);
-                    }
-                }
-            }
-            Asked::Command { facts, transport } => (
-                &self.actions.run_command,
-                &self.shell,
-                Facts::Command(facts, transport),
-            ),
-            Asked::Policies { transport } => match &self.actions.read_policy {
-                Some(action) => (action, &self.policies_resource, Facts::Policies(transport)),
-                None => return (self.denied(Cause::NotPermitted), false),
-            },
-            Asked::Request {
-                server,
-                method,
-                transport,
-            } => match &self.actions.relay_request {
-                Some(action) => (action, server, Facts::Request(method, transport)),
-                None => return (self.denied(Cause::NotPermitted), false),
-            },
+        let mut input = None;
+        let (action, resource, facts) = match self.target(query.asked, &mut input) {
+            Ok(target) => target,
+            Err(refused) => return (refused, false),
         };
         // Both passes ask about the same principal, action and resource:
         // one slice serves them.
@@ -147,6 +103,61 @@ impl Engine {
             self.two_pass(&request, query.approval_channel)
         };
         (decision, shadow_may_differ)
+    }
+
+    /// The action, resource and facts `asked` is about, or the refusal when
+    /// it names what this engine does not know. `input` holds a call's
+    /// typed arguments for the facts to borrow.
+    fn target<'a>(
+        &'a self,
+        asked: Asked<'a>,
+        input: &'a mut Option<RestrictedExpression>,
+    ) -> Result<(&'a EntityUid, &'a EntityUid, Facts<'a>), Decision> {
+        match asked {
+            Asked::Tool {
+                action,
+                tool,
+                facts,
+            } => {
+                let resource = match tool {
+                    ToolRef::Entity(uid) => uid,
+                    ToolRef::Id(id) => self
+                        .tools
+                        .get(id)
+                        .ok_or_else(|| self.denied(Cause::UnknownTool))?,
+                };
+                match self.call_action(action, tool, facts) {
+                    Ok(Some((action, expression))) => {
+                        let input = &*input.insert(expression);
+                        Ok((action, resource, Facts::Tool(facts, Some(input))))
+                    }
+                    Ok(None) => Ok((self.tool_action(action), resource, Facts::Tool(facts, None))),
+                    Err(error) => Err(self.decision(
+                        Outcome::Deny,
+                        Cause::PolicyError,
+                        Vec::new(),
+                        vec![error],
+                    )),
+                }
+            }
+            Asked::Command { facts, transport } => Ok((
+                &self.actions.run_command,
+                &self.shell,
+                Facts::Command(facts, transport),
+            )),
+            Asked::Policies { transport } => match &self.actions.read_policy {
+                Some(action) => Ok((action, &self.policies_resource, Facts::Policies(transport))),
+                None => Err(self.denied(Cause::NotPermitted)),
+            },
+            Asked::Request {
+                server,
+                method,
+                transport,
+            } => match &self.actions.relay_request {
+                Some(action) => Ok((action, server, Facts::Request(method, transport))),
+                None => Err(self.denied(Cause::NotPermitted)),
+            },
+        }
     }
 
     fn denied(&self, cause: Cause) -> Decision {
