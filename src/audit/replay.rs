@@ -320,45 +320,12 @@ impl Replay {
             for mut redecider in workers {
                 let queue = Arc::clone(&queue);
                 let results = results.clone();
-                scope.spawn(move || {
-                    loop {
-                        // The lock is held only to take the next chunk.
-                        let next = match queue.lock() {
-                            Ok(queue) => queue.recv(),
-                            Err(_) => return,
-                        };
-                        let Ok((place, chunk)) = next else { return };
-                        let done = chunk
-                            .into_iter()
-                            .map(|pending| {
-                                let result = redecider.redecide_body(pending.body.get());
-                                (pending.seq, pending.time, result)
-                            })
-                            .collect();
-                        if results.send((place, done)).is_err() {
-                            return;
-                        }
-                    }
-                });
+                scope.spawn(move || work_through(&mut redecider, &queue, &results));
             }
             drop(results);
             // Chunks come back in any order; each is folded once every
             // earlier one has been, so the summary is in log order.
-            let collector = scope.spawn(move || {
-                let mut summary = Summary::default();
-                let mut waiting: BTreeMap<u64, Vec<Done>> = BTreeMap::new();
-                let mut next = 0u64;
-                for (place, chunk) in collected {
-                    waiting.insert(place, chunk);
-                    while let Some(ready) = waiting.remove(&next) {
-                        for done in ready {
-                            summary.fold(done);
-                        }
-                        next += 1;
-                    }
-                }
-                summary
-            });
+            let collector = scope.spawn(move || in_log_order(collected));
             let mut chunk = Vec::with_capacity(CHUNK);
             let mut place = 0u64;
             let mut handed = true;
@@ -385,6 +352,72 @@ impl Replay {
             summary.finish(read?)
         })
     }
+}
+
+/// A worker: re-decides the chunks it takes from `queue` until the queue
+/// closes or nobody collects the results.
+fn work_through(
+    redecider: &mut Redecider,
+    queue: &Mutex<std::sync::mpsc::Receiver<(u64, Vec<Pending>)>>,
+    results: &std::sync::mpsc::Sender<(u64, Vec<Done>)>,
+) {
+    loop {
+        // The lock is held only to take the next chunk.
+        let next = match queue.lock() {
+            Ok(queue) => queue.recv(),
+            Err(_) => return,
+        };
+        let Ok((place, chunk)) = next else { return };
+        let done = chunk
+            .into_iter()
+            .map(|pending| {
+                let result = redecider.redecide_body(pending.body.get());
+                (pending.seq, pending.time, result)
+            })
+            .collect();
+        if results.send((place, done)).is_err() {
+            return;
+        }
+    }
+}
+
+/// The summary of chunks that arrive in any order, folded in log order.
+fn in_log_order(collected: std::sync::mpsc::Receiver<(u64, Vec<Done>)>) -> Summary {
+    let mut summary = Summary::default();
+    let mut waiting: BTreeMap<u64, Vec<Done>> = BTreeMap::new();
+    let mut next = 0u64;
+    for (place, chunk) in collected {
+        waiting.insert(place, chunk);
+        while let Some(ready) = waiting.remove(&next) {
+            for done in ready {
+                summary.fold(done);
+            }
+            next += 1;
+        }
+    }
+    summary
+}
+
+/// Whether the shadow set decides again as the record says it did: the
+/// same outcome by the same policies (or no shadow either time).
+fn shadow_reproduced(now: &crate::pdp::Decision, recorded: &DecisionRecord) -> bool {
+    let ids =
+        |policies: &[RecordedPolicy]| policies.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+    let now = now.shadow.as_ref().map(|shadow| {
+        (
+            shadow.outcome,
+            shadow
+                .policies
+                .iter()
+                .map(|p| p.id.clone())
+                .collect::<Vec<_>>(),
+        )
+    });
+    let then = recorded
+        .shadow
+        .as_ref()
+        .map(|shadow| (shadow.decision, ids(&shadow.policies)));
+    now == then
 }
 
 /// What reading the log found besides its decision records.
@@ -599,29 +632,10 @@ impl Redecider {
         });
         // A candidate's shadows are its own; the recorded set's must say
         // again what the record says they said.
-        let shadow_reproduced = self.candidate.is_none().then(|| {
-            let now = decision.shadow.as_ref().map(|shadow| {
-                (
-                    shadow.outcome,
-                    shadow
-                        .policies
-                        .iter()
-                        .map(|p| p.id.clone())
-                        .collect::<Vec<_>>(),
-                )
-            });
-            let then = recorded.shadow.as_ref().map(|shadow| {
-                (
-                    shadow.decision,
-                    shadow
-                        .policies
-                        .iter()
-                        .map(|p| p.id.clone())
-                        .collect::<Vec<_>>(),
-                )
-            });
-            now == then
-        });
+        let shadow_reproduced = self
+            .candidate
+            .is_none()
+            .then(|| shadow_reproduced(&decision, recorded));
         Ok(Some((
             decision.outcome,
             decision.cause,

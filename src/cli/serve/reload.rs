@@ -236,20 +236,24 @@ impl Reloader {
                 self.settings.store(Arc::new(setting));
                 tracing::info!(trigger, old = %old_hash, new = %new_hash, "policy set reloaded");
             }
-            Err(problems) => {
-                for problem in &problems {
-                    tracing::error!("{problem}");
-                }
-                tracing::error!(trigger, policy_set = %old_hash,
-                    "the changed policy set does not load: the one in force stays");
-                let record = json!({
-                    "event": "policy_reload_failed", "session": self.session, "trigger": trigger,
-                    "policy_set": old_hash, "problems": problems,
-                });
-                if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
-                    tracing::error!(error = %err, "the failed reload could not be recorded");
-                }
-            }
+            Err(problems) => self.record_failed(trigger, &old_hash, &problems).await,
+        }
+    }
+
+    /// A set that does not load: every problem logged, and recorded with the
+    /// set that stays in force.
+    async fn record_failed(&self, trigger: &'static str, in_force: &str, problems: &[Problem]) {
+        for problem in problems {
+            tracing::error!("{problem}");
+        }
+        tracing::error!(trigger, policy_set = %in_force,
+            "the changed policy set does not load: the one in force stays");
+        let record = json!({
+            "event": "policy_reload_failed", "session": self.session, "trigger": trigger,
+            "policy_set": in_force, "problems": problems,
+        });
+        if let Err(err) = self.audit.append_many(vec![(Kind::System, record)]).await {
+            tracing::error!(error = %err, "the failed reload could not be recorded");
         }
     }
 }
@@ -303,30 +307,9 @@ impl Reloader {
             ),
             Err(err) => (Vec::new(), Some(err.to_string())),
         };
-        let log = self.audit.path().to_owned();
-        let (trust, hash) = (self.apply_trust.clone(), new_hash.clone());
-        let signed = tokio::task::spawn_blocking(move || signed_apply(&log, &hash, &trust)).await;
-        match signed {
-            Ok(Ok(true)) => {
-                tracing::info!(policy_set = %new_hash, "a wider policy set is loaded: a signed `policy apply` let it through");
-                return Some((setting, true));
-            }
-            Ok(Ok(false)) => {
-                // The nudge file is only a nudge: a hash listed there by
-                // hand, with no signed record, lets nothing through.
-                if applied(&self.applied)
-                    .is_ok_and(|listed| listed.iter().any(|a| a.policy_set == new_hash))
-                {
-                    tracing::warn!(policy_set = %new_hash, file = %self.applied.display(),
-                        "the set is listed as applied, but the log holds no signed `policy_apply` for it: the list is ignored");
-                }
-            }
-            Ok(Err(err)) => {
-                tracing::error!(error = %err, "the log cannot be read for a signed `policy apply`: the wider set is refused");
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "the search for a signed `policy apply` stopped: the wider set is refused");
-            }
+        if self.signed_apply_for(&new_hash).await {
+            tracing::info!(policy_set = %new_hash, "a wider policy set is loaded: a signed `policy apply` let it through");
+            return Some((setting, true));
         }
         for finding in &widenings {
             tracing::error!(action = %finding.action, outcome = finding.outcome.as_str(),
@@ -351,6 +334,35 @@ impl Reloader {
             tracing::error!(error = %err, "the refused reload could not be recorded");
         }
         None
+    }
+}
+
+impl Reloader {
+    /// Whether the log holds a signed `policy apply` of the set `hash`. A
+    /// hash listed by hand in the nudge file, with no signed record, lets
+    /// nothing through (and is logged as ignored).
+    async fn signed_apply_for(&self, hash: &str) -> bool {
+        let log = self.audit.path().to_owned();
+        let (trust, wanted) = (self.apply_trust.clone(), hash.to_owned());
+        let signed = tokio::task::spawn_blocking(move || signed_apply(&log, &wanted, &trust)).await;
+        match signed {
+            Ok(Ok(true)) => return true,
+            Ok(Ok(false)) => {
+                if applied(&self.applied)
+                    .is_ok_and(|listed| listed.iter().any(|a| a.policy_set == hash))
+                {
+                    tracing::warn!(policy_set = %hash, file = %self.applied.display(),
+                        "the set is listed as applied, but the log holds no signed `policy_apply` for it: the list is ignored");
+                }
+            }
+            Ok(Err(err)) => {
+                tracing::error!(error = %err, "the log cannot be read for a signed `policy apply`: the wider set is refused");
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "the search for a signed `policy apply` stopped: the wider set is refused");
+            }
+        }
+        false
     }
 }
 
