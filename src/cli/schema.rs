@@ -43,39 +43,7 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
     let mut types: Vec<&ToolType> = engine.tool_types().collect();
     types.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(wanted) = &args.tool {
-        let matching: Vec<&ToolType> = types
-            .iter()
-            .copied()
-            .filter(|t| t.id.to_string() == *wanted)
-            .collect();
-        let matching = if matching.is_empty() {
-            types
-                .iter()
-                .copied()
-                .filter(|t| t.id.name() == wanted)
-                .collect()
-        } else {
-            matching
-        };
-        match matching.as_slice() {
-            [_] => types = matching,
-            [] => anyhow::bail!(
-                "--tool: this set types no tool `{wanted}` (a downstream tool must be pinned in servers.lock); known: {}",
-                types
-                    .iter()
-                    .map(|t| t.id.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            _ => anyhow::bail!(
-                "--tool: `{wanted}` names several tools ({}); give `server/tool`",
-                matching
-                    .iter()
-                    .map(|t| t.id.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }
+        types = vec![one_tool(&types, wanted)?];
     }
     let base = schema_json(&bundle).context("the schema does not parse")?;
     let generated = schema_text(types.iter().copied(), &base, args.tool.is_none())
@@ -101,28 +69,60 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
                  // in call_tool, whose context is ToolFacts plus `input`."
             );
             println!("{}", generated.trim_end());
-            let unseen: Vec<String> = types
-                .iter()
-                .flat_map(|t| {
-                    t.redact
-                        .iter()
-                        .map(move |r| {
-                            format!("//   {} {r}: redacted (recorded only as its SHA-256)", t.id)
-                        })
-                        .chain(
-                            t.hidden
-                                .iter()
-                                .map(move |h| format!("//   {} {}: {}", t.id, h.path, h.why)),
-                        )
-                })
-                .collect();
-            if !unseen.is_empty() {
-                println!("\n// Not visible to policies:");
-                for line in unseen {
-                    println!("{line}");
-                }
-            }
+            print_unseen(&types);
         }
     }
     Ok(Exit::Ok)
+}
+
+/// The one tool `wanted` names, by `server/tool` or by its name alone.
+fn one_tool<'a>(types: &[&'a ToolType], wanted: &str) -> anyhow::Result<&'a ToolType> {
+    let named = |types: &[&'a ToolType], id: &dyn Fn(&ToolType) -> bool| -> Vec<&'a ToolType> {
+        types.iter().copied().filter(|t| id(t)).collect()
+    };
+    let mut matching = named(types, &|t| t.id.to_string() == wanted);
+    if matching.is_empty() {
+        matching = named(types, &|t| t.id.name() == wanted);
+    }
+    let ids = |types: &[&ToolType]| {
+        types
+            .iter()
+            .map(|t| t.id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match matching.as_slice() {
+        [one] => Ok(one),
+        [] => anyhow::bail!(
+            "--tool: this set types no tool `{wanted}` (a downstream tool must be pinned in servers.lock); known: {}",
+            ids(types)
+        ),
+        _ => anyhow::bail!(
+            "--tool: `{wanted}` names several tools ({}); give `server/tool`",
+            ids(&matching)
+        ),
+    }
+}
+
+/// The arguments of `types` that policies cannot see, and why.
+fn print_unseen(types: &[&ToolType]) {
+    let unseen: Vec<String> = types
+        .iter()
+        .flat_map(|t| {
+            t.redact
+                .iter()
+                .map(move |r| format!("//   {} {r}: redacted (recorded only as its SHA-256)", t.id))
+                .chain(
+                    t.hidden
+                        .iter()
+                        .map(move |h| format!("//   {} {}: {}", t.id, h.path, h.why)),
+                )
+        })
+        .collect();
+    if !unseen.is_empty() {
+        println!("\n// Not visible to policies:");
+        for line in unseen {
+            println!("{line}");
+        }
+    }
 }

@@ -107,39 +107,7 @@ pub fn apply(plan: &Plan, abi: i32) -> Result<(), ConfineError> {
             | OpenTreeFlags::OPEN_TREE_CLOEXEC,
     )
     .map_err(mount_error("cannot take the root", &plan.root))?;
-    let table = fs::read_to_string("/proc/self/mountinfo").map_err(|err| ConfineError::Mount {
-        what: "cannot read",
-        path: PathBuf::from("/proc/self/mountinfo"),
-        err,
-    })?;
-    for point in mount_points(&table) {
-        remount_read_only(&point)?;
-    }
-    let scratch: Vec<&Path> = SCRATCH
-        .iter()
-        .map(Path::new)
-        .filter(|p| plan.private_tmp && p.is_dir())
-        .collect();
-    for folder in &scratch {
-        mount(
-            "tmpfs",
-            *folder,
-            "tmpfs",
-            MountFlags::NOSUID | MountFlags::NODEV,
-            c"mode=1777",
-        )
-        .map_err(mount_error(
-            "cannot mount a private scratch folder on",
-            folder,
-        ))?;
-    }
-    if scratch.iter().any(|s| plan.root.starts_with(s)) {
-        fs::create_dir_all(&plan.root).map_err(|err| ConfineError::Mount {
-            what: "cannot make the root's mount point",
-            path: plan.root.clone(),
-            err,
-        })?;
-    }
+    let scratch = read_only_world(plan)?;
     move_mount(
         &root_tree,
         "",
@@ -174,6 +142,46 @@ pub fn apply(plan: &Plan, abi: i32) -> Result<(), ConfineError> {
         drop_capabilities().map_err(|errno| ConfineError::Capabilities(errno.into()))?;
     }
     Ok(())
+}
+
+/// Every mount read-only, then private scratch folders (when the plan
+/// asks) over the shared temporary ones; returns those folders, which stay
+/// writable.
+fn read_only_world(plan: &Plan) -> Result<Vec<&'static Path>, ConfineError> {
+    let table = fs::read_to_string("/proc/self/mountinfo").map_err(|err| ConfineError::Mount {
+        what: "cannot read",
+        path: PathBuf::from("/proc/self/mountinfo"),
+        err,
+    })?;
+    for point in mount_points(&table) {
+        remount_read_only(&point)?;
+    }
+    let scratch: Vec<&'static Path> = SCRATCH
+        .iter()
+        .map(Path::new)
+        .filter(|p| plan.private_tmp && p.is_dir())
+        .collect();
+    for folder in &scratch {
+        mount(
+            "tmpfs",
+            *folder,
+            "tmpfs",
+            MountFlags::NOSUID | MountFlags::NODEV,
+            c"mode=1777",
+        )
+        .map_err(mount_error(
+            "cannot mount a private scratch folder on",
+            folder,
+        ))?;
+    }
+    if scratch.iter().any(|s| plan.root.starts_with(s)) {
+        fs::create_dir_all(&plan.root).map_err(|err| ConfineError::Mount {
+            what: "cannot make the root's mount point",
+            path: plan.root.clone(),
+            err,
+        })?;
+    }
+    Ok(scratch)
 }
 
 /// A mount namespace (in a user namespace of its own unless this process

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Servers;
 use super::catalog::{all_capabilities, downstream_specs};
+use super::config::ServerConfig;
 use crate::pdp::{PolicyBundle, SERVERS_FILE, SERVERS_LOCK_FILE, tier_entities};
 use crate::tools::{PathRole, ToolId, ToolSpec};
 
@@ -32,47 +33,7 @@ pub fn server_loosenings(old: &PolicyBundle, new: &PolicyBundle) -> Vec<ServerLo
             found.push((toml(), entry, "added: its tools may be offered".to_owned()));
             continue;
         };
-        if was.endpoint != server.endpoint {
-            found.push((
-                toml(),
-                entry.clone(),
-                "how it is started or reached changed".to_owned(),
-            ));
-        }
-        if was.root != server.root {
-            found.push((
-                toml(),
-                entry.clone(),
-                format!(
-                    "its root changed from {} to {}: its paths are judged against another folder",
-                    shown(was.root.as_deref()),
-                    shown(server.root.as_deref())
-                ),
-            ));
-        }
-        for folder in &server.confinement.writable {
-            if !was.confinement.writable.contains(folder) {
-                found.push((
-                    toml(),
-                    entry.clone(),
-                    format!("it may now write `{folder}`, outside its root"),
-                ));
-            }
-        }
-        if server.confinement.network && !was.confinement.network {
-            found.push((
-                toml(),
-                entry.clone(),
-                "it may now reach the network".to_owned(),
-            ));
-        }
-        if server.pass_errors && !was.pass_errors {
-            found.push((
-                toml(),
-                entry.clone(),
-                "pass_errors turned on: its error results reach clients".to_owned(),
-            ));
-        }
+        entry_loosenings(was, server, &mut found);
         for (tool, pin) in after.lock.servers.get(&server.name).into_iter().flatten() {
             let entry = format!("tool `{}/{tool}`", server.name);
             match before.lock.pin(&server.name, tool) {
@@ -97,6 +58,39 @@ pub fn server_loosenings(old: &PolicyBundle, new: &PolicyBundle) -> Vec<ServerLo
         }
     }
     found
+}
+
+/// What a server's own entry in `servers.toml` newly permits: how it is
+/// started, where its paths are judged, what it may write and reach, what
+/// its errors show, and, for an agent, how the bridge starts its
+/// conversations (a `start_arguments` sandbox loosened, say).
+fn entry_loosenings(was: &ServerConfig, server: &ServerConfig, found: &mut Vec<ServerLoosening>) {
+    let entry = format!("server `{}`", server.name);
+    let mut say = |what: String| found.push((SERVERS_FILE.to_owned(), entry.clone(), what));
+    if was.endpoint != server.endpoint {
+        say("how it is started or reached changed".to_owned());
+    }
+    if was.root != server.root {
+        say(format!(
+            "its root changed from {} to {}: its paths are judged against another folder",
+            shown(was.root.as_deref()),
+            shown(server.root.as_deref())
+        ));
+    }
+    for folder in &server.confinement.writable {
+        if !was.confinement.writable.contains(folder) {
+            say(format!("it may now write `{folder}`, outside its root"));
+        }
+    }
+    if server.confinement.network && !was.confinement.network {
+        say("it may now reach the network".to_owned());
+    }
+    if server.pass_errors && !was.pass_errors {
+        say("pass_errors turned on: its error results reach clients".to_owned());
+    }
+    if server.agent.is_some() && was.agent != server.agent {
+        say("its agent mapping changed: conversations start or continue otherwise (its start_arguments, a sandbox say)".to_owned());
+    }
 }
 
 fn shown(root: Option<&std::path::Path>) -> String {
@@ -312,6 +306,34 @@ mod tests {
                 .iter()
                 .any(|f| f.starts_with("servers.lock: tool `files/write_text`: pinned anew")),
             "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_agent_whose_conversations_start_otherwise_is_a_loosening() {
+        let agent = |sandbox: &str| {
+            format!(
+                "[servers.codex]\ncommand = \"codex\"\nargs = [\"app-server\"]\nkind = \"agent\"\npreset = \"codex-app-server\"\nstart_arguments = {{ sandbox = \"{sandbox}\" }}\n"
+            )
+        };
+        let empty = ServersLock::new();
+        let loosened = server_loosenings(
+            &bundle(&agent("read-only"), &empty),
+            &bundle(&agent("danger-full-access"), &empty),
+        );
+        assert!(
+            loosened
+                .iter()
+                .any(|(_, entry, change)| entry == "server `codex`"
+                    && change.contains("agent mapping changed")),
+            "{loosened:?}"
+        );
+        assert!(
+            server_loosenings(
+                &bundle(&agent("read-only"), &empty),
+                &bundle(&agent("read-only"), &empty)
+            )
+            .is_empty()
         );
     }
 }

@@ -24,6 +24,14 @@ pub const BUILTIN_TABLE: &str = include_str!(concat!(
 /// Refuses a team table that takes from the built-in one: the entry, and
 /// what it takes.
 pub(super) fn check(team: &TableFile, builtin: &TableFile) -> Result<(), (String, String)> {
+    keeps_rules(team, builtin)?;
+    keeps_programs(team, builtin)?;
+    keeps_globals(team, builtin)?;
+    keeps_environment(team, builtin)
+}
+
+/// Every built-in rule is in the team's table, unchanged.
+fn keeps_rules(team: &TableFile, builtin: &TableFile) -> Result<(), (String, String)> {
     let refuse = |entry: String, message: String| (entry, message);
     for (index, rule) in builtin.rule.iter().enumerate() {
         let kept = team.rule.iter().any(|theirs| {
@@ -46,6 +54,13 @@ pub(super) fn check(team: &TableFile, builtin: &TableFile) -> Result<(), (String
             ));
         }
     }
+    Ok(())
+}
+
+/// Every built-in description that knows a program's effects is kept by
+/// one of the team's entries for that program.
+fn keeps_programs(team: &TableFile, builtin: &TableFile) -> Result<(), (String, String)> {
+    let refuse = |entry: String, message: String| (entry, message);
     for (index, entry) in builtin.program.iter().enumerate() {
         if !entry.knows_effects() {
             continue;
@@ -73,6 +88,12 @@ pub(super) fn check(team: &TableFile, builtin: &TableFile) -> Result<(), (String
             }
         }
     }
+    Ok(())
+}
+
+/// The folders a subcommand works in stay where the built-in table says.
+fn keeps_globals(team: &TableFile, builtin: &TableFile) -> Result<(), (String, String)> {
+    let refuse = |entry: String, message: String| (entry, message);
     for (program, globals) in &builtin.globals {
         let theirs = team.globals.get(program);
         let missing: Vec<&String> = globals
@@ -90,6 +111,12 @@ pub(super) fn check(team: &TableFile, builtin: &TableFile) -> Result<(), (String
             ));
         }
     }
+    Ok(())
+}
+
+/// The environment variables that change what runs or loads stay listed.
+fn keeps_environment(team: &TableFile, builtin: &TableFile) -> Result<(), (String, String)> {
+    let refuse = |entry: String, message: String| (entry, message);
     if let Some(environment) = &builtin.environment {
         let theirs: HashSet<&String> = team
             .environment

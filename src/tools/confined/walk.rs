@@ -1,6 +1,6 @@
 //! Walking a decided folder by handles, for `search`.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -94,44 +94,19 @@ pub fn walk_files(
         }
         let Some(level) = levels.last() else { break };
         if kind.is_dir() {
-            if levels.len() > MAX_DEPTH {
-                continue;
+            if levels.len() <= MAX_DEPTH
+                && let Some(below) = enter(level, &name, path)
+            {
+                levels.push(below);
             }
-            let flags = OFlags::RDONLY
-                | OFlags::DIRECTORY
-                | OFlags::NONBLOCK
-                | OFlags::NOFOLLOW
-                | OFlags::CLOEXEC;
-            // Gone, or swapped for a symlink since it was listed: skipped.
-            let Ok(folder) = openat(&level.folder, &name, flags, Mode::empty()) else {
-                continue;
-            };
-            let Ok(entries) = sorted_entries(folder.as_fd()) else {
-                continue;
-            };
-            let ignores = folder_ignores(folder.as_fd(), &path);
-            levels.push(Level {
-                folder,
-                path,
-                entries,
-                ignores,
-            });
             continue;
         }
-        let flags =
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let Ok(fd) = openat(&level.folder, &name, flags, Mode::empty()) else {
+        let Some((file, stat)) = open_file(level, &name) else {
             continue;
         };
-        let Ok(stat) = fstat(&fd) else { continue };
-        // Listed as a file, and something else (a FIFO, a device) by the
-        // time it opened: skipped without a read.
-        if !kind_of(&stat).is_file() {
-            continue;
-        }
         let found = Found {
             path: &path,
-            file: File::from(fd),
+            file,
             stat,
         };
         if !visit(found) {
@@ -139,6 +114,34 @@ pub fn walk_files(
         }
     }
     Ok(WalkEnd::Finished)
+}
+
+/// The folder `name` of `level`, entered by handle, with its entries and
+/// ignore files; `None` when it is gone or was swapped for a symlink since
+/// it was listed.
+fn enter(level: &Level, name: &OsStr, path: PathBuf) -> Option<Level> {
+    let flags =
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let folder = openat(&level.folder, name, flags, Mode::empty()).ok()?;
+    let entries = sorted_entries(folder.as_fd()).ok()?;
+    let ignores = folder_ignores(folder.as_fd(), &path);
+    Some(Level {
+        folder,
+        path,
+        entries,
+        ignores,
+    })
+}
+
+/// The file `name` of `level`, opened without following a link, with its
+/// status; `None` when it is gone, or something else than a file (a FIFO,
+/// a device) by the time it opened: skipped without a read.
+fn open_file(level: &Level, name: &OsStr) -> Option<(File, Stat)> {
+    let flags =
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = openat(&level.folder, name, flags, Mode::empty()).ok()?;
+    let stat = fstat(&fd).ok()?;
+    kind_of(&stat).is_file().then(|| (File::from(fd), stat))
 }
 
 fn is_ignored(levels: &[Level], path: &Path, is_dir: bool) -> bool {
