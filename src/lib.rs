@@ -37,7 +37,8 @@
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
 //! - [`clock`]: the injected wall clock; [`atomic_file`]: crash-safe file
-//!   replacement.
+//!   replacement; [`canonical`]: the RFC 8785 encoding and SHA-256 that
+//!   records, approvals and redacted arguments are hashed with.
 //!
 //! # Invariants
 //! One decision point; fail closed (any Cedar error, unknown principal or
@@ -50,6 +51,7 @@ pub mod atomic_file;
 pub mod audit;
 pub mod auth;
 pub mod bridge;
+pub mod canonical;
 pub mod cli;
 pub mod clock;
 pub mod confine;

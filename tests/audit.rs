@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use portcullis::audit::{Kind, Record, sha256_hex};
+use portcullis::audit::{Kind, Record};
+use portcullis::canonical::sha256_hex;
 use serde_json::{Value, json};
 
 use crate::util::{ALLOW_BUILTIN, INITIALIZED, Served, Session, Tree, portcullis};

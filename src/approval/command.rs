@@ -15,7 +15,7 @@ use serde_json::json;
 use thiserror::Error;
 
 use super::seal::{ApprovalSeal, SealError};
-use crate::audit::sha256_hex;
+use crate::canonical::sha256_hex;
 use crate::clock::Clock;
 
 /// The shared key's file, beside the token store.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use thiserror::Error;
 
-use crate::audit::sha256_hex;
+use crate::canonical::sha256_hex;
 use crate::clock::Clock;
 
 type HmacSha256 = Hmac<Sha256>;

@@ -24,11 +24,11 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use super::canonical::encode;
 use super::checkpoint::Signer;
 use super::head::{self, Head, HeadFile, Mark, head_path};
 use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 use super::verify::{Break, End, end_against_head, scan};
+use crate::canonical::encode;
 use crate::clock::{Clock, SystemClock};
 
 /// Most records taken into one batch (a group from `append_many` is

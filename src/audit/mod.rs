@@ -5,7 +5,7 @@
 //! allow runs. `verify` and `replay` work offline, from the log folder alone.
 
 mod applied;
-mod canonical;
+
 mod checkpoint;
 mod head;
 mod log;
@@ -18,7 +18,6 @@ pub use applied::{
     APPLY_EVENT, Applied, ApplyTrust, applied, applied_path, apply as apply_set, apply_record,
     signed_apply,
 };
-pub use canonical::{encode as canonical_json, sha256_hex};
 pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,
     load_or_create as load_or_create_signer, public_key_text, read_public_key,

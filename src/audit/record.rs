@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::canonical::{encode, sha256_hex};
+use crate::canonical::{encode, sha256_hex};
 
 /// The `prev` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";

@@ -2,6 +2,10 @@
 //! root and classified, folded into the `ToolFacts` policies test. Pure
 //! apart from reading the filesystem to resolve paths; it never decides and
 //! never takes a fact from the client.
+//!
+//! Only its tests import from `tools`, a floor above: they check the facts
+//! of the real built-in tool declarations, which the code itself does not
+//! need.
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 
 use super::{AuditUnavailable, GateFailure, Keeper};
-use crate::audit::{DecisionRecord, Kind, RecordedAction, sha256_hex};
+use crate::audit::{DecisionRecord, Kind, RecordedAction};
+use crate::canonical::sha256_hex;
 use crate::gate::{GATE_APPROVAL_CHANNEL, GateAnswer, judge};
 
 impl Keeper {

@@ -10,6 +10,13 @@
 //!
 //! What it may not do: speak a protocol (adapters translate its outcomes),
 //! or evaluate Cedar other than through `Engine::decide`.
+//!
+//! Why it imports from `approval`, the floor above it: a call decided with
+//! `approved = true` needs a [`crate::approval::Grant`], and only the
+//! approval flow may make one (its constructor is private to that module:
+//! authorized by type), while the flow in turn runs the call through this
+//! keeper. Moving `Grant` down here would open its constructor to the
+//! crate; the arrow up is the price of keeping that proof unforgeable.
 
 mod authorized;
 mod call;

@@ -3,9 +3,8 @@
 use serde_json::Value;
 
 use super::{AuditUnavailable, Keeper};
-use crate::audit::{
-    ClientRef, DecisionRecord, Kind, RecordedAction, RecordedPolicy, ShadowRecord, sha256_hex,
-};
+use crate::audit::{ClientRef, DecisionRecord, Kind, RecordedAction, RecordedPolicy, ShadowRecord};
+use crate::canonical::sha256_hex;
 use crate::facts::ToolFacts;
 use crate::pdp::{Cause, Decision, DeterminingPolicy, Outcome, ToolAction};
 use crate::tools::ToolId;

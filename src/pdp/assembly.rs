@@ -11,13 +11,26 @@ use cedar_policy::{Entities, EntityUid, Schema};
 use serde_json::Value;
 
 use super::bundle::PolicyBundle;
-use super::engine::{Actions, LoadError};
 use super::entities::{self, ClientRecord};
 use super::input::{ToolType, ToolTypes};
 use super::load::{self, CompiledSet, Provenance};
-use super::problem::{Problem, ProblemKind};
+use super::problem::{LoadError, Problem, ProblemKind};
 use crate::facts::{CommandClassError, CommandClasses, PathClasses};
 use crate::tools::{Registry, ToolId};
+
+/// The action entities of the schema, resolved once.
+#[derive(Debug)]
+pub(super) struct Actions {
+    pub discover_tool: EntityUid,
+    pub call_tool: EntityUid,
+    pub run_command: EntityUid,
+    /// Absent from schemas recorded before clients could be refused the
+    /// policies; such a set denies every `read_policy` request.
+    pub read_policy: Option<EntityUid>,
+    /// Absent from schemas recorded before downstream servers; such a set
+    /// denies every `relay_request` request.
+    pub relay_request: Option<EntityUid>,
+}
 
 /// A set's data tables, read beside its policies.
 pub(super) struct Tables {

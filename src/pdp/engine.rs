@@ -8,7 +8,7 @@ use cedar_policy::{Authorizer, Entities, EntityUid, PolicyId, PolicySet, Request
 use serde_json::Value;
 use thiserror::Error;
 
-use super::assembly::{self, CommandTable};
+use super::assembly::{self, Actions, CommandTable};
 use super::bundle::PolicyBundle;
 use super::context::{
     CommandShape, command_context, policy_context, request_context, tool_context,
@@ -18,7 +18,7 @@ use super::discovery_memo::DiscoveryMemo;
 use super::entities::{self, ClientRecord};
 use super::input::{InputError, ToolType, ToolTypes};
 use super::load::{self, PolicyOrigin, Provenance};
-use super::problem::{Problem, ProblemKind};
+use super::problem::{LoadError, Problem, ProblemKind};
 use super::proof::{self, Proof};
 use super::scope_index::ScopeIndex;
 use super::set_cache::SetCache;
@@ -35,27 +35,6 @@ pub enum CallFactsProblem {
     Path(#[from] CallFactsError),
     #[error(transparent)]
     Input(#[from] InputError),
-}
-
-/// The policy set did not load; nothing can be decided with it.
-#[derive(Debug, Error)]
-#[error("the policy set does not load ({} problem{})", .problems.len(), if .problems.len() == 1 { "" } else { "s" })]
-pub struct LoadError {
-    pub problems: Vec<Problem>,
-}
-
-/// The action entities of the schema, resolved once.
-#[derive(Debug)]
-pub(super) struct Actions {
-    pub discover_tool: EntityUid,
-    pub call_tool: EntityUid,
-    pub run_command: EntityUid,
-    /// Absent from schemas recorded before clients could be refused the
-    /// policies; such a set denies every `read_policy` request.
-    pub read_policy: Option<EntityUid>,
-    /// Absent from schemas recorded before downstream servers; such a set
-    /// denies every `relay_request` request.
-    pub relay_request: Option<EntityUid>,
 }
 
 #[derive(Debug)]

@@ -35,7 +35,7 @@ pub use decision::{
     Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity, ShadowDecision,
 };
 pub use diff::{Counterexample, Diff, DiffError, Finding, Pass, diff};
-pub use engine::{CallFactsProblem, Engine, LoadError};
+pub use engine::{CallFactsProblem, Engine};
 pub use entities::{
     BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
 };
@@ -46,6 +46,7 @@ pub use export::{
 pub use fixtures::{CaseResult, accepted as accepted_fixtures, run as run_fixtures};
 pub use input::{Field, Hidden, InputType, ToolType, schema_text};
 pub use load::{HARD_CONSTRAINTS, schema_json};
+pub use problem::LoadError;
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
 pub use query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};

@@ -1,6 +1,7 @@
 //! A problem found while loading a policy set, located in its file.
 
 use std::fmt;
+use thiserror::Error;
 
 use serde::Serialize;
 
@@ -157,4 +158,11 @@ mod tests {
             .with_help(Some("fix it".into()));
         assert_eq!(p.to_string(), "a.cedar:2:1: bad\n  help: fix it");
     }
+}
+
+/// The policy set did not load; nothing can be decided with it.
+#[derive(Debug, Error)]
+#[error("the policy set does not load ({} problem{})", .problems.len(), if .problems.len() == 1 { "" } else { "s" })]
+pub struct LoadError {
+    pub problems: Vec<Problem>,
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::config::ServersConfig;
-use crate::audit::sha256_hex;
+use crate::canonical::sha256_hex;
 use crate::pdp::{Problem, ProblemKind, SourceFile};
 
 /// The version of the lock file's shape.

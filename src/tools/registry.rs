@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use thiserror::Error;
 
-use crate::audit::sha256_hex;
+use crate::canonical::sha256_hex;
 use crate::facts::holds_paths;
 
 use super::arguments::{ArgumentValidator, SchemaError};

@@ -7,6 +7,13 @@
 //! built-in tools' definitions the set carries (`PolicyBundle::tools`) and
 //! the pinned definitions in `servers.lock`. So validation, every decision
 //! and replay see one and the same type for a tool.
+//!
+//! Why it imports from `servers`, a floor above: `servers.toml` and
+//! `servers.lock` are files of the policy set, and the typed input of a
+//! downstream tool is part of the schema every load validates against; the
+//! parser of those files lives with the servers that run them (which use
+//! this module's bundle and problems). Reading the pins through that one
+//! parser keeps one reading of the file, rather than a second here.
 
 mod fragment;
 mod mapping;

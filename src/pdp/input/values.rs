@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use super::mapping::{Field, InputType};
-use crate::audit::sha256_hex;
+use crate::canonical::sha256_hex;
 use crate::facts::ToolInput;
 
 /// An argument whose value the tool's input type cannot carry.
