@@ -11,18 +11,29 @@ use crate::pdp::{ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof
 use crate::servers::registry_for;
 use crate::tools::Registry;
 
+/// The bundle and the registry of its tools, or the problems reported.
+fn bundle_and_registry(
+    args: &PolicyArgs,
+    format: Format,
+) -> anyhow::Result<Result<(PolicyBundle, Registry), Exit>> {
+    let bundle = args.bundle()?;
+    match registry_for(&bundle) {
+        Ok(registry) => Ok(Ok((bundle, registry))),
+        Err(err) => {
+            report_problems(&err.problems, format)?;
+            Ok(Err(Exit::ValidationFailure))
+        }
+    }
+}
+
 /// Loads the bundle and the engine, or reports why not.
 pub(crate) fn load(
     args: &PolicyArgs,
     format: Format,
 ) -> anyhow::Result<Result<(PolicyBundle, Engine, Proof), Exit>> {
-    let bundle = args.bundle()?;
-    let registry = match registry_for(&bundle) {
-        Ok(registry) => registry,
-        Err(err) => {
-            report_problems(&err.problems, format)?;
-            return Ok(Err(Exit::ValidationFailure));
-        }
+    let (bundle, registry) = match bundle_and_registry(args, format)? {
+        Ok(loaded) => loaded,
+        Err(exit) => return Ok(Err(exit)),
     };
     match Engine::load_proven(&bundle, &registry, &[], None) {
         Ok((engine, proof)) => Ok(Ok((bundle, engine, proof))),
@@ -41,13 +52,9 @@ pub(crate) fn load_for_client(
     client: &ClientRecord,
     format: Format,
 ) -> anyhow::Result<Result<(PolicyBundle, Registry, Engine), Exit>> {
-    let bundle = args.bundle()?;
-    let registry = match registry_for(&bundle) {
-        Ok(registry) => registry,
-        Err(err) => {
-            report_problems(&err.problems, format)?;
-            return Ok(Err(Exit::ValidationFailure));
-        }
+    let (bundle, registry) = match bundle_and_registry(args, format)? {
+        Ok(loaded) => loaded,
+        Err(exit) => return Ok(Err(exit)),
     };
     match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client), None) {
         Ok((engine, _)) => Ok(Ok((bundle, registry, engine))),

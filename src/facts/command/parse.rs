@@ -446,14 +446,9 @@ fn walk_redirected(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: b
                 uses_in(child, source, &mut stdin_uses);
             }
             Kind::HerestringRedirect => {
-                let mut c = child.walk();
-                stdin_text = child
-                    .named_children(&mut c)
-                    .last()
-                    .and_then(|w| literal(w, source));
-                let before = stdin_uses.len();
-                uses_in(child, source, &mut stdin_uses);
-                fed |= stdin_uses[before..].contains(&Use::Output);
+                let (text, from_output) = herestring(child, source, &mut stdin_uses);
+                stdin_text = text;
+                fed |= from_output;
             }
             Kind::FileRedirect => {
                 fed |= reads_from_commands(child, source);
@@ -539,6 +534,20 @@ fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_in
         assignments: Vec::new(),
         expanded: Vec::new(),
     });
+}
+
+/// A `<<< word` redirect: the text it feeds (when it is a literal), the
+/// expansions it makes (added to `uses`), and whether any of them is a
+/// command's output, which makes the command's stdin another's.
+fn herestring(node: Node<'_>, source: &str, uses: &mut Vec<Use>) -> (Option<String>, bool) {
+    let mut cursor = node.walk();
+    let text = node
+        .named_children(&mut cursor)
+        .last()
+        .and_then(|w| literal(w, source));
+    let before = uses.len();
+    uses_in(node, source, uses);
+    (text, uses[before..].contains(&Use::Output))
 }
 
 fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
@@ -685,14 +694,9 @@ fn push_simple(
     for child in node.named_children(&mut cursor) {
         match kind(child) {
             Kind::HerestringRedirect => {
-                let mut c = child.walk();
-                stdin_text = child
-                    .named_children(&mut c)
-                    .last()
-                    .and_then(|w| literal(w, source));
-                let before = uses.len();
-                uses_in(child, source, &mut uses);
-                piped_into |= uses[before..].contains(&Use::Output);
+                let (text, from_output) = herestring(child, source, &mut uses);
+                stdin_text = text;
+                piped_into |= from_output;
             }
             Kind::FileRedirect => piped_into |= reads_from_commands(child, source),
             // `VAR=x cmd`: the assignment is not part of argv, and sets
