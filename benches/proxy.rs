@@ -11,7 +11,9 @@
 //! to both sides of the difference. Beside each proxy, the durable write
 //! alone: the proxy's own decision record appended to a fresh signed log on
 //! the same filesystem, in process, so what the proxy adds beyond the write
-//! it must wait for is measured in the same run.
+//! it must wait for is measured in the same run. Last, the proxy's CPU time
+//! per call, its calls back to back and spaced 20 ms apart as an agent
+//! spaces them: waking idle threads must not cost more than the work.
 
 #![allow(
     clippy::unwrap_used,
@@ -41,6 +43,13 @@ permit (principal, action in Portcullis::Action::"use_tool", resource);
 "#;
 
 const SAMPLES: usize = 2000;
+
+/// Calls of each back-to-back CPU figure, and of the spaced one with the
+/// time between two calls: enough that CPU time, counted in 10 ms ticks,
+/// is read to about 2%.
+const BACK_TO_BACK_CALLS: u32 = 2000;
+const SPACED_CALLS: u32 = 400;
+const SPACING: Duration = Duration::from_millis(20);
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -114,11 +123,19 @@ fn proxy_tree(setup: &Setup, name: &str, downstream_log: &Path) -> PathBuf {
         .into_iter()
         .map(|a| format!("{a:?}"))
         .collect();
+    // Confined, the downstream writes only beneath its root and the folders
+    // named here: its log's and the token store's (its signing key, its
+    // proofs).
+    let log_folder = downstream_log.parent().unwrap();
+    fs::create_dir_all(log_folder).unwrap();
     let servers = format!(
         "[servers.inner]\ncommand = {:?}\nargs = [{}]\nenv_from = {{ PORTCULLIS_TOKEN = \"BENCH_INNER_TOKEN\" }}\n\
+         writable = [{:?}, {:?}]\n\
          [servers.inner.tools.read_file]\neffects = [\"read\"]\npaths = {{ path = \"read\" }}\n",
         env!("CARGO_BIN_EXE_portcullis"),
-        args.join(", ")
+        args.join(", "),
+        log_folder.display().to_string(),
+        base.join("state").display().to_string(),
     );
     fs::write(outer.join("policies/servers.toml"), servers).unwrap();
     let pinned = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
@@ -140,13 +157,23 @@ fn proxy_tree(setup: &Setup, name: &str, downstream_log: &Path) -> PathBuf {
 }
 
 async fn connect(setup: &Setup, tree: &Path, audit: &Path) -> RunningService<RoleClient, ()> {
+    connect_with_pid(setup, tree, audit).await.0
+}
+
+/// A client of a new `serve`, and the process id of that `serve`.
+async fn connect_with_pid(
+    setup: &Setup,
+    tree: &Path,
+    audit: &Path,
+) -> (RunningService<RoleClient, ()>, u32) {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
     command
         .args(serve_args(&setup.base, tree, audit))
         .env("PORTCULLIS_TOKEN", &setup.token)
         .env("BENCH_INNER_TOKEN", &setup.token);
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
-    ().serve(transport).await.unwrap()
+    let pid = transport.id().unwrap();
+    (().serve(transport).await.unwrap(), pid)
 }
 
 fn params(name: &str) -> CallToolRequestParams {
@@ -218,6 +245,51 @@ async fn durable_write(dir: &Path, body: &Value) -> Duration {
     percentile(&samples, 0.50)
 }
 
+/// The CPU time, user and system, that process `pid` has used so far, in
+/// all its threads (those that ended too).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name, in parentheses and free to hold spaces, the
+    // fields from the third on; utime and stime are the 14th and 15th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // Linux reports these in USER_HZ, 100 a second on every architecture it
+    // exports them to user space from.
+    Duration::from_millis(ticks * 10)
+}
+
+/// The proxy's CPU time per call, its calls made back to back and spaced
+/// as an agent spaces them (a model's turn between two calls), in one run
+/// on one proxy: back to back, spaced, back to back again, and the mean of
+/// the two back-to-back figures beside the spaced one.
+async fn cpu_per_call(client: &RunningService<RoleClient, ()>, pid: u32) -> (Duration, Duration) {
+    async fn per_call(
+        client: &RunningService<RoleClient, ()>,
+        pid: u32,
+        calls: u32,
+        gap: Duration,
+    ) -> Duration {
+        let before = cpu_time(pid);
+        for _ in 0..calls {
+            let result = client.call_tool(params("inner__read_file")).await.unwrap();
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+            if !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+        }
+        (cpu_time(pid) - before) / calls
+    }
+    let first = per_call(client, pid, BACK_TO_BACK_CALLS, Duration::ZERO).await;
+    let spaced = per_call(client, pid, SPACED_CALLS, SPACING).await;
+    let second = per_call(client, pid, BACK_TO_BACK_CALLS, Duration::ZERO).await;
+    ((first + second) / 2, spaced)
+}
+
 fn proxy(c: &mut Criterion) {
     let setup = setup();
     let logs = setup.downstream_logs().to_owned();
@@ -285,11 +357,17 @@ fn proxy(c: &mut Criterion) {
         _ => println!("no /dev/shm here: the tmpfs figure was not measured"),
     }
 
-    let proxied = runtime.block_on(connect(
+    let (proxied, pid) = runtime.block_on(connect_with_pid(
         &setup,
         &disk_tree,
         &setup.base.join("outer-audit-criterion/audit.jsonl"),
     ));
+    let (back_to_back, spaced) = runtime.block_on(cpu_per_call(&proxied, pid));
+    println!(
+        "the proxy's CPU per call (audit on disk): back to back {back_to_back:?}, spaced {} ms apart {spaced:?} = {:.2}x",
+        SPACING.as_millis(),
+        spaced.as_secs_f64() / back_to_back.as_secs_f64()
+    );
     c.bench_function("proxy/read_file_through_portcullis", |b| {
         b.iter(|| {
             runtime
