@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
+#[expect(dead_code, reason = "shared setup: this bench runs hooks, not serve")]
 mod support;
 use serde_json::json;
 

@@ -73,21 +73,7 @@ fn setup() -> Setup {
 }
 
 fn serve_command(setup: &Setup) -> tokio::process::Command {
-    let base = &setup.base;
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
-    command
-        .arg("serve")
-        .arg("--root")
-        .arg(base.join("ws"))
-        .arg("--policies")
-        .arg(base.join("policies"))
-        .arg("--schema")
-        .arg(base.join("schemas"))
-        .arg("--store")
-        .arg(base.join("tokens.json"))
-        .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"));
-    command
+    support::serve_command(&setup.base)
 }
 
 /// `serve --http` on a free port; the child and the MCP URL.

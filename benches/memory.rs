@@ -19,10 +19,7 @@
 use std::fs;
 use std::time::Duration;
 
-#[expect(
-    dead_code,
-    reason = "shared setup: this bench needs the tree and a token"
-)]
+#[expect(dead_code, reason = "shared setup: this bench needs no grown log")]
 mod support;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, JsonObject};
@@ -84,19 +81,8 @@ fn main() {
 /// Starts `serve`, measures it after `initialize` and idle after 200
 /// calls, and stops it.
 async fn measure(base: &std::path::Path, token: &str, start: &str) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    let mut command = support::serve_command(base);
     command
-        .arg("serve")
-        .arg("--root")
-        .arg(base.join("ws"))
-        .arg("--policies")
-        .arg(base.join("policies"))
-        .arg("--schema")
-        .arg(base.join("schemas"))
-        .arg("--store")
-        .arg(base.join("tokens.json"))
-        .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"))
         .env("PORTCULLIS_TOKEN", token)
         .env("PORTCULLIS_LOG", "warn");
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();

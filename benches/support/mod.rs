@@ -1,6 +1,6 @@
 //! Setup shared by the benchmarks that spawn the binary: a team's policy
-//! tree, a client token in a fresh store, and an audit log grown to a
-//! given size.
+//! tree, a client token in a fresh store, an audit log grown to a given
+//! size, and `serve` over that tree.
 
 use std::path::Path;
 
@@ -45,4 +45,24 @@ pub fn grown_log(path: &Path, records: usize) {
             .collect();
         runtime.block_on(log.append_many(batch)).unwrap();
     }
+}
+
+/// `serve` over stdio with everything under `base`: the workspace `ws`,
+/// the team tree `policies` and `schemas`, the store `tokens.json` and the
+/// log `audit/audit.jsonl`.
+pub fn serve_command(base: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    command
+        .arg("serve")
+        .arg("--root")
+        .arg(base.join("ws"))
+        .arg("--policies")
+        .arg(base.join("policies"))
+        .arg("--schema")
+        .arg(base.join("schemas"))
+        .arg("--store")
+        .arg(base.join("tokens.json"))
+        .arg("--audit")
+        .arg(base.join("audit/audit.jsonl"));
+    command
 }
