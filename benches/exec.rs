@@ -89,12 +89,6 @@ fn bash() -> Duration {
     elapsed
 }
 
-fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    (at(0.50), at(0.99))
-}
-
 fn bench_exec(c: &mut Criterion) {
     let setup = setup();
     // The first run proves the set (when cvc5 is on PATH) and keeps it.
@@ -107,9 +101,9 @@ fn bench_exec(c: &mut Criterion) {
         unconfined.push(exec(&setup, false));
         confined.push(exec(&setup, true));
     }
-    let (bash_p50, bash_p99) = percentiles(bash_samples);
-    let (open_p50, open_p99) = percentiles(unconfined);
-    let (conf_p50, conf_p99) = percentiles(confined);
+    let (bash_p50, bash_p99) = support::percentiles(bash_samples);
+    let (open_p50, open_p99) = support::percentiles(unconfined);
+    let (conf_p50, conf_p99) = support::percentiles(confined);
     println!("bash -c true:                 p50 {bash_p50:?}  p99 {bash_p99:?}");
     println!("exec -- true, unconfined:     p50 {open_p50:?}  p99 {open_p99:?}");
     println!("exec -- true, confined:       p50 {conf_p50:?}  p99 {conf_p99:?}");

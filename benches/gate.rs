@@ -13,6 +13,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
+
+#[expect(
+    dead_code,
+    reason = "shared setup: this bench needs only the percentiles"
+)]
+mod support;
 use portcullis::facts::{Root, Transport, command_facts};
 use portcullis::gate::{GATE_APPROVAL_CHANNEL, judge};
 use portcullis::pdp::{ClientRecord, Engine, PolicyBundle, Query};
@@ -44,7 +50,7 @@ fn p50_of(mut work: impl FnMut()) -> Duration {
             start.elapsed()
         })
         .collect();
-    percentiles(samples).0
+    support::percentiles(samples).0
 }
 
 /// The typical command against its limit, in one run: the tree-sitter parse
@@ -85,12 +91,6 @@ fn limit_and_ratio(engine: &Engine, root: &Root) -> Duration {
     whole
 }
 
-fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    (at(0.50), at(0.99))
-}
-
 fn gate(c: &mut Criterion) {
     let clients = [ClientRecord {
         name: "bench".into(),
@@ -128,7 +128,7 @@ fn gate(c: &mut Criterion) {
                 start.elapsed()
             })
             .collect();
-        let (p50, p99) = percentiles(samples);
+        let (p50, p99) = support::percentiles(samples);
         println!("gate, {name}: p50 {p50:?}, p99 {p99:?}");
     }
     // A team table that differs from the built-in one: the built-in table
@@ -146,7 +146,7 @@ fn gate(c: &mut Criterion) {
             start.elapsed()
         })
         .collect();
-    let (p50, p99) = percentiles(samples);
+    let (p50, p99) = support::percentiles(samples);
     println!("gate, typical, a team's table beside the built-in floor: p50 {p50:?}, p99 {p99:?}");
     c.bench_function("gate/typical_team_table", |b| {
         b.iter(|| judge(&floored, "bench", &root, None, TYPICAL, Transport::Cli).unwrap())

@@ -135,12 +135,6 @@ fn event(setup: &Setup, tool: &str, input: serde_json::Value) -> Vec<u8> {
     .unwrap()
 }
 
-fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    (at(0.50), at(0.99))
-}
-
 fn bench_hook(c: &mut Criterion) {
     let setup = setup();
     let read = event(&setup, "Read", json!({"file_path": "src/a.rs"}));
@@ -167,10 +161,10 @@ fn bench_hook(c: &mut Criterion) {
         samples[kinds.len()].push(version());
     }
     for ((name, _, _), samples) in kinds.iter().zip(&samples) {
-        let (p50, p99) = percentiles(samples.clone());
+        let (p50, p99) = support::percentiles(samples.clone());
         println!("hook claude-code, {name}: p50 {p50:?}, p99 {p99:?} (the bound: 8 ms at p50)");
     }
-    let (p50, p99) = percentiles(samples[kinds.len()].clone());
+    let (p50, p99) = support::percentiles(samples[kinds.len()].clone());
     println!("portcullis --version, the floor of any hook: p50 {p50:?}, p99 {p99:?}");
 
     let mut group = c.benchmark_group("hook_claude_code");

@@ -1,8 +1,9 @@
 //! Setup shared by the benchmarks that spawn the binary: a team's policy
 //! tree, a client token in a fresh store, an audit log grown to a given
-//! size, and `serve` over that tree.
+//! size, `serve` over that tree, and the percentiles the benches report.
 
 use std::path::Path;
+use std::time::Duration;
 
 use portcullis::audit::{AuditLog, Kind};
 use portcullis::auth::TokenStore;
@@ -65,4 +66,11 @@ pub fn serve_command(base: &Path) -> tokio::process::Command {
         .arg("--audit")
         .arg(base.join("audit/audit.jsonl"));
     command
+}
+
+/// p50 and p99 of `samples`.
+pub fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
+    (at(0.50), at(0.99))
 }
