@@ -326,6 +326,30 @@ fn the_readme_opens_with_the_two_commands_and_ci_runs_the_second() {
     assert_eq!(first.text, THE_TWO_COMMANDS);
     let ci = fs::read_to_string(root.join(".ci/run")).unwrap();
     assert!(ci.lines().any(|line| line == "cargo test"), "{ci}");
+    // `cargo run` without `--bin` must know which of the package's binaries
+    // to run, as cargo itself reads the manifest.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let metadata = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        metadata.status.success(),
+        "{}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    assert_eq!(
+        metadata["packages"][0]["default_run"], "portcullis",
+        "`cargo run -- demo` would not know which binary to run"
+    );
 }
 
 #[test]
