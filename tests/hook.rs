@@ -4,6 +4,7 @@
 //! the audit log and replayable; the gate corpus decided identically
 //! through the hook; and Claude Code itself accepting the installed hook.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -788,6 +789,54 @@ when { context.input.pattern like "*password*" };
             json!("fn main")
         ]
     );
+}
+
+#[test]
+fn policies_scoped_to_a_client_hold_for_it_however_many_other_clients_have_theirs() {
+    let hooked = Hooked::new();
+    // Policies scoped to each client, and a thousand grants to clients the
+    // hook never serves: a cached load leaves those out, never the ones
+    // that name its own client.
+    let mut text = String::from(
+        r#"
+@id("agent.no_reads_of_src")
+@reason("the agent may not read src")
+forbid (principal == Portcullis::Client::"agent", action, resource == Portcullis::Tool::"harness/Read");
+@id("reader.no_reads")
+@reason("the reader may not read at all")
+forbid (principal == Portcullis::Client::"reader", action, resource == Portcullis::Tool::"harness/Read");
+"#,
+    );
+    for i in 0..1000 {
+        text.push_str(&format!(
+            "@id(\"grant.{i}\") @reason(\"grant {i}\")\npermit (principal == Portcullis::Client::\"c{i}\", action, resource);\n"
+        ));
+    }
+    hooked.served.tree.write_policy("75_scoped.cedar", &text);
+    let read = serde_json::to_vec(&hooked.event("Read", json!({"file_path": "src/a.rs"}))).unwrap();
+    let grep =
+        serde_json::to_vec(&hooked.event("Grep", json!({"pattern": "fn", "path": "src"}))).unwrap();
+    for round in 0..2 {
+        let (agent, reason) = hooked.claude(&hooked.served.token, &read);
+        assert_eq!(agent, Permission::Deny, "round {round}: {reason}");
+        assert!(reason.contains("the agent may not read src"), "{reason}");
+        let (reader, reason) = hooked.claude(&hooked.reader_token, &read);
+        assert_eq!(reader, Permission::Deny, "round {round}: {reason}");
+        assert!(
+            reason.contains("the reader may not read at all"),
+            "{reason}"
+        );
+        let (grep, reason) = hooked.claude(&hooked.served.token, &grep);
+        assert_eq!(grep, Permission::Allow, "round {round}: {reason}");
+    }
+    // Every decision names the whole set, however much of it was parsed.
+    let hashes: BTreeSet<String> = hooked
+        .records()
+        .iter()
+        .filter(|r| r["kind"] == "decision")
+        .map(|r| r["body"]["policy_set"]["hash"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(hashes.len(), 1, "{hashes:?}");
 }
 
 #[test]

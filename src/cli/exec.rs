@@ -24,7 +24,7 @@ use crate::confine::{self, Launch, LaunchError, Launched, Plan, landlock_abi};
 use crate::facts::{Root, Transport, shell_quote};
 use crate::gate::GateAnswer;
 use crate::keeper::{AuditSink, ClientIdentity, GateFailure, Keeper, Setting};
-use crate::pdp::{Engine, Outcome};
+use crate::pdp::{Audience, Engine, Outcome};
 use crate::tools::Registry;
 
 #[derive(Debug, Args)]
@@ -139,8 +139,14 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
         tier: client.tier.clone(),
     };
     let cache = set_cache(&args.store);
-    let (engine, _) =
-        Engine::load_proven(&bundle, &registry, &[record], cache.as_ref()).map_err(load_failed)?;
+    let (engine, _) = Engine::load_proven(
+        &bundle,
+        &registry,
+        &[record],
+        cache.as_ref(),
+        Audience::LoadedClientsOnly,
+    )
+    .map_err(load_failed)?;
     let secret_classes = engine.path_classes().clone();
     let approved = redeemed(args, &client.name, &command, &root, &cwd)?;
     let (_, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;

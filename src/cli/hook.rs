@@ -29,7 +29,7 @@ use crate::hook::{
     tools_needed,
 };
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
-use crate::pdp::{ClientRecord, Engine};
+use crate::pdp::{Audience, ClientRecord, Engine};
 use crate::servers::Servers;
 use crate::tools::Registry;
 
@@ -179,6 +179,7 @@ fn decide_event(
         &registry,
         std::slice::from_ref(&record),
         cache.as_ref(),
+        Audience::LoadedClientsOnly,
     )
     .map_err(load_failed)?;
     let (audit_path, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;

@@ -7,7 +7,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::pdp::{ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof};
+use crate::pdp::{Audience, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, Proof};
 use crate::servers::registry_for;
 use crate::tools::Registry;
 
@@ -35,7 +35,7 @@ pub(crate) fn load(
         Ok(loaded) => loaded,
         Err(exit) => return Ok(Err(exit)),
     };
-    match Engine::load_proven(&bundle, &registry, &[], None) {
+    match Engine::load_proven(&bundle, &registry, &[], None, Audience::AnyClient) {
         Ok((engine, proof)) => Ok(Ok((bundle, engine, proof))),
         Err(err) => {
             report_problems(&err.problems, format)?;
@@ -56,7 +56,13 @@ pub(crate) fn load_for_client(
         Ok(loaded) => loaded,
         Err(exit) => return Ok(Err(exit)),
     };
-    match Engine::load_proven(&bundle, &registry, std::slice::from_ref(client), None) {
+    match Engine::load_proven(
+        &bundle,
+        &registry,
+        std::slice::from_ref(client),
+        None,
+        Audience::AnyClient,
+    ) {
         Ok((engine, _)) => Ok(Ok((bundle, registry, engine))),
         Err(err)
             if err

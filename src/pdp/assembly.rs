@@ -47,12 +47,12 @@ pub(super) fn compiled(
     bundle: &PolicyBundle,
     types: &ToolTypes,
     provenance: Provenance,
-    validated: Option<&[Value]>,
+    known: Option<&load::Known<'_>>,
 ) -> Result<(CompiledSet, Tables), LoadError> {
     let mut problems = Vec::new();
-    let compiled = load::compile(bundle, types, provenance, validated);
+    let compiled = load::compile(bundle, types, provenance, known);
     let path_classes = path_classes(bundle, provenance, &mut problems);
-    let command_classes = command_table(bundle, provenance, validated.is_some(), &mut problems);
+    let command_classes = command_table(bundle, provenance, known.is_some(), &mut problems);
     let tiers = entities::tier_entities(&bundle.tiers)
         .map_err(|problem| problems.push(problem))
         .ok();

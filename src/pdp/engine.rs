@@ -21,7 +21,7 @@ use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{LoadError, Problem, ProblemKind};
 use super::proof::{self, Proof};
 use super::scope_index::ScopeIndex;
-use super::set_cache::SetCache;
+use super::set_cache::{SetCache, ValidatedSet};
 use crate::facts::{
     CallFactsError, CommandClassError, CommandClasses, CommandFacts, PathClasses, Root,
     ToolCallFacts, ToolFacts, Transport, tool_call_facts,
@@ -73,6 +73,21 @@ pub struct Engine {
     pub(super) discoveries: DiscoveryMemo,
 }
 
+/// Whom a loaded engine decides for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Any client the process may come to know (`serve`, whose clients
+    /// can be created while it runs): every policy is loaded.
+    AnyClient,
+    /// Only the clients it was loaded with, in a process that decides and
+    /// exits (a hook, `exec`): a set validated before leaves out, unparsed,
+    /// its policies scoped to another principal, which no decision of this
+    /// engine can meet (it denies any other client as unknown). A team
+    /// folder of a thousand per-client grants then costs a hook what one
+    /// grant does.
+    LoadedClientsOnly,
+}
+
 impl Engine {
     /// Compiles the bundle, builds the entities of the registry and the
     /// clients, and validates all of it against the schema.
@@ -98,20 +113,40 @@ impl Engine {
         registry: &Registry,
         clients: &[ClientRecord],
         cache: Option<&SetCache>,
+        audience: Audience,
     ) -> Result<(Self, Proof), LoadError> {
         let bundle_hash = bundle.hash();
         let validated = cache.and_then(|cache| cache.validated(&bundle_hash));
+        let principals: HashSet<String> = clients
+            .iter()
+            .map(|client| entities::client_uid(&client.name).to_string())
+            .collect();
+        let known = validated.as_ref().map(|set| load::Known {
+            schema_fragments: &set.schema_fragments,
+            leave_out: (audience == Audience::LoadedClientsOnly).then_some(load::LeaveOut {
+                scoped: &set.scoped,
+                principals: &principals,
+            }),
+        });
         let engine = Self::load_as(
             bundle,
             registry,
             clients,
             Provenance::Current,
-            validated.as_deref(),
+            known.as_ref(),
         )?;
         if let (None, Some(cache)) = (&validated, cache) {
             let kept = load::schema_json(bundle)
                 .ok_or_else(|| std::io::Error::other("the schema has no JSON form"))
-                .and_then(|fragments| cache.remember_validated(&bundle_hash, fragments));
+                .and_then(|schema_fragments| {
+                    cache.remember_validated(
+                        &bundle_hash,
+                        ValidatedSet {
+                            schema_fragments,
+                            scoped: load::scoped_policies(bundle),
+                        },
+                    )
+                });
             if let Err(err) = kept {
                 tracing::info!(error = %err, "the validation could not be kept for the next start");
             }
@@ -173,17 +208,17 @@ impl Engine {
         registry: &Registry,
         clients: &[ClientRecord],
         provenance: Provenance,
-        validated: Option<&[serde_json::Value]>,
+        known: Option<&load::Known<'_>>,
     ) -> Result<Self, LoadError> {
         let mut types = ToolTypes::of(bundle).map_err(|problems| LoadError { problems })?;
-        if validated.is_some() {
+        if known.is_some() {
             // This very set validated whole before, every tool's action in
             // it: only the actions of the tools this engine can be asked
             // about are built (a hook decides one tool; each action costs
             // its share of the schema at every start).
             types.retain(|id| registry.get(id).is_some());
         }
-        let (compiled, tables) = assembly::compiled(bundle, &types, provenance, validated)?;
+        let (compiled, tables) = assembly::compiled(bundle, &types, provenance, known)?;
         assembly::check_client_tiers(clients, &tables.tier_names, &bundle.tiers.display)?;
         let store = assembly::EntityStore::build(
             &tables.tier_json,

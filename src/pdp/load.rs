@@ -2,10 +2,14 @@
 //! one string (so Cedar's offsets are file offsets), every policy renamed to
 //! its `@id`, strict validation with warnings counted as errors.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use cedar_policy::{PolicyId, PolicySet, Schema, SchemaFragment, ValidationMode, Validator};
+use cedar_policy::{
+    PolicyId, PolicySet, PrincipalConstraint, Schema, SchemaFragment, ValidationMode, Validator,
+};
+use serde::{Deserialize, Serialize};
 
 use super::bundle::{PolicyBundle, SourceFile};
 use super::input::{self, ToolTypes};
@@ -38,6 +42,64 @@ pub struct PolicyOrigin {
     pub reason: Arc<str>,
 }
 
+/// A policy whose scope names one principal (`principal == ...`), and where
+/// its text is in its file, annotations included: a load for other
+/// principals only can leave it out unparsed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ScopedPolicy {
+    /// The file's logical path in the bundle.
+    pub file: String,
+    /// Byte offsets of the policy's text in the file.
+    pub start: usize,
+    pub end: usize,
+    /// The principal, as Cedar writes an entity reference.
+    pub principal: String,
+}
+
+/// What is known of this very set from an earlier load of it
+/// (`set_cache.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Known<'a> {
+    /// Its schema, in Cedar's JSON form: the set validated strictly
+    /// against it.
+    pub schema_fragments: &'a [serde_json::Value],
+    /// The policies a load for these principals only leaves out.
+    pub leave_out: Option<LeaveOut<'a>>,
+}
+
+/// The policies scoped to a principal other than those a load decides for.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaveOut<'a> {
+    pub scoped: &'a [ScopedPolicy],
+    /// The principals decided for, as Cedar writes an entity reference.
+    pub principals: &'a HashSet<String>,
+}
+
+impl LeaveOut<'_> {
+    /// `file`'s text with every policy scoped to another principal blanked
+    /// out, offsets kept. A span that is not a whole stretch of the text
+    /// keeps its policy: leaving out less is never wrong.
+    pub(super) fn text<'t>(&self, file: &'t SourceFile) -> Cow<'t, str> {
+        let mut bytes: Option<Vec<u8>> = None;
+        for policy in self.scoped {
+            let whole = policy.start <= policy.end
+                && file.text.is_char_boundary(policy.start)
+                && file.text.is_char_boundary(policy.end);
+            if policy.file != file.logical || !whole || self.principals.contains(&policy.principal)
+            {
+                continue;
+            }
+            let bytes = bytes.get_or_insert_with(|| file.text.as_bytes().to_vec());
+            bytes[policy.start..policy.end].fill(b' ');
+        }
+        match bytes.map(String::from_utf8) {
+            Some(Ok(text)) => Cow::Owned(text),
+            _ => Cow::Borrowed(&file.text),
+        }
+    }
+}
+
 /// A schema and a policy set that passed strict validation.
 #[derive(Debug)]
 pub struct CompiledSet {
@@ -52,20 +114,21 @@ pub struct CompiledSet {
 /// built-in file may define them; a recorded set being replayed decided
 /// what it decided, with the constraints of its day.
 ///
-/// `validated` is the schema (Cedar JSON fragments) of this very set when
-/// it is known to have validated strictly under this release (see
-/// `SetCache`): the schema is read from it, and Cedar's validator is not
-/// run again. A cached schema that does not read falls back to the files.
+/// `known` is what an earlier load of this very set under this release
+/// found (see `SetCache`): the schema is read from its JSON form, Cedar's
+/// validator is not run again, and the policies it says to leave out are
+/// not parsed. A cached schema that does not read falls back to the files.
 pub fn compile(
     bundle: &PolicyBundle,
     types: &ToolTypes,
     provenance: Provenance,
-    validated: Option<&[serde_json::Value]>,
+    known: Option<&Known<'_>>,
 ) -> Result<CompiledSet, Vec<Problem>> {
     let mut problems = Vec::new();
-    let known = validated.and_then(fragments_from_json);
-    let already_validated = known.is_some();
-    let base = match known {
+    let fragments = known.and_then(|known| fragments_from_json(known.schema_fragments));
+    let already_validated = fragments.is_some();
+    let leave_out = known.and_then(|known| known.leave_out.filter(|_| already_validated));
+    let base = match fragments {
         Some(fragments) => Some(fragments),
         None => compile_schema(&bundle.schemas, &mut problems),
     };
@@ -84,7 +147,7 @@ pub fn compile(
     let schema =
         base.and_then(|base| with_tool_actions(base, types, &bundle.schemas, &mut problems));
     let files: Vec<SourceFile> = bundle.all_policies().cloned().collect();
-    let (policies, origins) = compile_policies(&files, provenance, &mut problems);
+    let (policies, origins) = compile_policies(&files, provenance, leave_out, &mut problems);
     let Some(schema) = schema else {
         return Err(problems);
     };
@@ -211,13 +274,18 @@ fn compile_schema(
 fn compile_policies(
     files: &[SourceFile],
     provenance: Provenance,
+    leave_out: Option<LeaveOut<'_>>,
     problems: &mut Vec<Problem>,
 ) -> (PolicySet, HashMap<PolicyId, PolicyOrigin>) {
     let mut set = PolicySet::new();
     let mut origins: HashMap<PolicyId, PolicyOrigin> = HashMap::new();
     let problems_before = problems.len();
     for file in files {
-        match file.text.parse::<PolicySet>() {
+        let text = match &leave_out {
+            Some(leave_out) => leave_out.text(file),
+            None => Cow::Borrowed(file.text.as_str()),
+        };
+        match text.parse::<PolicySet>() {
             Ok(parsed) => add_file(
                 file,
                 &parsed,
@@ -259,19 +327,12 @@ fn add_file(
         Problem::new(ProblemKind::DuplicateId, &file.display, err.to_string())
     };
     for template in parsed.templates() {
-        if reserved(file, template.annotation("id"), provenance, problems) {
+        let (id, reason) = id_and_reason(template.annotations());
+        if reserved(file, id, provenance, problems) {
             continue;
         }
         let source = template.to_cedar();
-        let named = name_policy(
-            file,
-            &display,
-            &source,
-            template.annotation("id"),
-            template.annotation("reason"),
-            origins,
-            problems,
-        );
+        let named = name_policy(file, &display, &source, id, reason, origins, problems);
         if let Some((id, origin)) = named {
             if let Err(err) = set.add_template(template.new_id(id.clone())) {
                 problems.push(duplicate(err));
@@ -280,19 +341,12 @@ fn add_file(
         }
     }
     for policy in parsed.policies() {
-        if reserved(file, policy.annotation("id"), provenance, problems) {
+        let (id, reason) = id_and_reason(policy.annotations());
+        if reserved(file, id, provenance, problems) {
             continue;
         }
         let source = policy.to_cedar().unwrap_or_default();
-        let named = name_policy(
-            file,
-            &display,
-            &source,
-            policy.annotation("id"),
-            policy.annotation("reason"),
-            origins,
-            problems,
-        );
+        let named = name_policy(file, &display, &source, id, reason, origins, problems);
         if let Some((id, origin)) = named {
             if let Err(err) = set.add(policy.new_id(id.clone())) {
                 problems.push(duplicate(err));
@@ -300,6 +354,55 @@ fn add_file(
             origins.insert(id, origin);
         }
     }
+}
+
+/// Where the policies of the bundle scoped to one principal are, for a
+/// later load to leave out those of other principals. A policy whose text
+/// cannot be found in its file in order is not listed (and so never left
+/// out); a file that does not parse lists none.
+pub fn scoped_policies(bundle: &PolicyBundle) -> Vec<ScopedPolicy> {
+    let mut scoped = Vec::new();
+    for file in bundle.all_policies() {
+        let Ok(parsed) = file.text.parse::<PolicySet>() else {
+            continue;
+        };
+        let mut cursor = 0;
+        for policy in parsed.policies() {
+            let Some(text) = policy.to_cedar() else {
+                continue;
+            };
+            let Some(start) = file.text[cursor..].find(&text).map(|at| at + cursor) else {
+                continue;
+            };
+            cursor = start + text.len();
+            if let PrincipalConstraint::Eq(principal) = policy.principal_constraint() {
+                scoped.push(ScopedPolicy {
+                    file: file.logical.clone(),
+                    start,
+                    end: cursor,
+                    principal: principal.to_string(),
+                });
+            }
+        }
+    }
+    scoped
+}
+
+/// A policy's `@id` and `@reason`, found among its annotations: Cedar's
+/// lookup by key parses the key with its grammar at every call, a fifth of
+/// the load of a thousand policies.
+fn id_and_reason<'a>(
+    annotations: impl Iterator<Item = (&'a str, &'a str)>,
+) -> (Option<&'a str>, Option<&'a str>) {
+    let (mut id, mut reason) = (None, None);
+    for (key, value) in annotations {
+        match key {
+            "id" => id = Some(value),
+            "reason" => reason = Some(value),
+            _ => {}
+        }
+    }
+    (id, reason)
 }
 
 /// Every built-in hard constraint is in the set, as a forbid.
@@ -535,5 +638,25 @@ fn refuse_call_tool_equality(
             Some((text, offset)) => problem.at_offset(text, offset),
             None => problem,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_and_reason_are_what_cedar_reads_for_those_keys() {
+        let set: PolicySet =
+            r#"@id("a") @reason("why") @other("x") permit (principal, action, resource);
+            @reason("") permit (principal, action, resource);"#
+                .parse()
+                .unwrap();
+        for policy in set.policies() {
+            assert_eq!(
+                id_and_reason(policy.annotations()),
+                (policy.annotation("id"), policy.annotation("reason"))
+            );
+        }
     }
 }

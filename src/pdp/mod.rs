@@ -35,7 +35,7 @@ pub use decision::{
     Cause, Decision, DecisionError, DeterminingPolicy, Outcome, PolicySetIdentity, ShadowDecision,
 };
 pub use diff::{Counterexample, Diff, DiffError, Finding, Pass, diff};
-pub use engine::{CallFactsProblem, Engine};
+pub use engine::{Audience, CallFactsProblem, Engine};
 pub use entities::{
     BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
 };

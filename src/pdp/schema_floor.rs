@@ -75,19 +75,42 @@ impl Declarations {
     }
 }
 
-/// The built-in schema's declarations, parsed once.
+/// The built-in schema in Cedar's JSON form, a fragment per file of
+/// `defaults::SCHEMAS` in order. Kept beside the text so a process that
+/// decides once (a hook, `exec`) reads JSON instead of running Cedar's
+/// schema parser, a tenth of an allowed hook's time; a test holds it equal
+/// to the text, and a copy that does not read is never trusted for less
+/// than the text.
+const BUILTIN_JSON: &str = include_str!("builtin_schema.json");
+
+/// The built-in schema's declarations, read once.
 fn builtin() -> &'static Declarations {
     static BUILTIN: OnceLock<Declarations> = OnceLock::new();
     BUILTIN.get_or_init(|| {
-        let fragments: Vec<(Value, String)> = defaults::SCHEMAS
-            .iter()
-            .filter_map(|(logical, text)| {
-                let (fragment, _) = SchemaFragment::from_cedarschema_str(text).ok()?;
-                Some((fragment.to_json_value().ok()?, (*logical).to_owned()))
-            })
-            .collect();
+        let fragments = builtin_from_json().unwrap_or_else(builtin_from_text);
         Declarations::of(&fragments)
     })
+}
+
+fn builtin_from_json() -> Option<Vec<(Value, String)>> {
+    let values: Vec<Value> = serde_json::from_str(BUILTIN_JSON).ok()?;
+    (values.len() == defaults::SCHEMAS.len()).then(|| {
+        values
+            .into_iter()
+            .zip(defaults::SCHEMAS)
+            .map(|(value, (logical, _))| (value, (*logical).to_owned()))
+            .collect()
+    })
+}
+
+fn builtin_from_text() -> Vec<(Value, String)> {
+    defaults::SCHEMAS
+        .iter()
+        .filter_map(|(logical, text)| {
+            let (fragment, _) = SchemaFragment::from_cedarschema_str(text).ok()?;
+            Some((fragment.to_json_value().ok()?, (*logical).to_owned()))
+        })
+        .collect()
 }
 
 /// A name without the built-in namespace: the JSON form names a type of
@@ -461,6 +484,31 @@ fn join(names: &BTreeSet<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `builtin_schema.json` is the built-in schema's text in Cedar's JSON
+    /// form. After a change to the text, run this test with
+    /// `PORTCULLIS_BLESS=1` to write the JSON again.
+    #[test]
+    fn the_built_in_schema_json_is_its_text_converted() {
+        let converted: Vec<Value> = builtin_from_text().into_iter().map(|(v, _)| v).collect();
+        assert_eq!(converted.len(), defaults::SCHEMAS.len());
+        if std::env::var_os("PORTCULLIS_BLESS").is_some() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/pdp/builtin_schema.json");
+            let text = serde_json::to_string_pretty(&converted).unwrap() + "\n";
+            std::fs::write(path, text).unwrap();
+            return;
+        }
+        let kept: Vec<Value> = builtin_from_json()
+            .unwrap()
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect();
+        assert!(
+            kept == converted,
+            "src/pdp/builtin_schema.json is not the built-in schema's text: \
+             run this test again with PORTCULLIS_BLESS=1"
+        );
+    }
 
     fn check_text(text: &str) -> Vec<Problem> {
         let (fragment, _) = SchemaFragment::from_cedarschema_str(text).unwrap();

@@ -20,7 +20,7 @@
 //! decision evaluates only what an approval can change (`for_approval`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cedar_policy::{
     ActionConstraint, Effect, Entities, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet,
@@ -83,9 +83,19 @@ struct Entry {
     policy: Policy,
     principal: Scope,
     resource: Scope,
-    /// The context attributes it reads (`context_reads.rs`).
-    reads: ContextReads,
+    /// The context attributes it reads (`context_reads.rs`), worked out
+    /// when a slice first holds the policy: reading them takes Cedar a
+    /// second parse of the policy's text, which a set of a thousand
+    /// policies scoped to other clients would pay at every hook's start
+    /// for slices it never builds.
+    reads: OnceLock<ContextReads>,
     forbid: bool,
+}
+
+impl Entry {
+    fn reads(&self) -> &ContextReads {
+        self.reads.get_or_init(|| ContextReads::of(&self.policy))
+    }
 }
 
 /// The policies a request can meet, and the parts of them the second
@@ -120,7 +130,7 @@ impl Part {
 
     fn add(&mut self, entry: &Entry) -> Option<()> {
         add(&mut self.policies, &entry.policy)?;
-        self.reads.extend(&entry.reads);
+        self.reads.extend(entry.reads());
         Some(())
     }
 }
@@ -192,7 +202,7 @@ impl ScopeIndex {
             .map(|policy| Entry {
                 principal: Scope::of_principal(policy.principal_constraint()),
                 resource: Scope::of_resource(policy.resource_constraint()),
-                reads: ContextReads::of(policy),
+                reads: OnceLock::new(),
                 forbid: policy.effect() == Effect::Forbid,
                 policy: policy.clone(),
             })
@@ -319,7 +329,7 @@ impl ScopeIndex {
                 continue;
             }
             slice.all.add(entry)?;
-            if entry.reads.reads_approval() {
+            if entry.reads().reads_approval() {
                 slice.approval.add(entry)?;
                 slice.without_fixed_forbids.add(entry)?;
             } else if entry.forbid {

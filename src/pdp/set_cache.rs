@@ -7,15 +7,18 @@
 //! release, so a set proven or validated once is so for good. The cache
 //! lives in the token store's folder, beside the checkpoint key, where
 //! whoever can write the log or the policies cannot. A marker only ever
-//! skips the solver, the schema's text parser and Cedar's validator: the
-//! policies are parsed, and the structural check of the hard constraints
-//! and every other load check run, at every load.
+//! skips the solver, the schema's text parser and Cedar's validator, and
+//! in a process that decides for one client and exits (a hook, `exec`)
+//! the parse of the policies scoped to other clients: every other policy
+//! is parsed, and the structural check of the hard constraints and every
+//! other load check run, at every load.
 
 use std::fs;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::load::ScopedPolicy;
 use crate::atomic_file::{self, Mode};
 
 /// What a marker says: this set, under this release, was proven.
@@ -68,13 +71,25 @@ impl SetCache {
 }
 
 /// What a validation marker says: this set, under this release, validated
-/// strictly, and this is its schema.
+/// strictly, this is its schema, and these of its policies are scoped to
+/// one principal each.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 struct Validated {
     hash: String,
     portcullis_version: String,
     schema_fragments: Vec<serde_json::Value>,
+    #[serde(default)]
+    scoped: Vec<ScopedPolicy>,
+}
+
+/// What a load may skip of a set that validated before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidatedSet {
+    /// The schema, in Cedar's JSON form.
+    pub schema_fragments: Vec<serde_json::Value>,
+    /// Where the policies scoped to one principal are (`load::scoped_policies`).
+    pub scoped: Vec<ScopedPolicy>,
 }
 
 impl SetCache {
@@ -85,26 +100,28 @@ impl SetCache {
         ))
     }
 
-    /// The schema fragments (Cedar JSON) of this set, if it validated
-    /// strictly before under this release.
-    pub fn validated(&self, hash: &str) -> Option<Vec<serde_json::Value>> {
+    /// What is known of this set, if it validated strictly before under
+    /// this release.
+    pub fn validated(&self, hash: &str) -> Option<ValidatedSet> {
         let text = fs::read(self.validated_path(hash)).ok()?;
         let marker: Validated = serde_json::from_slice(&text).ok()?;
-        (marker.hash == hash && marker.portcullis_version == env!("CARGO_PKG_VERSION"))
-            .then_some(marker.schema_fragments)
+        (marker.hash == hash && marker.portcullis_version == env!("CARGO_PKG_VERSION")).then_some(
+            ValidatedSet {
+                schema_fragments: marker.schema_fragments,
+                scoped: marker.scoped,
+            },
+        )
     }
 
-    /// Keeps a strict validation and the schema it validated against.
-    pub fn remember_validated(
-        &self,
-        hash: &str,
-        schema_fragments: Vec<serde_json::Value>,
-    ) -> std::io::Result<()> {
+    /// Keeps a strict validation, the schema it validated against and
+    /// where the set's policies scoped to one principal are.
+    pub fn remember_validated(&self, hash: &str, set: ValidatedSet) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let marker = Validated {
             hash: hash.to_owned(),
             portcullis_version: env!("CARGO_PKG_VERSION").to_owned(),
-            schema_fragments,
+            schema_fragments: set.schema_fragments,
+            scoped: set.scoped,
         };
         let text = serde_json::to_vec(&marker).map_err(std::io::Error::other)?;
         atomic_file::replace(&self.validated_path(hash), &text, Mode::Private)
@@ -136,9 +153,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = SetCache::new(dir.path().join("proofs"));
         assert_eq!(cache.validated("abc"), None);
-        let fragments = vec![serde_json::json!({"Portcullis": {}})];
-        cache.remember_validated("abc", fragments.clone()).unwrap();
-        assert_eq!(cache.validated("abc"), Some(fragments));
+        let set = ValidatedSet {
+            schema_fragments: vec![serde_json::json!({"Portcullis": {}})],
+            scoped: vec![ScopedPolicy {
+                file: "policies/a.cedar".to_owned(),
+                start: 3,
+                end: 40,
+                principal: r#"Portcullis::Client::"c""#.to_owned(),
+            }],
+        };
+        cache.remember_validated("abc", set.clone()).unwrap();
+        assert_eq!(cache.validated("abc"), Some(set));
         assert_eq!(cache.validated("abd"), None);
         fs::copy(cache.validated_path("abc"), cache.validated_path("other")).unwrap();
         assert_eq!(cache.validated("other"), None);

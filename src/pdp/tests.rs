@@ -764,9 +764,23 @@ fn a_set_loaded_from_the_cache_decides_as_one_loaded_from_its_files() {
     let cache = SetCache::new(dir.path().join("sets"));
     let bundle = PolicyBundle::builtin();
     let registry = Registry::builtin().unwrap();
-    let (fresh, _) = Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).unwrap();
+    let (fresh, _) = Engine::load_proven(
+        &bundle,
+        &registry,
+        &clients(),
+        Some(&cache),
+        Audience::AnyClient,
+    )
+    .unwrap();
     assert!(cache.validated(&bundle.hash()).is_some());
-    let (cached, _) = Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).unwrap();
+    let (cached, _) = Engine::load_proven(
+        &bundle,
+        &registry,
+        &clients(),
+        Some(&cache),
+        Audience::AnyClient,
+    )
+    .unwrap();
     assert_eq!(fresh.identity(), cached.identity());
     for engine in [&fresh, &cached] {
         let failed: Vec<CaseResult> = run_fixtures(engine, &bundle)
@@ -791,6 +805,129 @@ fn a_set_loaded_from_the_cache_decides_as_one_loaded_from_its_files() {
     }
 }
 
+/// A team file where each of alice and bob has a grant and a forbid of
+/// their own, with an unscoped forbid between them and a multi-byte
+/// character in a reason.
+const SCOPED_FILE: &str = r#"@id("grant.alice") @reason("alice reads")
+permit (principal == Portcullis::Client::"alice", action, resource == Portcullis::Tool::"builtin/read_file");
+@id("grant.bob") @reason("bob reads — and more")
+permit (principal == Portcullis::Client::"bob", action, resource == Portcullis::Tool::"builtin/read_file");
+@id("nobody.writes") @reason("no writes")
+forbid (principal, action, resource == Portcullis::Tool::"builtin/write_file");
+@id("alice.no_search") @reason("alice does not search")
+forbid (principal == Portcullis::Client::"alice", action, resource == Portcullis::Tool::"builtin/search");
+@id("bob.no_list") @reason("bob does not list")
+forbid (principal == Portcullis::Client::"bob", action, resource == Portcullis::Tool::"builtin/list_dir");
+"#;
+
+#[test]
+fn the_scoped_policies_are_found_whole_with_their_annotations() {
+    let bundle = with_policy("70_scoped.cedar", SCOPED_FILE);
+    let scoped: Vec<_> = super::load::scoped_policies(&bundle)
+        .into_iter()
+        .filter(|p| p.file == "policies/70_scoped.cedar")
+        .collect();
+    let found: Vec<(&str, &str)> = scoped
+        .iter()
+        .map(|p| (&SCOPED_FILE[p.start..p.end], p.principal.as_str()))
+        .collect();
+    assert_eq!(found.len(), 4, "{found:#?}");
+    for (text, principal) in &found {
+        assert!(text.starts_with("@id(") && text.ends_with(';'), "{text}");
+        assert!(text.contains(principal), "{text} {principal}");
+    }
+    assert!(found[1].0.starts_with("@id(\"grant.bob\")"));
+    assert_eq!(found[1].1, r#"Portcullis::Client::"bob""#);
+}
+
+#[test]
+fn an_engine_for_its_clients_only_leaves_out_the_policies_of_others_and_decides_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SetCache::new(dir.path().join("sets"));
+    let bundle = with_policy("70_scoped.cedar", SCOPED_FILE);
+    let registry = Registry::builtin().unwrap();
+    let alice = [ClientRecord {
+        name: "alice".into(),
+        tier: "paired".into(),
+    }];
+    let load = |audience| {
+        Engine::load_proven(&bundle, &registry, &alice, Some(&cache), audience)
+            .unwrap()
+            .0
+    };
+    // The first load knows nothing yet and reads everything.
+    let first = load(Audience::LoadedClientsOnly);
+    let everything = load(Audience::AnyClient);
+    let alice_only = load(Audience::LoadedClientsOnly);
+    let ids = |engine: &Engine| -> BTreeSet<String> {
+        engine
+            .policies()
+            .policies()
+            .map(|p| p.id().to_string())
+            .collect()
+    };
+    for id in ["grant.bob", "bob.no_list"] {
+        assert!(ids(&first).contains(id) && ids(&everything).contains(id));
+        assert!(!ids(&alice_only).contains(id), "{id}");
+    }
+    for id in ["grant.alice", "alice.no_search", "nobody.writes"] {
+        assert!(ids(&alice_only).contains(id), "{id}");
+    }
+    assert_eq!(
+        ids(&everything).len(),
+        ids(&alice_only).len() + 2,
+        "nothing else is left out"
+    );
+    for tool in [
+        "builtin/read_file",
+        "builtin/write_file",
+        "builtin/search",
+        "builtin/list_dir",
+    ] {
+        let decided = |engine: &Engine, who: &str| {
+            let decision = decide(engine, who, ToolAction::Call, tool, &clean());
+            let ids: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
+            (decision.outcome, ids)
+        };
+        assert_eq!(
+            decided(&everything, "alice"),
+            decided(&alice_only, "alice"),
+            "{tool}"
+        );
+        // Another client is unknown to an engine loaded for alice.
+        assert_eq!(decided(&alice_only, "bob").0, Outcome::Deny);
+    }
+}
+
+#[test]
+fn a_span_that_is_not_a_whole_stretch_of_its_file_leaves_nothing_out() {
+    let file = SourceFile {
+        logical: "policies/a.cedar".into(),
+        display: "policies/a.cedar".into(),
+        text: "é permit (principal, action, resource);".into(),
+    };
+    let principals = std::collections::HashSet::new();
+    let span = |start, end| super::load::ScopedPolicy {
+        file: file.logical.clone(),
+        start,
+        end,
+        principal: "Portcullis::Client::\"x\"".into(),
+    };
+    for scoped in [vec![span(1, 4)], vec![span(5, 3)], vec![span(3, 400)]] {
+        let leave_out = super::load::LeaveOut {
+            scoped: &scoped,
+            principals: &principals,
+        };
+        assert_eq!(leave_out.text(&file), file.text, "{scoped:?}");
+    }
+    let scoped = [span(3, file.text.len())];
+    let leave_out = super::load::LeaveOut {
+        scoped: &scoped,
+        principals: &principals,
+    };
+    assert_eq!(leave_out.text(&file).trim(), "é");
+}
+
 #[test]
 fn a_set_that_does_not_load_is_not_remembered() {
     let dir = tempfile::tempdir().unwrap();
@@ -801,7 +938,16 @@ fn a_set_that_does_not_load_is_not_remembered() {
         .text
         .push_str("\n[[rule]]\nclass = \"x\"\nprogram = \"(\"\n");
     let registry = Registry::builtin().unwrap();
-    assert!(Engine::load_proven(&bundle, &registry, &clients(), Some(&cache)).is_err());
+    assert!(
+        Engine::load_proven(
+            &bundle,
+            &registry,
+            &clients(),
+            Some(&cache),
+            Audience::AnyClient
+        )
+        .is_err()
+    );
     assert!(cache.validated(&bundle.hash()).is_none());
 }
 

@@ -24,7 +24,9 @@ use crate::audit::{
 use crate::file_stamp::FileStamp;
 use crate::keeper::Setting;
 use crate::loosening::loosenings;
-use crate::pdp::{self, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache};
+use crate::pdp::{
+    self, Audience, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache,
+};
 use crate::servers::{Fleet, Servers};
 
 /// How often the watched folders are looked at.
@@ -400,8 +402,8 @@ pub(super) fn setting(
     root: crate::facts::Root,
 ) -> Result<Setting, Vec<Problem>> {
     let registry = servers.registry(bundle, live).map_err(|err| err.problems)?;
-    let (engine, _) =
-        Engine::load_proven(bundle, &registry, clients, proofs).map_err(|err| err.problems)?;
+    let (engine, _) = Engine::load_proven(bundle, &registry, clients, proofs, Audience::AnyClient)
+        .map_err(|err| err.problems)?;
     Ok(Setting {
         engine,
         registry,
