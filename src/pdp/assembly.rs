@@ -287,8 +287,9 @@ impl Names {
     }
 }
 
-/// The command table of a loaded set: parsed at load, or on the first
-/// command judged.
+/// The command table of a loaded set: parsed at load, or, when the set
+/// loaded whole before, on the first command judged without the checks it
+/// passed then.
 #[derive(Debug)]
 pub(super) struct CommandTable {
     source: Option<(String, String)>,
@@ -314,7 +315,7 @@ impl CommandTable {
         self.parsed
             .get_or_init(|| {
                 let (display, text) = self.source.as_ref().map_or(("", ""), |(d, t)| (d, t));
-                CommandClasses::parse(display, text)
+                CommandClasses::parse_checked_before(display, text)
             })
             .as_ref()
     }

@@ -31,6 +31,15 @@ impl Pattern {
         })
     }
 
+    /// A pattern whose syntax was checked when the same text loaded
+    /// before.
+    pub fn checked_before(source: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+            compiled: OnceLock::new(),
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         &self.source
     }

@@ -182,21 +182,33 @@ impl CommandClasses {
     /// and the table may not take from the built-in one, which judges
     /// every command beside it (`floor.rs`).
     pub fn parse(file: &str, text: &str) -> Result<Self, CommandClassError> {
+        Self::parse_team(file, text, Checks::All)
+    }
+
+    /// Parses a team's table that loaded whole before, unchanged (its
+    /// set's hash says so): its patterns' syntax and the floor are not
+    /// checked again, a tenth of a hook's shell command. A pattern that
+    /// would not compile still counts as its stricter side (`pattern.rs`).
+    pub fn parse_checked_before(file: &str, text: &str) -> Result<Self, CommandClassError> {
+        Self::parse_team(file, text, Checks::PassedBefore)
+    }
+
+    fn parse_team(file: &str, text: &str, checks: Checks) -> Result<Self, CommandClassError> {
         if text == BUILTIN_TABLE {
-            return Self::parse_with(file, text, true, None);
+            return Self::parse_with(file, text, true, None, checks);
         }
         let floor = builtin_floor().map_err(|message| CommandClassError::Syntax {
             file: "<builtin>/policies/commands.toml".to_owned(),
             message,
         })?;
-        Self::parse_with(file, text, true, Some(floor))
+        Self::parse_with(file, text, true, Some(floor), checks)
     }
 
     /// Parses a table recorded in an audit snapshot, as it was accepted
     /// when it was recorded (replay decides from the recorded facts, so the
     /// table only has to load).
     pub fn parse_recorded(file: &str, text: &str) -> Result<Self, CommandClassError> {
-        Self::parse_with(file, text, false, None)
+        Self::parse_with(file, text, false, None, Checks::All)
     }
 
     fn parse_with(
@@ -204,12 +216,13 @@ impl CommandClasses {
         text: &str,
         strict: bool,
         floor: Option<&'static Floor>,
+        checks: Checks,
     ) -> Result<Self, CommandClassError> {
         let table: TableFile = toml::from_str(text).map_err(|err| CommandClassError::Syntax {
             file: file.to_owned(),
             message: err.to_string().trim_end().to_owned(),
         })?;
-        if let Some(floor) = floor {
+        if let (Some(floor), Checks::All) = (floor, checks) {
             floor::check(&table, &floor.file).map_err(|(entry, message)| {
                 CommandClassError::Floor {
                     file: file.to_owned(),
@@ -221,13 +234,13 @@ impl CommandClasses {
         let mut names = BTreeSet::new();
         let mut rules = Vec::new();
         for (i, entry) in table.rule.into_iter().enumerate() {
-            let rule = rule(file, i + 1, entry, strict)?;
+            let rule = rule(file, i + 1, entry, strict, checks)?;
             names.insert(rule.class.clone());
             rules.push(rule);
         }
         let mut programs: HashMap<String, Vec<Description>> = HashMap::new();
         for (i, entry) in table.program.into_iter().enumerate() {
-            let description = description(file, i + 1, entry)?;
+            let description = description(file, i + 1, entry, checks)?;
             names.insert(description.class.clone());
             for name in &description.names {
                 programs
@@ -583,8 +596,15 @@ fn builtin_floor() -> Result<&'static Floor, String> {
     FLOOR
         .get_or_init(|| {
             let file: TableFile = toml::from_str(BUILTIN_TABLE).map_err(|err| err.to_string())?;
-            let table = CommandClasses::parse_with("<builtin>", BUILTIN_TABLE, true, None)
-                .map_err(|err| err.to_string())?;
+            // Built in, and checked whole by the tests.
+            let table = CommandClasses::parse_with(
+                "<builtin>",
+                BUILTIN_TABLE,
+                true,
+                None,
+                Checks::PassedBefore,
+            )
+            .map_err(|err| err.to_string())?;
             Ok(Floor {
                 table: Arc::new(table),
                 file,
@@ -594,14 +614,26 @@ fn builtin_floor() -> Result<&'static Floor, String> {
         .map_err(Clone::clone)
 }
 
+/// What a table's parse checks besides its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checks {
+    /// Every pattern's syntax, and a team table against the floor.
+    All,
+    /// Nothing the same text passed before.
+    PassedBefore,
+}
+
 fn regex(
     file: &str,
-    entry: &'static str,
-    index: usize,
+    (entry, index): (&'static str, usize),
     class: &str,
     field: &'static str,
     pattern: &str,
+    checks: Checks,
 ) -> Result<Pattern, CommandClassError> {
+    if checks == Checks::PassedBefore {
+        return Ok(Pattern::checked_before(pattern));
+    }
     Pattern::new(pattern).map_err(|message| CommandClassError::BadRegex {
         file: file.to_owned(),
         entry,
@@ -620,6 +652,7 @@ fn rule(
     index: usize,
     entry: RuleEntry,
     strict: bool,
+    checks: Checks,
 ) -> Result<Rule, CommandClassError> {
     if !valid_class(&entry.class) {
         return Err(CommandClassError::BadName {
@@ -637,7 +670,7 @@ fn rule(
         });
     }
     let compile = |field: &'static str, pattern: &str| {
-        regex(file, "rule", index, &entry.class, field, pattern)
+        regex(file, ("rule", index), &entry.class, field, pattern, checks)
     };
     let program = compile("program", &format!("^(?:{})$", entry.program))?;
     let args = entry
@@ -673,6 +706,7 @@ fn description(
     file: &str,
     index: usize,
     mut entry: ProgramEntry,
+    checks: Checks,
 ) -> Result<Description, CommandClassError> {
     if !valid_class(&entry.class) {
         return Err(CommandClassError::BadName {
@@ -697,11 +731,14 @@ fn description(
     let class = entry.class.clone();
     let anchored = |field: &'static str, pattern: Option<&str>| {
         pattern
-            .map(|p| regex(file, "program", index, &class, field, &format!("^(?:{p})$")))
+            .map(|p| {
+                let anchored = format!("^(?:{p})$");
+                regex(file, ("program", index), &class, field, &anchored, checks)
+            })
             .transpose()
     };
     let script = script_of(&mut entry, |field, pattern| {
-        regex(file, "program", index, &class, field, pattern)
+        regex(file, ("program", index), &class, field, pattern, checks)
     })?;
     let subcommands = entry
         .subcommand
@@ -817,7 +854,7 @@ mod tests {
     /// A table judged alone, without the built-in floor: these tests are
     /// about the table's own rules.
     fn table(text: &str) -> Result<CommandClasses, CommandClassError> {
-        CommandClasses::parse_with("commands.toml", text, true, None)
+        CommandClasses::parse_with("commands.toml", text, true, None, Checks::All)
     }
 
     fn args(a: &[&str]) -> Vec<String> {
@@ -859,6 +896,53 @@ harmless = ["LANG", "LC_*"]
 loading = ["LD_*", "PATH", "GIT_*", "*_proxy"]
 lowercase_harmless = true
 "#;
+
+    #[test]
+    fn a_table_read_without_the_checks_it_passed_before_classifies_the_same() {
+        let team = format!(
+            "{BUILTIN_TABLE}\n{}",
+            r#"
+[[rule]]
+class = "network"
+program = "(curl|wget)"
+args = "https?://"
+
+[[program]]
+program = "mytool"
+class = "read_only"
+flags = ["-q"]
+"#
+        );
+        let commands: [(&str, &[&str]); 8] = [
+            ("git", &["status"]),
+            ("git", &["push", "origin"]),
+            ("ls", &["-la", "src"]),
+            ("sort", &["-o", "out.txt", "in.txt"]),
+            ("curl", &["https://example.com"]),
+            ("mytool", &["-q"]),
+            ("mytool", &["--write", "x"]),
+            ("rm", &["-rf", "/"]),
+        ];
+        for text in [BUILTIN_TABLE, team.as_str()] {
+            let checked = CommandClasses::parse("commands.toml", text).unwrap();
+            let before = CommandClasses::parse_checked_before("commands.toml", text).unwrap();
+            for (program, a) in commands {
+                let judge = |t: &CommandClasses| {
+                    let c = t.classify(program, &args(a), &|dir| !dir.starts_with('/'));
+                    (c.classes, c.writes)
+                };
+                assert_eq!(judge(&checked), judge(&before), "{program} {a:?}");
+            }
+        }
+        // A pattern that never passed a check still counts as its stricter
+        // side: a rule that adds a class applies.
+        let broken = format!("{GIT}\n[[rule]]\nclass = \"network\"\nprogram = \"(\"\n");
+        assert!(table(&broken).is_err());
+        let unchecked =
+            CommandClasses::parse_with("commands.toml", &broken, true, None, Checks::PassedBefore)
+                .unwrap();
+        assert!(classes(&unchecked, "git", &["status"]).contains(&"network".to_owned()));
+    }
 
     #[test]
     fn descriptions_rules_and_globals_work_together() {
