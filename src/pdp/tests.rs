@@ -764,23 +764,20 @@ fn a_set_loaded_from_the_cache_decides_as_one_loaded_from_its_files() {
     let cache = SetCache::new(dir.path().join("sets"));
     let bundle = PolicyBundle::builtin();
     let registry = Registry::builtin().unwrap();
-    let (fresh, _) = Engine::load_proven(
-        &bundle,
-        &registry,
-        &clients(),
-        Some(&cache),
-        Audience::AnyClient,
-    )
-    .unwrap();
+    let load = || {
+        Engine::load_proven(
+            &bundle,
+            &registry,
+            &clients(),
+            Some(&cache),
+            Audience::AnyClient,
+        )
+        .unwrap()
+        .0
+    };
+    let fresh = load();
     assert!(cache.validated(&bundle.hash()).is_some());
-    let (cached, _) = Engine::load_proven(
-        &bundle,
-        &registry,
-        &clients(),
-        Some(&cache),
-        Audience::AnyClient,
-    )
-    .unwrap();
+    let cached = load();
     assert_eq!(fresh.identity(), cached.identity());
     for engine in [&fresh, &cached] {
         let failed: Vec<CaseResult> = run_fixtures(engine, &bundle)
