@@ -21,7 +21,10 @@
 //!   makes.
 //! - [`audit`]: the hash-chained log (group commit, head, checkpoints),
 //!   policy snapshots, offline verify and replay.
-//! - [`auth`]: client tokens and the token store.
+//! - [`auth`]: client tokens, the token store, and the directory a
+//!   running server checks a token against.
+//! - [`state`]: what a fleet of replicas shares in PostgreSQL (`--state`):
+//!   clients and approvals' spent nonces.
 //! - [`mcp`]: the MCP adapter (rmcp): it translates, it does not decide.
 //! - [`servers`]: downstream MCP servers: `servers.toml`, the pins in
 //!   `servers.lock`, their tools in the registry, and the connections a
@@ -65,6 +68,7 @@ pub mod mcp;
 pub mod pdp;
 pub mod review;
 pub mod servers;
+pub mod state;
 pub mod tools;
 
 /// mimalloc, not the system allocator: a decision, a proxied message and a

@@ -748,7 +748,7 @@ async fn sigterm_cancels_the_calls_in_flight_records_them_and_ends_the_log() {
 
 /// A write_file call of the 2026-07-28 era that can be asked about, with
 /// an approval question's state and answer when it is a retry.
-async fn asking_write(
+pub async fn asking_write(
     http: &reqwest::Client,
     url: &str,
     token: &str,
@@ -993,4 +993,42 @@ async fn a_flood_of_silent_connections_is_capped_cut_off_and_starves_no_client()
             .any(|r| r["body"]["tool"] == "read_file" && r["body"]["decision"] == "allow"),
         "the call was not recorded"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_created_while_the_server_runs_is_served_without_a_restart() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url) = (client(), server.url());
+    let late = add_client(&served, "late", "readonly");
+    let start = std::time::Instant::now();
+    loop {
+        let answer = modern(&http, &url, &late, 1, "tools/list", json!({})).await;
+        if answer.status == 200 {
+            break;
+        }
+        assert_eq!(answer.status, 401, "{}", answer.body);
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the new client was never served"
+        );
+        tokio::task::yield_now().await;
+    }
+    // Decided as what it is: a reader, whose tier lacks the capability to write.
+    let write = json!({"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}});
+    let refused = modern(&http, &url, &late, 2, "tools/call", write).await;
+    let refused = &refused.response(2)["result"]["structuredContent"];
+    assert_eq!(refused["reason_code"], "missing_capability", "{refused}");
+    let changed: Vec<Value> = served
+        .records()
+        .into_iter()
+        .filter(|r| r["body"]["event"] == "clients_changed")
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(changed[0]["body"]["added"][0]["name"], "late");
+    assert_eq!(changed[0]["body"]["added"][0]["tier"], "readonly");
+    assert_eq!(changed[0]["body"]["removed"], json!([]));
+    server.stop();
+    let verified = portcullis(&["audit", "verify", served.audit_log().to_str().unwrap()]);
+    assert_eq!(verified.code, 0, "{verified:?}");
 }

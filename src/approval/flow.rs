@@ -13,12 +13,14 @@
 //! question, answer and refused state is audited.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::grant::Grant;
-use super::seal::ApprovalSeal;
+use super::ledger::{NonceLedger, Spent};
+use super::seal::{ApprovalSeal, SealError};
 use crate::keeper::{Approval, CallOutcome, Keeper};
 
 /// What the user answered.
@@ -95,6 +97,9 @@ pub struct Approvals {
     pub seal: ApprovalSeal,
     /// How long a legacy question waits for the user.
     pub timeout: Duration,
+    /// Where a fleet spends nonces; `None` spends them in the seal, for
+    /// this process alone.
+    pub shared: Option<Arc<dyn NonceLedger>>,
 }
 
 /// What a retried call carried.
@@ -189,8 +194,11 @@ impl Approvals {
                 .await;
             return Retry::AskAgain;
         };
-        if let Err(refused) = self.seal.open(state, &keeper.client().fingerprint, &digest) {
-            let detail = json!({"why": refused.code()});
+        if let Err(refused) = self
+            .open(state, &keeper.client().fingerprint, &digest)
+            .await
+        {
+            let detail = json!({"why": refused});
             keeper
                 .record_approval(id, "state_refused", &digest, detail)
                 .await;
@@ -209,6 +217,32 @@ impl Approvals {
         match answer {
             Answer::Approve => Retry::Granted(Grant::checked(digest)),
             Answer::Refuse(why) => Retry::Declined(why),
+        }
+    }
+}
+
+impl Approvals {
+    /// Opens a state and spends its nonce where the states of this
+    /// process (or fleet) are spent; the refusal's code when it does not
+    /// open.
+    async fn open(&self, state: &str, fingerprint: &str, digest: &str) -> Result<(), &'static str> {
+        let Some(shared) = &self.shared else {
+            return self
+                .seal
+                .open(state, fingerprint, digest)
+                .map_err(SealError::code);
+        };
+        let unspent = self
+            .seal
+            .verify(state, fingerprint, digest)
+            .map_err(SealError::code)?;
+        match shared.spend(unspent).await {
+            Ok(Spent::Now) => Ok(()),
+            Ok(Spent::Before) => Err(SealError::Replayed.code()),
+            Err(err) => {
+                tracing::error!(error = %err, "an approval state cannot be spent: it is refused");
+                Err("ledger_unavailable")
+            }
         }
     }
 }

@@ -10,11 +10,15 @@
 mod command;
 mod flow;
 mod grant;
+mod ledger;
 mod seal;
+mod shared_key;
 
 pub use command::{
     COMMAND_APPROVAL_KEY_FILE, CommandApprovalError, CommandApprovals, command_digest,
 };
 pub use flow::{Answer, Approvals, Asking, Era, Reply, Request, SealUnavailable};
 pub use grant::Grant;
+pub use ledger::{LedgerUnavailable, NonceLedger, Spending, Spent};
 pub use seal::{ApprovalSeal, SealError, Unspent, action_digest};
+pub use shared_key::{APPROVAL_KEY_ENV, SharedKeyError, shared_key_from_file, shared_key_from_hex};

@@ -2,10 +2,15 @@
 //! read. The store keeps only SHA-256 hashes of tokens; a token is shown
 //! once, when it is created.
 
+mod directory;
 mod store;
 mod token;
 
-pub use store::{OWNER_TIER, StoreError, StoredClient, TokenStore, default_store_path};
+pub use directory::{ClientDirectory, ClientList, FileDirectory};
+pub use store::{
+    OWNER_TIER, StoreError, StoredClient, TokenStore, authenticate_among, default_store_path,
+    new_client,
+};
 pub use token::{Token, fingerprint, generate, hash_token};
 
 /// What `serve` prints on stderr when authentication fails, whatever the

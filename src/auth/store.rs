@@ -99,6 +99,53 @@ pub fn default_store_path() -> Option<PathBuf> {
     Some(state.join("portcullis").join("tokens.json"))
 }
 
+/// A new client named `name` of `tier`, with its token: what every store
+/// (this file, or a fleet's table) adds. Names and tiers are checked here,
+/// once for all of them.
+pub fn new_client(name: &str, tier: &str) -> Result<(Token, StoredClient), StoreError> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !valid {
+        return Err(StoreError::BadName(name.to_owned()));
+    }
+    if tier == OWNER_TIER {
+        return Err(StoreError::OwnerTier);
+    }
+    let token = generate().map_err(|err| StoreError::Random(err.to_string()))?;
+    let client = StoredClient {
+        name: name.to_owned(),
+        tier: tier.to_owned(),
+        token_sha256: hex::encode(hash_token(token.as_str())),
+        created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+    };
+    Ok((token, client))
+}
+
+/// The client among `clients` whose token this is. Every stored hash is
+/// compared, in constant time, so the time taken says nothing about which
+/// (if any) stored token shares a prefix with the one given.
+pub fn authenticate_among<'a>(
+    clients: &'a [StoredClient],
+    token: &str,
+) -> Option<&'a StoredClient> {
+    let given = hex::encode(hash_token(token));
+    let mut found = None;
+    for client in clients {
+        let equal: bool = client
+            .token_sha256
+            .as_bytes()
+            .ct_eq(given.as_bytes())
+            .into();
+        if equal && found.is_none() {
+            found = Some(client);
+        }
+    }
+    found
+}
+
 impl TokenStore {
     /// Opens an existing store, refusing one that others can read or write.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -150,27 +197,11 @@ impl TokenStore {
 
     /// Adds a client and returns its token, the only time it is shown.
     pub fn create(&mut self, name: &str, tier: &str) -> Result<Token, StoreError> {
-        let valid = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-        if !valid {
-            return Err(StoreError::BadName(name.to_owned()));
-        }
-        if tier == OWNER_TIER {
-            return Err(StoreError::OwnerTier);
-        }
         if self.clients.iter().any(|c| c.name == name) {
             return Err(StoreError::Exists(name.to_owned()));
         }
-        let token = generate().map_err(|err| StoreError::Random(err.to_string()))?;
-        self.clients.push(StoredClient {
-            name: name.to_owned(),
-            tier: tier.to_owned(),
-            token_sha256: hex::encode(hash_token(token.as_str())),
-            created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-        });
+        let (token, client) = new_client(name, tier)?;
+        self.clients.push(client);
         self.save()?;
         Ok(token)
     }
@@ -186,23 +217,9 @@ impl TokenStore {
         Ok(removed)
     }
 
-    /// The client whose token this is. Every stored hash is compared, in
-    /// constant time, so the time taken says nothing about which (if any)
-    /// stored token shares a prefix with the one given.
+    /// The client whose token this is (see [`authenticate_among`]).
     pub fn authenticate(&self, token: &str) -> Option<&StoredClient> {
-        let given = hex::encode(hash_token(token));
-        let mut found = None;
-        for client in &self.clients {
-            let equal: bool = client
-                .token_sha256
-                .as_bytes()
-                .ct_eq(given.as_bytes())
-                .into();
-            if equal && found.is_none() {
-                found = Some(client);
-            }
-        }
-        found
+        authenticate_among(&self.clients, token)
     }
 
     /// Writes the store to a temporary file in the same folder, mode 0600

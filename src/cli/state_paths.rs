@@ -11,9 +11,12 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::audit::{AuditLog, PRIVATE_KEY_FILE, Signer, load_or_create_signer};
-use crate::auth::{OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, default_store_path};
+use crate::auth::{
+    OWNER_TIER, StoredClient, TOKEN_ENV, TokenStore, authenticate_among, default_store_path,
+};
 use crate::clock::SystemClock;
 use crate::pdp::{PolicyBundle, SetCache};
+use crate::state::{ClientTable, STATE_ENV, SharedState, StateError, StateUrl};
 
 /// Where the token store is.
 #[derive(Debug, Clone, Args)]
@@ -30,6 +33,41 @@ impl StoreArgs {
     }
 }
 
+/// Where a fleet's shared state is, if it has one.
+#[derive(Debug, Clone, Args)]
+pub struct StateArgs {
+    /// The PostgreSQL database a fleet of replicas shares (a
+    /// `postgres://` URL or a `key=value` connection string): clients,
+    /// approvals' spent nonces. Without it, everything stays in files.
+    // Taken as text, and parsed here: clap would repeat a value it refused
+    // in its error, password and all.
+    #[arg(long = "state", env = STATE_ENV, value_name = "URL", hide_env_values = true)]
+    pub given: Option<String>,
+}
+
+impl StateArgs {
+    /// The shared state's address, if one was given.
+    pub fn url(&self) -> Result<Option<StateUrl>, StateError> {
+        self.given.as_deref().map(str::parse).transpose()
+    }
+}
+
+/// Runs `work` against the shared state on a runtime of its own: the
+/// commands that touch the state once (`token`, the start of `serve`).
+pub(crate) fn with_state<T>(
+    url: &StateUrl,
+    work: impl AsyncFnOnce(&SharedState) -> Result<T, StateError>,
+) -> anyhow::Result<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(async {
+        let state = SharedState::connect(url).await?;
+        work(&state).await
+    })?)
+}
+
 /// Checks `PORTCULLIS_TOKEN` against the store. Every failure is the same
 /// failure to the outside: which check failed is nobody's business but the
 /// operator's, who can run `portcullis token list`.
@@ -40,6 +78,22 @@ pub(crate) fn authenticate(store: &StoreArgs) -> Option<StoredClient> {
     // is refused the same way.
     store
         .authenticate(&token)
+        .filter(|client| client.tier != OWNER_TIER)
+        .cloned()
+}
+
+/// Checks `PORTCULLIS_TOKEN` against a fleet's clients table, as
+/// [`authenticate`] does against the store.
+pub(crate) fn authenticate_shared(url: &StateUrl) -> Option<StoredClient> {
+    let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())?;
+    let clients = match with_state(url, async |state| ClientTable::of(state).list().await) {
+        Ok(clients) => clients,
+        Err(err) => {
+            tracing::error!(error = %err, "the shared clients cannot be read");
+            return None;
+        }
+    };
+    authenticate_among(&clients, &token)
         .filter(|client| client.tier != OWNER_TIER)
         .cloned()
 }

@@ -4,11 +4,12 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::state_paths::StoreArgs;
+use super::state_paths::{StateArgs, StoreArgs, with_state};
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::auth::TokenStore;
+use crate::auth::{StoredClient, Token, TokenStore};
 use crate::pdp::{ClientRecord, Engine, ProblemKind};
 use crate::servers::registry_for;
+use crate::state::ClientTable;
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
@@ -16,7 +17,8 @@ pub enum TokenCommand {
     Create(CreateArgs),
     /// List the clients: name, tier, fingerprint, created.
     List(ListArgs),
-    /// Remove a client; its token stops working at the next `serve`.
+    /// Remove a client; a running `serve` refuses its token from its next
+    /// request (every replica of a fleet, within a second).
     Revoke(RevokeArgs),
 }
 
@@ -30,6 +32,8 @@ pub struct CreateArgs {
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
     pub policies: PolicyArgs,
 }
 
@@ -37,6 +41,8 @@ pub struct CreateArgs {
 pub struct ListArgs {
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 #[derive(Debug, Args)]
@@ -44,6 +50,8 @@ pub struct RevokeArgs {
     pub name: String,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 fn store_path(store: &StoreArgs) -> anyhow::Result<std::path::PathBuf> {
@@ -82,33 +90,31 @@ fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
             None => anyhow::bail!("the policy set does not load; run `portcullis policy validate`"),
         }
     }
-    let path = store_path(&args.store)?;
-    let mut store = TokenStore::open_or_new(&path)?;
-    let token = store.create(&args.name, &args.tier)?;
-    // The audit checkpoint key pair lives with the store.
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        crate::audit::load_or_create_signer(dir)?;
-    }
-    let fingerprint = store
-        .clients()
-        .iter()
-        .find(|c| c.name == args.name)
-        .map(|c| c.fingerprint())
-        .unwrap_or_default();
+    let (token, client, place) = match &args.state.url()? {
+        Some(url) => {
+            let (token, client) = with_state(url, async |state| {
+                ClientTable::of(state).create(&args.name, &args.tier).await
+            })?;
+            (token, client, url.to_string())
+        }
+        None => {
+            let (token, client, path) = create_in_store(args)?;
+            (token, client, path.display().to_string())
+        }
+    };
+    let fingerprint = client.fingerprint();
     match format {
         Format::Json => print_json(&json!({
             "name": args.name,
             "tier": args.tier,
             "fingerprint": fingerprint,
             "token": token.as_str(),
-            "store": path,
+            "store": place,
         }))?,
         Format::Human => {
             eprintln!(
-                "created client `{}` (tier {}, fingerprint {fingerprint}) in {}; the token is shown once:",
-                args.name,
-                args.tier,
-                path.display()
+                "created client `{}` (tier {}, fingerprint {fingerprint}) in {place}; the token is shown once:",
+                args.name, args.tier,
             );
             println!("{}", token.as_str());
         }
@@ -116,28 +122,54 @@ fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
+/// A client added to the token store's file, with the audit checkpoint
+/// key pair made beside it if it is not there yet.
+fn create_in_store(args: &CreateArgs) -> anyhow::Result<(Token, StoredClient, std::path::PathBuf)> {
     let path = store_path(&args.store)?;
-    let store = TokenStore::open_or_new(&path)?;
+    let mut store = TokenStore::open_or_new(&path)?;
+    let token = store.create(&args.name, &args.tier)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::audit::load_or_create_signer(dir)?;
+    }
+    let client = store
+        .clients()
+        .iter()
+        .find(|c| c.name == args.name)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("the client just created is not in the store"))?;
+    Ok((token, client, path))
+}
+
+fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
+    let (clients, place) = match &args.state.url()? {
+        Some(url) => (
+            with_state(url, async |state| ClientTable::of(state).list().await)?,
+            url.to_string(),
+        ),
+        None => {
+            let path = store_path(&args.store)?;
+            let store = TokenStore::open_or_new(&path)?;
+            (store.clients().to_vec(), path.display().to_string())
+        }
+    };
     match format {
         Format::Json => {
-            let clients: Vec<_> = store
-                .clients()
+            let clients: Vec<_> = clients
                 .iter()
                 .map(|c| json!({"name": c.name, "tier": c.tier, "fingerprint": c.fingerprint(), "created": c.created}))
                 .collect();
-            print_json(&json!({"store": path, "clients": clients}))?;
+            print_json(&json!({"store": place, "clients": clients}))?;
         }
         Format::Human => {
-            if store.clients().is_empty() {
-                println!("no clients in {}", path.display());
+            if clients.is_empty() {
+                println!("no clients in {place}");
             } else {
                 println!(
                     "{:<24} {:<10} {:<16}  CREATED",
                     "NAME", "TIER", "FINGERPRINT"
                 );
             }
-            for c in store.clients() {
+            for c in &clients {
                 println!(
                     "{:<24} {:<10} {}  {}",
                     c.name,
@@ -152,9 +184,12 @@ fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
 }
 
 fn revoke(args: &RevokeArgs, format: Format) -> anyhow::Result<Exit> {
-    let path = store_path(&args.store)?;
-    let mut store = TokenStore::open(&path)?;
-    let removed = store.revoke(&args.name)?;
+    let removed = match &args.state.url()? {
+        Some(url) => with_state(url, async |state| {
+            ClientTable::of(state).revoke(&args.name).await
+        })?,
+        None => TokenStore::open(&store_path(&args.store)?)?.revoke(&args.name)?,
+    };
     match format {
         Format::Json => {
             print_json(&json!({"revoked": removed.name, "fingerprint": removed.fingerprint()}))?

@@ -280,6 +280,7 @@ async fn an_expired_state_asks_again_runs_nothing_and_is_audited() {
         )
         .unwrap(),
         timeout: Duration::from_secs(120),
+        shared: None,
     };
     let adapter = Direct {
         keeper: &f.keeper,

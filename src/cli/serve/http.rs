@@ -10,14 +10,16 @@ use serde_json::json;
 
 use super::super::Exit;
 use super::super::signals::Signals;
+use super::admission::Admission;
 use super::{ServeArgs, World};
-use crate::auth::{OWNER_TIER, StoredClient, TokenStore};
-use crate::cli::state_paths::StoreArgs;
+use crate::auth::{ClientDirectory, FileDirectory, OWNER_TIER, StoredClient, TokenStore};
+use crate::cli::state_paths::with_state;
 use crate::facts::Transport;
 use crate::mcp::http::{
     Clients, ConnectionLimits, HttpOptions, MCP_PATH, raise_open_files, serve_http,
 };
 use crate::mcp::{Callers, NoticeRelay, PortcullisServer};
+use crate::state::{ClientTable, SharedDirectory};
 
 /// The largest request body accepted unless `--max-body` says otherwise.
 const DEFAULT_MAX_BODY: &str = "4MiB";
@@ -79,9 +81,17 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("`{text}` is not a size: use bytes, or a KiB or MiB suffix"))
 }
 
-/// Every client of the token store, owner excepted.
-pub(super) fn clients(store: &StoreArgs) -> anyhow::Result<Vec<StoredClient>> {
-    let path = store
+/// Every client of the token store (or of the fleet's table), owner
+/// excepted. A fleet may start with none: clients created later are served
+/// without a restart.
+pub(super) fn clients(args: &ServeArgs) -> anyhow::Result<Vec<StoredClient>> {
+    let not_owner = |client: &StoredClient| client.tier != OWNER_TIER;
+    if let Some(url) = &args.state.url()? {
+        let clients = with_state(url, async |state| ClientTable::of(state).list().await)?;
+        return Ok(clients.into_iter().filter(not_owner).collect());
+    }
+    let path = args
+        .store
         .resolve()
         .context("no token store: set --store, XDG_STATE_HOME or HOME")?;
     let store = TokenStore::open(&path)
@@ -89,7 +99,7 @@ pub(super) fn clients(store: &StoreArgs) -> anyhow::Result<Vec<StoredClient>> {
     let clients: Vec<StoredClient> = store
         .clients()
         .iter()
-        .filter(|client| client.tier != OWNER_TIER)
+        .filter(|c| not_owner(c))
         .cloned()
         .collect();
     if clients.is_empty() {
@@ -121,9 +131,22 @@ pub(super) fn refuse_remote(address: SocketAddr, args: &ServeArgs) -> anyhow::Re
 }
 
 pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyhow::Result<Exit> {
-    let store = args.store.resolve().context("no token store")?;
+    let directory: Arc<dyn ClientDirectory> = match &world.shared {
+        Some(state) => world
+            .runtime
+            .block_on(SharedDirectory::follow(state.clone()))?,
+        None => Arc::new(FileDirectory::new(
+            args.store.resolve().context("no token store")?,
+        )),
+    };
+    let maker = world.keeper_maker(Transport::Http);
     let keepers = world.keepers(Transport::Http);
-    let clients = Arc::new(Clients::new(store, keepers));
+    let clients = Arc::new(Clients::new(directory, keepers));
+    let admission = Admission {
+        clients: Arc::clone(&clients),
+        maker,
+        served: world.clients.clone(),
+    };
     let handler = PortcullisServer::new(
         Callers::PerRequest,
         &world.bundle,
@@ -180,7 +203,11 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
     };
     let start = json!({"transport": "http", "address": bound.to_string()});
     let serving = serve_http(listener, clients, handler, options, signals.first());
-    world.run(start.as_object().cloned().unwrap_or_default(), serving)
+    world.run(
+        start.as_object().cloned().unwrap_or_default(),
+        Some(admission),
+        serving,
+    )
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! client whose token is in the environment, or Streamable HTTP for every
 //! client in the token store. It translates flags; it does not decide.
 
+mod admission;
 mod http;
 mod reload;
 mod stdio;
@@ -18,11 +19,14 @@ use serde_json::json;
 
 use super::policy_set::report_problems;
 use super::state_paths::{
-    StoreArgs, audit_path, authenticate, sessions_path, set_cache, signer_for,
+    StateArgs, StoreArgs, audit_path, authenticate, authenticate_shared, sessions_path, set_cache,
+    signer_for,
 };
 use super::{Exit, Format, PolicyArgs};
-use crate::approval::ApprovalSeal;
-use crate::approval::Approvals;
+use crate::approval::{
+    APPROVAL_KEY_ENV, ApprovalSeal, Approvals, NonceLedger, shared_key_from_file,
+    shared_key_from_hex,
+};
 use crate::audit::{
     ApplyTrust, AuditError, AuditLog, Kind, applied_path, read_public_key, snapshots_dir,
     store_snapshot,
@@ -33,10 +37,12 @@ use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
 use arc_swap::ArcSwap;
 
-use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
+use crate::keeper::{Keeper, Limits, Setting};
 use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
+use crate::state::{SharedNonces, SharedState};
+use admission::{Admission, KeeperMaker};
 use http::HttpArgs;
 use reload::{ReloadMode, Reloader, Watched};
 
@@ -50,6 +56,15 @@ pub struct ServeArgs {
     pub root: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// With --state: the approval sealing key every replica is given (64
+    /// bytes, or 128 hex digits, in a file only its owner can read), so a
+    /// question asked through one replica is answered through another.
+    /// PORTCULLIS_APPROVAL_KEY may hold it as hex instead. It is never
+    /// stored in the database.
+    #[arg(long, value_name = "FILE")]
+    pub approval_key: Option<PathBuf>,
     /// How long a legacy session waits for the user to answer an approval
     /// question, in seconds; no answer is a refusal.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
@@ -117,9 +132,13 @@ impl From<SurfaceArg> for Surface {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
+    let key = fleet_key(args)?;
     let clients = match &args.http.address {
         // Before anything reads stdin: an unauthenticated process gets nothing.
-        None => match authenticate(&args.store) {
+        None => match match &args.state.url()? {
+            Some(url) => authenticate_shared(url),
+            None => authenticate(&args.store),
+        } {
             Some(client) => vec![client],
             None => {
                 eprintln!("{AUTH_FAILED}");
@@ -128,10 +147,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         },
         Some(address) => {
             http::refuse_remote(*address, args)?;
-            http::clients(&args.store)?
+            http::clients(args)?
         }
     };
-    let Some(world) = World::prepare(args, clients)? else {
+    let Some(world) = World::prepare(args, clients, key)? else {
         return Ok(Exit::ValidationFailure);
     };
     match &args.http.address {
@@ -154,6 +173,8 @@ struct World {
     /// The setting in force; a reload replaces it for every keeper.
     settings: Arc<ArcSwap<Setting>>,
     clients: Vec<StoredClient>,
+    /// The fleet's shared state, with `--state`.
+    shared: Option<SharedState>,
     audit: Arc<AuditLog>,
     /// Resolves if the log fails its check at start.
     checked: LogChecked,
@@ -258,14 +279,59 @@ fn open_audit(
     Ok((audit, checked, apply_trust))
 }
 
-fn approvals(args: &ServeArgs) -> anyhow::Result<Arc<Approvals>> {
+/// The approval key a fleet's replicas share, from `--approval-key` or
+/// the environment; `None` for a single server, whose key is its own.
+/// Checked before anything starts.
+fn fleet_key(args: &ServeArgs) -> anyhow::Result<Option<[u8; 64]>> {
+    let given = std::env::var(APPROVAL_KEY_ENV)
+        .ok()
+        .filter(|key| !key.is_empty());
+    if args.state.url()?.is_none() {
+        if args.approval_key.is_some() || given.is_some() {
+            // Spent nonces live in memory: a restarted server with the same
+            // key would open every state it sealed before once more.
+            anyhow::bail!(
+                "--approval-key and {APPROVAL_KEY_ENV} are for a fleet: give --state too, where the replicas spend approvals"
+            );
+        }
+        return Ok(None);
+    }
+    Ok(Some(match (&args.approval_key, given) {
+        (Some(file), _) => shared_key_from_file(file)?,
+        (None, Some(hex)) => shared_key_from_hex(&hex)?,
+        (None, None) => anyhow::bail!(
+            "with --state, every replica needs the same approval key: give --approval-key FILE or {APPROVAL_KEY_ENV} (make one with `head -c 64 /dev/urandom > FILE; chmod 600 FILE`)"
+        ),
+    }))
+}
+
+/// The approval seal: a key of this process's own, its nonces spent in
+/// memory; or, in a fleet, the key every replica is given and the nonces
+/// spent in the shared state.
+fn approvals(
+    args: &ServeArgs,
+    fleet: Option<([u8; 64], &SharedState)>,
+) -> anyhow::Result<Arc<Approvals>> {
+    let ttl = Duration::from_secs(args.approval_ttl);
+    let clock = Arc::new(SystemClock);
+    let (seal, shared) = match fleet {
+        None => {
+            let seal = ApprovalSeal::new(ttl, clock)
+                .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?;
+            (seal, None)
+        }
+        Some((key, state)) => {
+            let nonces = SharedNonces::new(state.clone(), clock.clone());
+            (
+                ApprovalSeal::with_key(key, ttl, clock),
+                Some(Arc::new(nonces) as Arc<dyn NonceLedger>),
+            )
+        }
+    };
     Ok(Arc::new(Approvals {
-        seal: ApprovalSeal::new(
-            Duration::from_secs(args.approval_ttl),
-            Arc::new(SystemClock),
-        )
-        .map_err(|err| anyhow::anyhow!("no randomness for the approval key: {err}"))?,
+        seal,
         timeout: Duration::from_secs(args.approval_timeout),
+        shared,
     }))
 }
 
@@ -273,7 +339,11 @@ impl World {
     /// Loads and proves the policies for `clients`, starts the downstream
     /// servers and opens the log. `None` when the policies do not load (the
     /// problems are reported on stderr).
-    fn prepare(args: &ServeArgs, clients: Vec<StoredClient>) -> anyhow::Result<Option<Self>> {
+    fn prepare(
+        args: &ServeArgs,
+        clients: Vec<StoredClient>,
+        key: Option<[u8; 64]>,
+    ) -> anyhow::Result<Option<Self>> {
         let audit_path = audit_path(args.audit.as_deref())?;
         let applied = applied_path(&audit_path);
         let watched = Watched::now(&args.policies, &applied, args.reload);
@@ -293,6 +363,11 @@ impl World {
         let root =
             Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
         let runtime = runtime_for(args)?;
+        let shared = match &args.state.url()? {
+            Some(url) => Some(runtime.block_on(SharedState::connect(url))?),
+            None => None,
+        };
+        let approvals = approvals(args, key.zip(shared.as_ref()))?;
         // The downstream servers start first, in parallel: the tools they list
         // that nobody pinned become entities too, so that a call to one is
         // decided and refused as not pinned.
@@ -322,7 +397,6 @@ impl World {
             }
         };
         let (audit, checked, apply_trust) = open_audit(args, &audit_path, &bundle)?;
-        let approvals = approvals(args)?;
         Ok(Some(Self {
             runtime,
             bundle,
@@ -332,6 +406,7 @@ impl World {
             bridge,
             settings: Arc::new(ArcSwap::from_pointee(setting)),
             clients,
+            shared,
             audit: Arc::new(audit),
             checked,
             session: new_session_id()?,
@@ -352,28 +427,25 @@ impl World {
         }))
     }
 
+    /// What makes a keeper of a client, sharing the policies, tools and log.
+    fn keeper_maker(&self, transport: Transport) -> KeeperMaker {
+        KeeperMaker {
+            settings: Arc::clone(&self.settings),
+            audit: Arc::clone(&self.audit),
+            session: self.session.clone(),
+            limits: self.limits,
+            fleet: self.fleet.clone(),
+            bridge: self.bridge.as_ref().map(|(bridge, _)| Arc::clone(bridge)),
+            transport,
+        }
+    }
+
     /// The keeper of each client, sharing the policies, tools and log.
     fn keepers(&self, transport: Transport) -> Vec<Arc<Keeper>> {
+        let maker = self.keeper_maker(transport);
         self.clients
             .iter()
-            .map(|client| {
-                let keeper = Keeper::sharing(
-                    Arc::clone(&self.settings),
-                    ClientIdentity::from(client.clone()),
-                    transport,
-                    Arc::clone(&self.audit) as Arc<dyn AuditSink>,
-                    self.session.clone(),
-                )
-                .with_limits(self.limits);
-                let keeper = match &self.fleet {
-                    Some(fleet) => keeper.with_fleet(Arc::clone(fleet)),
-                    None => keeper,
-                };
-                Arc::new(match &self.bridge {
-                    Some((bridge, _)) => keeper.with_bridge(Arc::clone(bridge)),
-                    None => keeper,
-                })
-            })
+            .map(|client| maker.keeper(client.clone()))
             .collect()
     }
 
@@ -382,6 +454,7 @@ impl World {
     fn run(
         self,
         start: serde_json::Map<String, serde_json::Value>,
+        admission: Option<Admission>,
         serving: impl Future<Output = Result<Ended, ServeError>>,
     ) -> anyhow::Result<Exit> {
         let World {
@@ -417,6 +490,7 @@ impl World {
             apply_trust,
             watched,
             session: session.clone(),
+            admission,
         };
         let served = runtime.block_on(async {
             Starting {

@@ -65,6 +65,8 @@ pub(super) struct Reloader {
     pub apply_trust: ApplyTrust,
     pub watched: Watched,
     pub session: String,
+    /// `serve --http`: the clients it serves, followed as they change.
+    pub admission: Option<super::admission::Admission>,
 }
 
 /// What identifies the watched files' contents as they are now: each
@@ -140,15 +142,17 @@ impl Reloader {
 
     /// Reloads on every change and every SIGHUP until the process ends.
     /// With `Never`, SIGHUP is only logged.
-    pub async fn run(self, mode: ReloadMode, mut hangup: Signal) {
+    pub async fn run(mut self, mode: ReloadMode, mut hangup: Signal) {
         let tighten_only = mode == ReloadMode::TightenOnly;
         let Watched { folders, known } = self.watched.clone();
         let mut known = known;
         let watching = matches!(mode, ReloadMode::Watch | ReloadMode::TightenOnly);
         let mut last = known.clone();
         let mut every = tokio::time::interval(POLL);
+        let mut clients_every = tokio::time::interval(POLL);
         loop {
             tokio::select! {
+                _ = clients_every.tick(), if self.admission.is_some() => self.follow_clients().await,
                 _ = every.tick(), if watching && !folders.is_empty() => {
                     let now = fingerprint(&folders);
                     if now != known && now == last {

@@ -41,5 +41,5 @@ pub(super) fn serve(world: World, _args: &ServeArgs) -> anyhow::Result<Exit> {
     )?;
     let serving = crate::mcp::serve_stdio(keeper, handler, signals.first());
     let fields = start.as_object().cloned().unwrap_or_default();
-    world.run(fields, serving)
+    world.run(fields, None, serving)
 }

@@ -167,7 +167,6 @@ fn router(
 async fn stop_calls(clients: &Clients) {
     let mut stopping = tokio::task::JoinSet::new();
     for keeper in clients.keepers() {
-        let keeper = Arc::clone(keeper);
         stopping.spawn(async move { keeper.shut_down(SHUTDOWN_GRACE).await });
     }
     let mut all = true;

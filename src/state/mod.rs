@@ -1,0 +1,224 @@
+//! The state a fleet of replicas shares, in PostgreSQL (`--state
+//! postgres://…`): the clients, the spent nonces of approvals, and the
+//! tables' shape. One machine needs none of it: without `--state` the
+//! token store, the log and the session store stay files.
+//!
+//! PostgreSQL is the arbiter of everything shared: a unique key spends a
+//! nonce once whichever replica tries, a trigger tells every listening
+//! replica that the clients changed. Nothing here is replicated by hand.
+
+mod clients;
+mod directory;
+mod nonces;
+mod schema;
+
+use std::fmt;
+use std::str::FromStr;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use thiserror::Error;
+use tokio_postgres::NoTls;
+
+pub use clients::ClientTable;
+pub use directory::SharedDirectory;
+pub use nonces::SharedNonces;
+
+/// The environment variable `--state` is read from.
+pub const STATE_ENV: &str = "PORTCULLIS_STATE";
+
+/// Connections one process holds open at most; a replica's work is small
+/// statements, and PostgreSQL's own limit (100 by default) is shared by
+/// every replica.
+const POOL_SIZE: usize = 8;
+
+#[derive(Debug, Error)]
+pub enum StateError {
+    /// The text given is not repeated: it may hold a password.
+    #[error("--state is not a PostgreSQL connection string: {0}")]
+    BadUrl(String),
+    #[error("PostgreSQL at {url} cannot be reached: {source}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("PostgreSQL refused a statement: {0}")]
+    Statement(#[from] tokio_postgres::Error),
+    #[error(
+        "the shared state was made by a newer portcullis (tables version {found}, this build knows {known}): upgrade this replica"
+    )]
+    NewerSchema { found: i32, known: i32 },
+    #[error(transparent)]
+    Store(#[from] crate::auth::StoreError),
+}
+
+impl StateError {
+    fn unreachable(url: &StateUrl, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Unreachable {
+            url: url.to_string(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// Where the shared state is: a `postgres://` URL or a `key=value`
+/// connection string. Shown without its password.
+#[derive(Clone)]
+pub struct StateUrl {
+    config: tokio_postgres::Config,
+    shown: String,
+}
+
+impl FromStr for StateUrl {
+    type Err = StateError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let config = tokio_postgres::Config::from_str(text)
+            .map_err(|err| StateError::BadUrl(err.to_string()))?;
+        let shown = shown(&config);
+        Ok(Self { config, shown })
+    }
+}
+
+impl fmt::Display for StateUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Debug for StateUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StateUrl({})", self.shown)
+    }
+}
+
+/// Where the connection goes, from the parsed settings rather than the
+/// text given: a password, wherever the text put it, is never shown.
+fn shown(config: &tokio_postgres::Config) -> String {
+    let user = config
+        .get_user()
+        .map(|user| format!("{user}@"))
+        .unwrap_or_default();
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(at, host)| {
+            let name = match host {
+                tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+            };
+            match ports.get(at).or(ports.first()) {
+                Some(port) => format!("{name}:{port}"),
+                None => name,
+            }
+        })
+        .collect();
+    let dbname = config.get_dbname().unwrap_or("");
+    format!("postgres://{user}{}/{dbname}", hosts.join(","))
+}
+
+/// The shared state, its tables made or checked: a pool of connections.
+#[derive(Clone)]
+pub struct SharedState {
+    pool: Pool,
+    url: StateUrl,
+}
+
+impl SharedState {
+    /// Connects and brings the tables to this version's shape (several
+    /// replicas starting at once take turns).
+    pub async fn connect(url: &StateUrl) -> Result<Self, StateError> {
+        let manager = Manager::from_config(
+            url.config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|err| StateError::unreachable(url, err))?;
+        let state = Self {
+            pool,
+            url: url.clone(),
+        };
+        let mut client = state.client().await?;
+        schema::migrate(&mut client).await?;
+        Ok(state)
+    }
+
+    pub fn url(&self) -> &StateUrl {
+        &self.url
+    }
+
+    /// A connection from the pool.
+    async fn client(&self) -> Result<deadpool_postgres::Client, StateError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|err| StateError::unreachable(&self.url, err))
+    }
+
+    /// A connection of its own, outside the pool, for `LISTEN`: the
+    /// notifications come on the connection's own stream.
+    async fn dedicated(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        ),
+        StateError,
+    > {
+        self.url
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|err| StateError::unreachable(&self.url, err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+    use super::*;
+
+    #[test]
+    fn passwords_are_never_shown() {
+        for (given, shown) in [
+            (
+                "postgres://app:s3cret@db.example:5432/portcullis",
+                "postgres://app@db.example:5432/portcullis",
+            ),
+            (
+                "postgresql://app@db/portcullis?password=s3cret&sslmode=disable",
+                "postgres://app@db:5432/portcullis",
+            ),
+            (
+                "host=/run/pg user=app password='s3 cret' dbname=p port=5433",
+                "postgres://app@/run/pg:5433/p",
+            ),
+        ] {
+            let url: StateUrl = given.parse().unwrap();
+            assert_eq!(url.to_string(), shown);
+            assert!(!format!("{url:?}").contains("s3"));
+        }
+    }
+
+    #[test]
+    fn a_string_that_is_no_connection_string_is_refused_without_its_password() {
+        for bad in [
+            "postgres://app:s3cret@db:notaport/p",
+            "password=s3cret nonsense",
+        ] {
+            let err = bad.parse::<StateUrl>().err().unwrap();
+            assert!(matches!(err, StateError::BadUrl(..)));
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
+    }
+}

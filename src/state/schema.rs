@@ -1,0 +1,75 @@
+//! The shared tables' shape, made by the first replica that connects and
+//! checked by every other. Statements are idempotent and run in one
+//! transaction under an advisory lock, so replicas starting together take
+//! turns and none sees half a schema.
+
+use super::StateError;
+
+/// Any number: the key of the advisory lock replicas take turns on.
+const MIGRATION_LOCK: i64 = 0x706f_7274_6375;
+
+/// The version of the tables this build writes. A database made by a
+/// newer build is refused rather than written in a shape it does not know.
+pub const SCHEMA_VERSION: i32 = 1;
+
+const TABLES: &str = r"
+CREATE TABLE IF NOT EXISTS portcullis_schema (
+    version integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS portcullis_clients (
+    name text PRIMARY KEY,
+    tier text NOT NULL,
+    token_sha256 text NOT NULL UNIQUE CHECK (token_sha256 ~ '^[0-9a-f]{64}$'),
+    created text NOT NULL
+);
+CREATE OR REPLACE FUNCTION portcullis_clients_changed() RETURNS trigger AS $$
+BEGIN
+    PERFORM pg_notify('portcullis_clients', '');
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+CREATE OR REPLACE TRIGGER portcullis_clients_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON portcullis_clients
+    FOR EACH STATEMENT EXECUTE FUNCTION portcullis_clients_changed();
+CREATE TABLE IF NOT EXISTS portcullis_approval_nonces (
+    nonce text PRIMARY KEY,
+    expires_ms bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS portcullis_approval_nonces_expiry
+    ON portcullis_approval_nonces (expires_ms);
+";
+
+/// Brings the tables to [`SCHEMA_VERSION`].
+pub async fn migrate(client: &mut deadpool_postgres::Client) -> Result<(), StateError> {
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    transaction.batch_execute(TABLES).await?;
+    let found: Option<i32> = transaction
+        .query_opt("SELECT max(version) FROM portcullis_schema", &[])
+        .await?
+        .and_then(|row| row.get(0));
+    match found {
+        Some(version) if version > SCHEMA_VERSION => {
+            return Err(StateError::NewerSchema {
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        Some(version) if version == SCHEMA_VERSION => {}
+        _ => {
+            transaction
+                .execute("DELETE FROM portcullis_schema", &[])
+                .await?;
+            transaction
+                .execute(
+                    "INSERT INTO portcullis_schema (version) VALUES ($1)",
+                    &[&SCHEMA_VERSION],
+                )
+                .await?;
+        }
+    }
+    transaction.commit().await?;
+    Ok(())
+}
