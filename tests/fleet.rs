@@ -71,6 +71,7 @@ impl Fleet {
             .arg("--audit")
             .arg(own.join("audit/audit.jsonl"))
             .args(["--state", &self.pg.url()])
+            .args(["--replica-id", &format!("replica-{n}")])
             .arg("--approval-key")
             .arg(&self.key)
             .args(self.tree.flags())
@@ -84,17 +85,35 @@ impl Fleet {
         HttpServer::spawn(self.replica_command(n))
     }
 
+    /// The records of replica `n`'s chain, through `audit export`.
     fn records(&self, n: usize) -> Vec<Value> {
-        let log = self
-            .tree
-            .dir
-            .path()
-            .join(format!("replica-{n}/audit/audit.jsonl"));
-        fs::read_to_string(log)
-            .unwrap_or_default()
+        let out = tempfile::tempdir().unwrap();
+        let chain = format!("replica-{n}");
+        let run = portcullis(&[
+            "audit",
+            "export",
+            &self.pg.url(),
+            "--chain",
+            &chain,
+            "--out",
+            out.path().to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, 0, "{run:?}");
+        fs::read_to_string(out.path().join(format!("{chain}.jsonl")))
+            .unwrap()
             .lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
+    }
+
+    /// `portcullis audit ARGS` on the shared state, as JSON.
+    fn audit(&self, args: &[&str]) -> crate::util::Run {
+        let url = self.pg.url();
+        let mut all = vec!["audit"];
+        all.extend(args);
+        all.push(&url);
+        all.extend(["--format", "json"]);
+        portcullis(&all)
     }
 }
 
@@ -312,4 +331,247 @@ fn a_fleet_needs_one_approval_key_and_a_single_server_needs_none() {
     let malformed = serve(&["--state", &url, "--approval-key", short.to_str().unwrap()]);
     assert_ne!(malformed.code, 0);
     assert!(malformed.stderr.contains("not 64 bytes"), "{malformed:?}");
+}
+
+/// A `read_file` call of the 2026-07-28 era by `token`; its result.
+async fn read(http: &reqwest::Client, url: &str, token: &str, id: i64) -> crate::http::Answer {
+    modern(
+        http,
+        url,
+        token,
+        id,
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": "README.md"}}),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_keeps_its_own_chain_and_the_auditor_verifies_and_replays_them_all() {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
+    let alice = fleet.create("alice");
+    let (a, b) = (fleet.replica(1), fleet.replica(2));
+    let http = client();
+    for (id, replica) in [(1, &a), (2, &b), (3, &a)] {
+        let answer = read(&http, &replica.url(), &alice, id).await;
+        assert_eq!(
+            answer.response(id)["result"]["isError"],
+            false,
+            "{}",
+            answer.body
+        );
+    }
+    a.stop();
+    b.stop();
+    for n in [1, 2] {
+        let records = fleet.records(n);
+        let calls = records
+            .iter()
+            .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "call_tool")
+            .count();
+        assert_eq!(calls, if n == 1 { 2 } else { 1 }, "replica {n}");
+        assert!(records.iter().any(|r| r["kind"] == "checkpoint"));
+        let events: Vec<&Value> = records.iter().map(|r| &r["body"]["event"]).collect();
+        assert_eq!(events.first(), Some(&&json!("start")), "{events:?}");
+        // The shutdown, then the checkpoint that signs it.
+        assert_eq!(events[events.len() - 2], "shutdown", "{events:?}");
+    }
+    let verified = fleet.audit(&["verify"]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    let replayed = fleet.audit(&["replay"]);
+    assert_eq!(replayed.code, 0, "{replayed:?}");
+    assert_eq!(
+        replayed.stdout.matches("\"redecided\":").count(),
+        2,
+        "{replayed:?}"
+    );
+
+    // The export is today's log: the offline tools read it as they read a file.
+    let out = tempfile::tempdir().unwrap();
+    let exported = portcullis(&[
+        "audit",
+        "export",
+        &fleet.pg.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(exported.code, 0, "{exported:?}");
+    for n in [1, 2] {
+        let log = out.path().join(format!("replica-{n}.jsonl"));
+        let log = log.to_str().unwrap();
+        assert_eq!(portcullis(&["audit", "verify", log]).code, 0);
+        assert_eq!(portcullis(&["audit", "replay", log]).code, 0);
+    }
+
+    // A row changed in the database breaks its chain, and verify says so.
+    fleet.pg.sql(
+        "UPDATE portcullis_audit SET line = replace(line, 'README.md', 'README.mx') \
+         WHERE chain = 'replica-2' AND line LIKE '%README.md%'",
+    );
+    let broken = fleet.audit(&["verify"]);
+    assert_eq!(broken.code, 1, "{broken:?}");
+    assert!(broken.stdout.contains("\"ok\": false"), "{broken:?}");
+    assert!(
+        broken.stdout.contains("\"ok\": true"),
+        "replica-1 still verifies: {broken:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_postgres_is_down_no_call_runs_unrecorded_and_calls_succeed_when_it_is_back() {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
+    let alice = fleet.create("alice");
+    let a = fleet.replica(1);
+    let http = client();
+    let answer = read(&http, &a.url(), &alice, 1).await;
+    assert_eq!(
+        answer.response(1)["result"]["isError"],
+        false,
+        "{}",
+        answer.body
+    );
+    fleet.pg.pg_ctl_stop();
+    // At once: the token still checks (for a second), and the decision
+    // cannot be recorded: refused as audit_unavailable, or the token is.
+    let refused = read(&http, &a.url(), &alice, 2).await;
+    if refused.status == 200 {
+        let result = &refused.response(2)["result"];
+        assert_eq!(result["isError"], true, "{}", refused.body);
+        assert_eq!(
+            result["structuredContent"]["reason_code"], "audit_unavailable",
+            "{result}"
+        );
+    } else {
+        assert_eq!(refused.status, 401, "{}", refused.body);
+    }
+    fleet.pg.pg_ctl_start();
+    let start = Instant::now();
+    let mut id = 3;
+    loop {
+        let answer = read(&http, &a.url(), &alice, id).await;
+        if answer.status == 200 && answer.response(id)["result"]["isError"] == false {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never served again: {}",
+            answer.body
+        );
+        id += 1;
+        tokio::task::yield_now().await;
+    }
+    a.stop();
+    let records = fleet.records(1);
+    let executed: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "outcome" && r["body"]["status"] == "executed")
+        .collect();
+    assert_eq!(executed.len(), 2, "{executed:?}");
+    assert_eq!(fleet.audit(&["verify"]).code, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_run_loses_no_acknowledged_record_and_its_chain_goes_on() {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
+    let alice = fleet.create("alice");
+    let mut a = fleet.replica(1);
+    let (http, url) = (client(), a.url());
+    let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let mut callers = tokio::task::JoinSet::new();
+    for caller in 0..16i64 {
+        let (http, url, alice, answered) =
+            (http.clone(), url.clone(), alice.clone(), answered.clone());
+        callers.spawn(async move {
+            for call in 0..1_000i64 {
+                let id = caller * 10_000 + call;
+                let sent = modern_or_gone(&http, &url, &alice, id).await;
+                match sent {
+                    Some(answer) if answer["result"]["isError"] == false => {
+                        if answered.send(id).is_err() {
+                            return;
+                        }
+                    }
+                    Some(_) => {}
+                    None => return,
+                }
+            }
+        });
+    }
+    drop(answered);
+    // Killed once a hundred calls are answered, with more in flight.
+    let mut acknowledged = Vec::new();
+    while acknowledged.len() < 100 {
+        acknowledged.push(answers.recv().await.unwrap());
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    while let Some(id) = answers.recv().await {
+        acknowledged.push(id);
+    }
+    while callers.join_next().await.is_some() {}
+
+    // Restarted under the same id, it checks its chain whole and goes on.
+    let again = fleet.replica(1);
+    let answer = read(&http, &again.url(), &alice, 99_999_999).await;
+    assert_eq!(
+        answer.response(99_999_999)["result"]["isError"],
+        false,
+        "{}",
+        answer.body
+    );
+    again.stop();
+    let recorded: std::collections::HashSet<String> = fleet
+        .records(1)
+        .into_iter()
+        .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "call_tool")
+        .map(|r| r["body"]["request_id"].as_str().unwrap().to_owned())
+        .collect();
+    let lost: Vec<&i64> = acknowledged
+        .iter()
+        .filter(|id| !recorded.contains(&id.to_string()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "answered calls with no decision record: {lost:?}"
+    );
+    assert_eq!(fleet.audit(&["verify"]).code, 0);
+}
+
+/// A `read_file` call's JSON-RPC response, or `None` once the server is
+/// gone (the connection refused or cut).
+async fn modern_or_gone(http: &reqwest::Client, url: &str, token: &str, id: i64) -> Option<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "read_file", "arguments": {"path": "README.md"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": crate::http::MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let response = http
+        .post(url)
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", crate::http::MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "read_file")
+        .body(body.to_string())
+        .send()
+        .await
+        .ok()?;
+    let text = response.text().await.ok()?;
+    crate::http::Answer {
+        status: 200,
+        headers: reqwest::header::HeaderMap::new(),
+        body: text,
+    }
+    .messages()
+    .into_iter()
+    .find(|message| message["id"] == id)
 }

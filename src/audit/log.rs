@@ -13,9 +13,6 @@
 //! acknowledged: the kernel drops the lock, and the next writer finishes or
 //! cuts off the batch it left, as `open` does after a crash.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -24,10 +21,11 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use super::chain::{ChainError, ChainStore, Check};
 use super::checkpoint::Signer;
-use super::head::{self, Head, HeadFile, Mark, head_path};
-use super::record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
-use super::verify::{Break, End, end_against_head, scan};
+use super::file_chain::FileChain;
+use super::head::Mark;
+use super::record::{GENESIS, Kind, Record};
 use crate::canonical::encode;
 use crate::clock::{Clock, SystemClock};
 
@@ -51,37 +49,16 @@ const LINGER: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Error, Clone)]
 pub enum AuditError {
-    #[error("cannot open the audit log {path}: {message}")]
-    Open { path: PathBuf, message: String },
-    #[error("the audit log {path} does not verify ({problem}); refusing to append to it")]
-    Broken { path: PathBuf, problem: String },
+    #[error("cannot open the audit log {log}: {message}")]
+    Open { log: String, message: String },
+    #[error("the audit log {log} does not verify ({problem}); refusing to append to it")]
+    Broken { log: String, problem: String },
     #[error("cannot write the audit log: {0}")]
     Write(String),
     #[error("the audit log writer has stopped")]
     Stopped,
     #[error("the audit log was closed by this process's shutdown record")]
     Closed,
-}
-
-/// Why a writer cannot find or extend the true end of the log.
-#[derive(Debug, Error)]
-enum TailProblem {
-    #[error(transparent)]
-    Io(#[from] io::Error),
-    #[error("head: {0}")]
-    Head(io::Error),
-    #[error(transparent)]
-    Break(#[from] Break),
-    #[error("the log shrank from {was} to {now} bytes under this process")]
-    Shrank { was: u64, now: u64 },
-    #[error("a record another writer left is unreadable: {0}")]
-    Unreadable(serde_json::Error),
-    #[error("seq {0}: a record another writer left does not chain")]
-    Unchained(u64),
-    #[error("the committed seq {0} is not in the log")]
-    CommittedMissing(u64),
-    #[error("a checkpoint could not be encoded: {0}")]
-    Encode(serde_json::Error),
 }
 
 struct Job {
@@ -128,15 +105,7 @@ pub struct AuditLog {
     /// Records go over in groups, each a whole `append_many`: a group is
     /// never split between batches, so its records share one write.
     jobs: mpsc::Sender<Vec<Job>>,
-    path: PathBuf,
-}
-
-/// Where the log ends, as the writer knows it.
-#[derive(Debug, Clone, Default)]
-struct Tail {
-    last: Option<Mark>,
-    /// Bytes of complete, valid records from the start.
-    bytes: u64,
+    file: Option<PathBuf>,
 }
 
 impl AuditLog {
@@ -181,26 +150,36 @@ impl AuditLog {
         check: Check,
         linger: Duration,
     ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
-        let open_error = |message: String| AuditError::Open {
-            path: path.to_owned(),
-            message,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| open_error(e.to_string()))?;
-        let head = HeadFile::open(&head_path(path)).map_err(|e| open_error(e.to_string()))?;
+        let store = FileChain::create(path).map_err(|err| AuditError::Open {
+            log: path.display().to_string(),
+            message: err.to_string(),
+        })?;
+        let (mut log, checked) = Self::start_on(Box::new(store), signer, clock, check, linger)?;
+        log.file = Some(path.to_owned());
+        Ok((log, checked))
+    }
+
+    /// As [`AuditLog::open_in_background`], on another store than a file
+    /// (a fleet's shared chain).
+    pub fn open_store_in_background(
+        store: Box<dyn ChainStore>,
+        signer: Option<Signer>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
+        Self::start_on(store, signer, clock, Check::Whole, LINGER)
+    }
+
+    /// Starts the writer on `store`, checked on the writer's thread first.
+    fn start_on(
+        store: Box<dyn ChainStore>,
+        signer: Option<Signer>,
+        clock: Arc<dyn Clock>,
+        check: Check,
+        linger: Duration,
+    ) -> Result<(Self, oneshot::Receiver<Result<(), AuditError>>), AuditError> {
+        let log = store.describe();
         let mut writer = Writer {
-            file,
-            path: path.to_owned(),
-            head,
-            tail: Tail::default(),
+            store,
             signer,
             clock,
             broken: None,
@@ -213,7 +192,7 @@ impl AuditLog {
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
             .spawn(move || {
-                let opened = writer.check_and_settle(check);
+                let opened = writer.open_store(check);
                 let refusal = opened.as_ref().err().cloned();
                 let _ = checked.send(opened);
                 match refusal {
@@ -225,14 +204,11 @@ impl AuditLog {
                     }
                 }
             })
-            .map_err(|e| open_error(e.to_string()))?;
-        Ok((
-            Self {
-                jobs,
-                path: path.to_owned(),
-            },
-            answer,
-        ))
+            .map_err(|err| AuditError::Open {
+                log: log.clone(),
+                message: err.to_string(),
+            })?;
+        Ok((Self { jobs, file: None }, answer))
     }
 
     /// Opens a log for a short-lived process that appends a record or two
@@ -253,8 +229,9 @@ impl AuditLog {
         Ok(log)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The log's file, when it is one (not a fleet's shared chain).
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
     }
 
     fn send(
@@ -323,52 +300,13 @@ impl AuditLog {
     }
 }
 
-/// The last line of a file of `length` bytes, without its newline: read
-/// backwards a few KiB at a time (a record is about 2 KiB), never more than
-/// 1 MiB, which no record this writer makes comes near. `None` when the
-/// file does not end with a newline, or the line is longer than that.
-fn last_line(file: &File, length: u64) -> io::Result<Option<Vec<u8>>> {
-    const FIRST_READ: u64 = 8 << 10;
-    const LONGEST: u64 = 1 << 20;
-    let mut window = FIRST_READ;
-    loop {
-        let take = length.min(window);
-        let mut bytes = vec![0; usize::try_from(take).map_err(io::Error::other)?];
-        file.read_exact_at(&mut bytes, length - take)?;
-        let Some(body) = bytes.strip_suffix(b"\n") else {
-            return Ok(None);
-        };
-        if let Some(newline) = body.iter().rposition(|b| *b == b'\n') {
-            return Ok(Some(body[newline + 1..].to_vec()));
-        }
-        if take == length {
-            return Ok(Some(body.to_vec()));
-        }
-        if window >= LONGEST {
-            return Ok(None);
-        }
-        window *= 4;
-    }
-}
-
-/// How much of a log is checked before the first append.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Check {
-    Whole,
-    End,
-}
-
 struct Writer {
-    /// Opened for append: with the lock held, every write lands at the
-    /// true end of the file.
-    file: File,
-    path: PathBuf,
-    head: HeadFile,
-    tail: Tail,
+    /// Where the chain is kept: a file, or a table a fleet shares.
+    store: Box<dyn ChainStore>,
     signer: Option<Signer>,
     clock: Arc<dyn Clock>,
-    /// Set when a failed write could not be undone: no append chains onto
-    /// the file until a whole check finds its last good record again.
+    /// Set when a failed write could not be undone: nothing chains onto
+    /// the store until a whole check finds its last good record again.
     broken: Option<String>,
     /// Records nobody waited for (an outcome: the effect already
     /// happened) whose batch failed: written first when the log can be
@@ -379,171 +317,6 @@ struct Writer {
 }
 
 impl Writer {
-    /// Checks the log (all of it, or its end) and settles its end,
-    /// holding the lock.
-    fn check_and_settle(&mut self, check: Check) -> Result<(), AuditError> {
-        let path = self.path.clone();
-        let open_error = move |err: io::Error| AuditError::Open {
-            path: path.clone(),
-            message: err.to_string(),
-        };
-        self.file.lock().map_err(&open_error)?;
-        let opened = match check {
-            Check::End => match self.clean_end() {
-                Ok(Some(tail)) => {
-                    self.tail = tail;
-                    Ok(())
-                }
-                Ok(None) => self.open_under_lock(),
-                Err(err) => Err(open_error(err)),
-            },
-            Check::Whole => self.open_under_lock(),
-        };
-        let unlocked = self.file.unlock();
-        opened?;
-        unlocked.map_err(open_error)
-    }
-
-    /// The end of the log, when it is exactly what the head says was
-    /// committed, with nothing pending: the last line is a whole record
-    /// whose hash is its own and the head's. `None` when anything else is
-    /// found, for the whole check to sort out.
-    fn clean_end(&self) -> io::Result<Option<Tail>> {
-        let Some(head) = head::read(&head_path(&self.path))? else {
-            return Ok(None);
-        };
-        let length = self.file.metadata()?.len();
-        let (Some(committed), None) = (head.committed, head.pending) else {
-            return Ok(None);
-        };
-        let Some(line) = last_line(&self.file, length)? else {
-            return Ok(None);
-        };
-        let Ok(record) = serde_json::from_slice::<StoredRecord>(&line) else {
-            return Ok(None);
-        };
-        let clean = record.seq == committed.seq
-            && record.hash == committed.hash
-            && line_hash_is_valid(&line, &record.hash);
-        Ok(clean.then_some(Tail {
-            last: Some(committed),
-            bytes: length,
-        }))
-    }
-
-    /// The whole log is checked once, under the lock, then reconciled
-    /// with its head.
-    fn open_under_lock(&mut self) -> Result<(), AuditError> {
-        let path = self.path.clone();
-        let open_error = |message: String| AuditError::Open {
-            path: path.clone(),
-            message,
-        };
-        let broken = |problem: String| AuditError::Broken {
-            path: path.clone(),
-            problem,
-        };
-        let scanned = scan(&self.path).map_err(|e| open_error(e.to_string()))?;
-        if let Some(first) = scanned.first_break {
-            return Err(broken(first.to_string()));
-        }
-        let head = head::read(&head_path(&self.path)).map_err(|e| broken(format!("head: {e}")))?;
-        if head.is_none() && scanned.last.is_some() {
-            return Err(broken(Break::HeadMissing.to_string()));
-        }
-        let found = Tail {
-            last: scanned.last,
-            bytes: scanned.good_bytes,
-        };
-        let tail = self
-            .reconcile(head.unwrap_or_default(), found)
-            .map_err(|problem| broken(problem.to_string()))?;
-        self.settle(tail).map_err(|e| open_error(e.to_string()))
-    }
-
-    /// Decides where the log really ends, given its head and the complete
-    /// records found: the committed end, or a whole batch that landed but
-    /// was never acknowledged. Records past that (a batch cut short by a
-    /// crash, never acknowledged) are cut off.
-    fn reconcile(&self, head: Head, found: Tail) -> Result<Tail, TailProblem> {
-        match end_against_head(&head, found.last.as_ref())? {
-            End::Committed | End::Pending => Ok(found),
-            End::PartOfPending => {
-                let committed_seq = head.committed.as_ref().map_or(0, |m| m.seq);
-                let bytes = offset_after(&self.path, committed_seq)?
-                    .ok_or(TailProblem::CommittedMissing(committed_seq))?;
-                Ok(Tail {
-                    last: head.committed,
-                    bytes,
-                })
-            }
-        }
-    }
-
-    /// Cuts the file to `tail` if it is longer and marks the head there.
-    fn settle(&mut self, tail: Tail) -> io::Result<()> {
-        let length = self.file.metadata()?.len();
-        if length > tail.bytes {
-            self.file.set_len(tail.bytes)?;
-            self.file.sync_all()?;
-        }
-        self.head.write(&Head {
-            committed: tail.last.clone(),
-            pending: None,
-        })?;
-        self.tail = tail;
-        Ok(())
-    }
-
-    /// Reads, under the lock, what other processes appended since this
-    /// one last wrote, checking every record's hash and link.
-    fn catch_up(&mut self) -> Result<(), TailProblem> {
-        let length = self.file.metadata()?.len();
-        if length < self.tail.bytes {
-            return Err(TailProblem::Shrank {
-                was: self.tail.bytes,
-                now: length,
-            });
-        }
-        let head = head::read(&head_path(&self.path))
-            .map_err(TailProblem::Head)?
-            .unwrap_or_default();
-        let mut found = self.tail.clone();
-        if length > self.tail.bytes {
-            let mut bytes = vec![0; (length - self.tail.bytes) as usize];
-            self.file.read_exact_at(&mut bytes, self.tail.bytes)?;
-            for line in bytes.split_inclusive(|b| *b == b'\n') {
-                let Some(content) = line.strip_suffix(b"\n") else {
-                    // A batch cut short by a writer that died.
-                    break;
-                };
-                let record: StoredRecord =
-                    serde_json::from_slice(content).map_err(TailProblem::Unreadable)?;
-                let (seq, prev) = match &found.last {
-                    Some(mark) => (mark.seq, mark.hash.as_str()),
-                    None => (0, GENESIS),
-                };
-                if record.seq != seq + 1
-                    || record.prev != prev
-                    || !line_hash_is_valid(content, &record.hash)
-                {
-                    return Err(TailProblem::Unchained(record.seq));
-                }
-                found.last = Some(Mark {
-                    seq: record.seq,
-                    hash: record.hash,
-                });
-                found.bytes += line.len() as u64;
-            }
-        }
-        if found.bytes == length && found.last == head.committed {
-            self.tail = found;
-            return Ok(());
-        }
-        let tail = self.reconcile(head, found)?;
-        Ok(self.settle(tail)?)
-    }
-
     /// Writes what is queued, a batch at a time. A batch of records nobody
     /// waits for is held up to `linger` for one somebody does; it is
     /// written when that comes, when the linger is over, or when the last
@@ -637,7 +410,7 @@ impl Writer {
             // The failure may have passed (a file made writable again):
             // the log is checked whole and settled at its last good
             // record, as at open, before anything chains onto it.
-            if let Err(err) = self.check_and_settle(Check::Whole) {
+            if let Err(err) = self.open_store(Check::Whole) {
                 self.set_aside(batch, &AuditError::Write(format!("{reason}; still: {err}")));
                 self.broken = Some(reason);
                 return;
@@ -650,17 +423,14 @@ impl Writer {
             Self::refuse(late, &AuditError::Closed);
             self.closed = true;
         }
-        if let Err(err) = self.file.lock() {
-            Self::refuse(
-                batch,
-                &AuditError::Write(format!("cannot lock the log: {err}")),
-            );
-            return;
-        }
-        let written = self.write_locked(&batch);
-        if let Err(err) = self.file.unlock() {
-            tracing::error!(error = %err, "cannot unlock the audit log");
-        }
+        let written = match self.store.begin() {
+            Ok(end) => {
+                let written = self.write_on(end, &batch);
+                self.store.finish();
+                written
+            }
+            Err(err) => Err(err),
+        };
         match written {
             Ok(seqs) => {
                 for (job, seq) in batch.into_iter().zip(seqs) {
@@ -677,10 +447,11 @@ impl Writer {
         }
     }
 
-    fn write_locked(&mut self, batch: &[Job]) -> Result<Vec<u64>, TailProblem> {
-        self.catch_up()?;
+    /// Chains `batch` (and a signed checkpoint) onto `end` and commits it
+    /// to the store; the batch's seqs.
+    fn write_on(&mut self, end: Option<Mark>, batch: &[Job]) -> Result<Vec<u64>, String> {
         let time = humantime::format_rfc3339_millis(self.clock.now()).to_string();
-        let (mut seq, mut prev) = match &self.tail.last {
+        let (mut seq, mut prev) = match &end {
             Some(mark) => (mark.seq, mark.hash.clone()),
             None => (0, GENESIS.to_owned()),
         };
@@ -701,7 +472,8 @@ impl Writer {
                 hash: prev.clone(),
             };
             let checkpoint = signer.checkpoint(&signed, &time);
-            let body = serde_json::to_value(&checkpoint).map_err(TailProblem::Encode)?;
+            let body = serde_json::to_value(&checkpoint)
+                .map_err(|err| format!("a checkpoint could not be encoded: {err}"))?;
             let (next, hash, line) =
                 Record::line_from_encoded(seq, &prev, &time, Kind::Checkpoint, &encode(&body));
             bytes.extend_from_slice(&line);
@@ -710,85 +482,26 @@ impl Writer {
         }
         let end = Mark { seq, hash: prev };
         let last = batch.iter().any(|job| job.closes);
-        match self.commit(&bytes, &end, last) {
-            Ok(()) => {
-                self.tail = Tail {
-                    last: Some(end),
-                    bytes: self.tail.bytes + bytes.len() as u64,
-                };
-                Ok(seqs)
-            }
-            Err(err) => {
-                self.undo();
-                Err(err.into())
-            }
-        }
-    }
-
-    /// The head protocol (`head.rs`): `pending` durable before the batch,
-    /// the batch durable before anyone is answered. The move of
-    /// `committed` is written but not synced (except for the log's last
-    /// batch): it becomes durable with the next batch's `pending`, and a
-    /// crash before that leaves the log ending at `pending`, which is a
-    /// clean end. One fsync fewer per batch, and nothing acknowledged is
-    /// ever only in memory.
-    fn commit(&mut self, bytes: &[u8], end: &Mark, last: bool) -> io::Result<()> {
-        self.head.write(&Head {
-            committed: self.tail.last.clone(),
-            pending: Some(end.clone()),
-        })?;
-        self.file.write_all(bytes)?;
-        self.file.sync_data()?;
-        let committed = Head {
-            committed: Some(end.clone()),
-            pending: None,
-        };
-        if last {
-            self.head.write(&committed)
-        } else {
-            self.head.write_unsynced(&committed)
-        }
-    }
-
-    /// Cuts a failed batch off the end of the file, so the next batch
-    /// chains onto the last good record.
-    fn undo(&mut self) {
-        let restored = self
-            .file
-            .set_len(self.tail.bytes)
-            .and_then(|()| self.file.sync_all())
-            .and_then(|()| {
-                self.head.write(&Head {
-                    committed: self.tail.last.clone(),
-                    pending: None,
-                })
-            });
-        if let Err(err) = restored {
-            self.broken = Some(format!(
-                "the log could not be restored after a failed write: {err}"
-            ));
-        }
-    }
-}
-
-/// The byte offset just after record `seq` (0 for seq 0).
-fn offset_after(path: &Path, seq: u64) -> io::Result<Option<u64>> {
-    if seq == 0 {
-        return Ok(Some(0));
-    }
-    let mut offset = 0;
-    for item in super::verify::Records::open(path)? {
-        match item? {
-            super::verify::Line::Record { record, bytes } => {
-                offset += bytes;
-                if record.seq == seq {
-                    return Ok(Some(offset));
+        match self.store.commit(&bytes, &end, last) {
+            Ok(()) => Ok(seqs),
+            Err(failed) => {
+                if let Some(unrestored) = failed.unrestored {
+                    self.broken = Some(unrestored);
                 }
+                Err(failed.error)
             }
-            _ => return Ok(None),
         }
     }
-    Ok(None)
+
+    /// Opens the store: checks it (whole, or its end) and settles what a
+    /// crash left.
+    fn open_store(&mut self, check: Check) -> Result<(), AuditError> {
+        let log = self.store.describe();
+        self.store.open(check).map_err(|err| match err {
+            ChainError::Open(message) => AuditError::Open { log, message },
+            ChainError::Broken(problem) => AuditError::Broken { log, problem },
+        })
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! allow runs. `verify` and `replay` work offline, from the log folder alone.
 
 mod applied;
-
+mod chain;
 mod checkpoint;
+mod file_chain;
 mod head;
 mod log;
 mod record;
@@ -18,11 +19,13 @@ pub use applied::{
     APPLY_EVENT, Applied, ApplyTrust, applied, applied_path, apply as apply_set, apply_record,
     signed_apply,
 };
+pub use chain::{ChainError, ChainStore, Check, Failed};
 pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,
     load_or_create as load_or_create_signer, public_key_text, read_public_key,
 };
-pub use head::{Head, Mark, head_path};
+pub use file_chain::FileChain;
+pub use head::{Head, HeadFile, Mark, head_path};
 pub use log::{AuditError, AuditLog};
 pub use record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 pub use replay::{

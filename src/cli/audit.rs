@@ -3,12 +3,13 @@
 //! a running service.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
+use super::audit_shared::{ExportArgs, each_log, export};
 use super::{Exit, Format, PolicyArgs, print_json, printable};
 use crate::audit::{
     Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, StoredRecord,
@@ -26,6 +27,9 @@ pub enum AuditCommand {
     Show(ShowArgs),
     /// The latest signed checkpoint of a log, to keep elsewhere.
     Checkpoint(CheckpointArgs),
+    /// Write a fleet's audit chains (`postgres://…`) as JSON Lines logs,
+    /// each with its head and policy snapshots, for the offline tools.
+    Export(ExportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -95,12 +99,19 @@ pub struct ShowArgs {
     pub shadow_diff: bool,
 }
 
+/// A log given as a file, or a fleet's shared state (`postgres://…`),
+/// whose every chain is read through an export of its own.
 pub fn run(command: AuditCommand, format: Format) -> anyhow::Result<Exit> {
     match command {
-        AuditCommand::Verify(args) => verify_log(&args, format),
-        AuditCommand::Replay(args) => replay(&args, format),
-        AuditCommand::Show(args) => show(&args, format),
-        AuditCommand::Checkpoint(args) => checkpoint(&args, format),
+        AuditCommand::Verify(args) => {
+            each_log(&args.log, format, |log| verify_log(&args, log, format))
+        }
+        AuditCommand::Replay(args) => each_log(&args.log, format, |log| replay(&args, log, format)),
+        AuditCommand::Show(args) => each_log(&args.log, format, |log| show(&args, log, format)),
+        AuditCommand::Checkpoint(args) => {
+            each_log(&args.log, format, |log| checkpoint(&args, log, format))
+        }
+        AuditCommand::Export(args) => export(&args, format),
     }
 }
 
@@ -134,16 +145,16 @@ fn trust(key: Option<&str>, expect: Option<&str>) -> anyhow::Result<Trust> {
     Ok(Trust { key, expect })
 }
 
-fn checkpoint(args: &CheckpointArgs, format: Format) -> anyhow::Result<Exit> {
+fn checkpoint(args: &CheckpointArgs, log: &Path, format: Format) -> anyhow::Result<Exit> {
     let trust = trust(args.key.as_deref(), None)?;
-    let scan = scan_trusting(&args.log, trust)
-        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
+    let scan = scan_trusting(log, trust)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", log.display()))?;
     if let Some(broken) = &scan.first_break {
         println!("FAILED: {broken}");
         return Ok(Exit::Failure);
     }
     let Some(checkpoint) = scan.last_checkpoint else {
-        anyhow::bail!("{} holds no checkpoint", args.log.display());
+        anyhow::bail!("{} holds no checkpoint", log.display());
     };
     let line = serde_json::to_string(&checkpoint)?;
     match (args.export, format) {
@@ -156,11 +167,11 @@ fn checkpoint(args: &CheckpointArgs, format: Format) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn verify_log(args: &VerifyArgs, format: Format) -> anyhow::Result<Exit> {
+fn verify_log(args: &VerifyArgs, log: &Path, format: Format) -> anyhow::Result<Exit> {
     let trust = trust(args.key.as_deref(), args.expect.as_deref())?;
     let keyed = trust.key.is_some();
-    let result = verify_trusting(&args.log, trust)
-        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
+    let result = verify_trusting(log, trust)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", log.display()))?;
     match result {
         Ok(verified) => {
             let head = verified
@@ -218,19 +229,19 @@ fn verify_log(args: &VerifyArgs, format: Format) -> anyhow::Result<Exit> {
     }
 }
 
-fn replay(args: &ReplayArgs, format: Format) -> anyhow::Result<Exit> {
+fn replay(args: &ReplayArgs, log: &Path, format: Format) -> anyhow::Result<Exit> {
     let candidate = if args.candidate.policies.is_some() || args.candidate.schema.is_some() {
         Some(args.candidate.bundle()?)
     } else {
         None
     };
-    let mut replay = Replay::new(&args.log, candidate.as_ref())?;
+    let mut replay = Replay::new(log, candidate.as_ref())?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
         |jobs| usize::try_from(jobs).unwrap_or(1),
     );
     let mut shown = Progress::new(std::io::stderr().is_terminal());
-    let summary = replay.run_with_jobs(&args.log, jobs, |records| shown.update(records));
+    let summary = replay.run_with_jobs(log, jobs, |records| shown.update(records));
     shown.finish();
     let summary = summary?;
     let changed = summary.changes.len();
@@ -294,7 +305,7 @@ fn replay(args: &ReplayArgs, format: Format) -> anyhow::Result<Exit> {
     )
 }
 
-fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
+fn show(args: &ShowArgs, log: &Path, format: Format) -> anyhow::Result<Exit> {
     let since = match &args.since {
         Some(text) => Some(
             humantime::parse_rfc3339_weak(text)
@@ -302,8 +313,8 @@ fn show(args: &ShowArgs, format: Format) -> anyhow::Result<Exit> {
         ),
         None => None,
     };
-    let records = Records::open(&args.log)
-        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", args.log.display()))?;
+    let records = Records::open(log)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", log.display()))?;
     let mut shown = Vec::new();
     let mut unreadable = 0;
     if format == Format::Human {

@@ -4,6 +4,7 @@
 //! equivalent.
 
 mod audit;
+mod audit_shared;
 mod check;
 mod demo;
 mod doctor;

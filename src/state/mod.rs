@@ -7,8 +7,10 @@
 //! nonce once whichever replica tries, a trigger tells every listening
 //! replica that the clients changed. Nothing here is replicated by hand.
 
+mod audit_chain;
 mod clients;
 mod directory;
+mod export;
 mod nonces;
 mod schema;
 
@@ -19,8 +21,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use thiserror::Error;
 use tokio_postgres::NoTls;
 
+pub use audit_chain::{SharedChain, valid_chain_name};
 pub use clients::ClientTable;
 pub use directory::SharedDirectory;
+pub use export::Exported;
 pub use nonces::SharedNonces;
 
 /// The environment variable `--state` is read from.
@@ -48,6 +52,8 @@ pub enum StateError {
         "the shared state was made by a newer portcullis (tables version {found}, this build knows {known}): upgrade this replica"
     )]
     NewerSchema { found: i32, known: i32 },
+    #[error("cannot write {path}: {message}")]
+    Export { path: String, message: String },
     #[error(transparent)]
     Store(#[from] crate::auth::StoreError),
 }

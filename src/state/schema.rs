@@ -37,6 +37,17 @@ CREATE TABLE IF NOT EXISTS portcullis_approval_nonces (
 );
 CREATE INDEX IF NOT EXISTS portcullis_approval_nonces_expiry
     ON portcullis_approval_nonces (expires_ms);
+CREATE TABLE IF NOT EXISTS portcullis_audit (
+    chain text NOT NULL,
+    seq bigint NOT NULL CHECK (seq > 0),
+    hash text NOT NULL,
+    line text NOT NULL,
+    PRIMARY KEY (chain, seq)
+);
+CREATE TABLE IF NOT EXISTS portcullis_policy_snapshots (
+    hash text PRIMARY KEY,
+    snapshot text NOT NULL
+);
 ";
 
 /// Brings the tables to [`SCHEMA_VERSION`].

@@ -41,7 +41,7 @@ use crate::keeper::{Keeper, Limits, Setting};
 use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
-use crate::state::{SharedNonces, SharedState};
+use crate::state::{SharedChain, SharedNonces, SharedState, valid_chain_name};
 use admission::{Admission, KeeperMaker};
 use http::HttpArgs;
 use reload::{ReloadMode, Reloader, Watched};
@@ -65,6 +65,11 @@ pub struct ServeArgs {
     /// stored in the database.
     #[arg(long, value_name = "FILE")]
     pub approval_key: Option<PathBuf>,
+    /// With --state: this replica's audit chain in the shared database, its
+    /// own (two replicas appending to one chain are refused) and the same
+    /// across its restarts [default: the host name].
+    #[arg(long, env = "PORTCULLIS_REPLICA_ID", value_name = "ID")]
+    pub replica_id: Option<String>,
     /// How long a legacy session waits for the user to answer an approval
     /// question, in seconds; no answer is a refusal.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
@@ -259,6 +264,7 @@ fn open_audit(
     args: &ServeArgs,
     audit_path: &std::path::Path,
     bundle: &PolicyBundle,
+    shared: Option<&SharedState>,
 ) -> anyhow::Result<(AuditLog, LogChecked, ApplyTrust)> {
     let signer = signer_for(&args.store, audit_path)?;
     let apply_trust = match &args.apply_key {
@@ -268,8 +274,18 @@ fn open_audit(
         ),
         None => ApplyTrust::Log(signer.verifying_key()),
     };
-    let (audit, checked) =
-        AuditLog::open_in_background(audit_path, Some(signer), Arc::new(SystemClock))?;
+    let (audit, checked) = match shared {
+        None => AuditLog::open_in_background(audit_path, Some(signer), Arc::new(SystemClock))?,
+        Some(state) => {
+            let chain = SharedChain::new(state.url(), &replica_id(args)?)
+                .context("cannot start the audit chain's runtime")?;
+            AuditLog::open_store_in_background(
+                Box::new(chain),
+                Some(signer),
+                Arc::new(SystemClock),
+            )?
+        }
+    };
     store_snapshot(&snapshots_dir(audit_path), bundle).with_context(|| {
         format!(
             "cannot store the policy snapshot beside {}",
@@ -277,6 +293,21 @@ fn open_audit(
         )
     })?;
     Ok((audit, checked, apply_trust))
+}
+
+/// The chain this replica appends to: `--replica-id`, or the host name.
+fn replica_id(args: &ServeArgs) -> anyhow::Result<String> {
+    let id = match &args.replica_id {
+        Some(id) => id.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .context("no --replica-id, and the host name cannot be read")?
+            .trim()
+            .to_owned(),
+    };
+    if !valid_chain_name(&id) {
+        anyhow::bail!("--replica-id is 1 to 64 characters of A-Z a-z 0-9 . _ -; `{id}` is not");
+    }
+    Ok(id)
 }
 
 /// The approval key a fleet's replicas share, from `--approval-key` or
@@ -396,7 +427,13 @@ impl World {
                 return Err(err);
             }
         };
-        let (audit, checked, apply_trust) = open_audit(args, &audit_path, &bundle)?;
+        let (audit, checked, apply_trust) =
+            open_audit(args, &audit_path, &bundle, shared.as_ref())?;
+        if let Some(state) = &shared {
+            runtime
+                .block_on(state.keep_snapshot(&snapshots_dir(&audit_path), &bundle.hash()))
+                .context("cannot keep the policy snapshot in the shared state")?;
+        }
         Ok(Some(Self {
             runtime,
             bundle,
@@ -465,6 +502,7 @@ impl World {
             bridge,
             settings,
             clients,
+            shared,
             audit,
             checked,
             session,
@@ -490,6 +528,7 @@ impl World {
             apply_trust,
             watched,
             session: session.clone(),
+            shared,
             admission,
         };
         let served = runtime.block_on(async {

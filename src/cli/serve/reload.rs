@@ -65,6 +65,8 @@ pub(super) struct Reloader {
     pub apply_trust: ApplyTrust,
     pub watched: Watched,
     pub session: String,
+    /// A fleet's shared state, where every set's snapshot is kept too.
+    pub shared: Option<crate::state::SharedState>,
     /// `serve --http`: the clients it serves, followed as they change.
     pub admission: Option<super::admission::Admission>,
 }
@@ -218,6 +220,16 @@ impl Reloader {
             Ok(None) => tracing::debug!(trigger, "the policy set is unchanged"),
             Ok(Some((setting, bundle))) => {
                 let new_hash = setting.engine.identity().hash.clone();
+                if let Some(state) = &self.shared
+                    && let Err(err) = state.keep_snapshot(&self.snapshots, &new_hash).await
+                {
+                    let problem = Problem::new(
+                        ProblemKind::Files,
+                        "",
+                        format!("the policy snapshot cannot be kept in the shared state: {err}"),
+                    );
+                    return self.record_failed(trigger, &old_hash, &[problem]).await;
+                }
                 let (setting, applied) = if tighten_only {
                     match self.no_wider(trigger, &old, setting, bundle).await {
                         Some(admitted) => admitted,
@@ -348,7 +360,11 @@ impl Reloader {
     /// hash listed by hand in the nudge file, with no signed record, lets
     /// nothing through (and is logged as ignored).
     async fn signed_apply_for(&self, hash: &str) -> bool {
-        let log = self.audit.path().to_owned();
+        let Some(log) = self.audit.file().map(Path::to_owned) else {
+            tracing::error!(policy_set = %hash,
+                "a fleet's shared log is not searched for a signed `policy apply` yet: the wider set is refused");
+            return false;
+        };
         let (trust, wanted) = (self.apply_trust.clone(), hash.to_owned());
         let signed = tokio::task::spawn_blocking(move || signed_apply(&log, &wanted, &trust)).await;
         match signed {

@@ -1,0 +1,120 @@
+//! The audit commands on a fleet's shared state: a `postgres://` source is
+//! exported, chain by chain, to the JSON Lines logs the offline tools read
+//! (`audit export` keeps them; `verify`, `replay`, `show` and `checkpoint`
+//! read a temporary export of every chain), so an auditor's tools are the
+//! same whichever way the records were kept.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::json;
+
+use super::state_paths::with_state;
+use super::{Exit, Format, print_json};
+use crate::state::{StateUrl, valid_chain_name};
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The fleet's shared state (`postgres://…`).
+    pub state: String,
+    /// The folder each chain is written to, as CHAIN.jsonl with its head
+    /// and policy snapshots.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Only this chain (a replica's id).
+    #[arg(long, value_name = "ID")]
+    pub chain: Option<String>,
+}
+
+/// The shared state a log argument names, if it names one.
+fn shared_source(log: &Path) -> anyhow::Result<Option<StateUrl>> {
+    match log.to_str() {
+        Some(text) if text.starts_with("postgres://") || text.starts_with("postgresql://") => {
+            Ok(Some(text.parse()?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Runs `each` on the log `source` names: the file itself, or every chain
+/// of a shared state, exported to a temporary folder, each announced by
+/// its name. A failure of any is the exit; else the first verdict.
+pub fn each_log(
+    source: &Path,
+    format: Format,
+    mut each: impl FnMut(&Path) -> anyhow::Result<Exit>,
+) -> anyhow::Result<Exit> {
+    let Some(url) = shared_source(source)? else {
+        return each(source);
+    };
+    let folder = tempfile::tempdir()?;
+    let exported = export_chains(&url, None, folder.path())?;
+    if exported.is_empty() {
+        anyhow::bail!("{url} holds no audit chain");
+    }
+    let mut worst = Exit::Ok;
+    for (chain, file) in exported {
+        if format == Format::Human {
+            println!("chain {chain}:");
+        }
+        // A failure outranks any verdict, and a verdict a clean chain.
+        match each(&file)? {
+            Exit::Ok => {}
+            Exit::Failure => worst = Exit::Failure,
+            verdict if worst == Exit::Ok => worst = verdict,
+            _ => {}
+        }
+    }
+    Ok(worst)
+}
+
+/// Writes the chains (all, or `only`) of `url` into `folder`.
+fn export_chains(
+    url: &StateUrl,
+    only: Option<&str>,
+    folder: &Path,
+) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    std::fs::create_dir_all(folder)?;
+    with_state(url, async |state| {
+        let chains = match only {
+            Some(chain) => vec![chain.to_owned()],
+            None => state.chains().await?,
+        };
+        let mut written = Vec::new();
+        for chain in chains {
+            // A name the database holds but no replica could have given
+            // (`--replica-id` is checked) is not made a file name.
+            if !valid_chain_name(&chain) {
+                tracing::warn!(chain = %chain, "a chain whose name is not a replica id is left out");
+                continue;
+            }
+            let file = folder.join(format!("{chain}.jsonl"));
+            state.export_chain(&chain, &file).await?;
+            written.push((chain, file));
+        }
+        Ok(written)
+    })
+}
+
+pub fn export(args: &ExportArgs, format: Format) -> anyhow::Result<Exit> {
+    let Some(url) = shared_source(Path::new(&args.state))? else {
+        anyhow::bail!("`audit export` reads a fleet's shared state: give a postgres:// URL");
+    };
+    if let Some(chain) = &args.chain
+        && !valid_chain_name(chain)
+    {
+        anyhow::bail!("--chain is a replica id: 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    }
+    let written = export_chains(&url, args.chain.as_deref(), &args.out)?;
+    match format {
+        Format::Json => print_json(&json!({
+            "chains": written.iter().map(|(chain, file)| json!({"chain": chain, "log": file})).collect::<Vec<_>>(),
+        }))?,
+        Format::Human => {
+            for (chain, file) in &written {
+                println!("{chain}: {}", file.display());
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
