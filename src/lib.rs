@@ -39,6 +39,7 @@
 //! - [`cli`]: the command-line adapter; it translates, it does not decide.
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
+//! - [`metrics`]: what a running portcullis counts, for Prometheus.
 //! - [`clock`]: the injected wall clock; [`atomic_file`]: crash-safe file
 //!   replacement; [`canonical`]: the RFC 8785 encoding and SHA-256 that
 //!   records, approvals and redacted arguments are hashed with.
@@ -65,6 +66,7 @@ pub mod hook;
 pub mod keeper;
 pub mod loosening;
 pub mod mcp;
+pub mod metrics;
 pub mod pdp;
 pub mod review;
 pub mod servers;

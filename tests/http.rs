@@ -22,6 +22,8 @@ pub struct HttpServer {
     pub child: Child,
     /// `http://127.0.0.1:PORT`
     pub base: String,
+    /// What followed the other line asked for on stderr, if one was.
+    pub noted: Option<String>,
     _stderr: Receiver<String>,
 }
 
@@ -33,7 +35,13 @@ impl HttpServer {
     }
 
     /// Runs a prepared `portcullis serve` on a free loopback port.
-    pub fn spawn(mut command: Command) -> Self {
+    pub fn spawn(command: Command) -> Self {
+        Self::spawn_reading(command, "portcullis: serving MCP over HTTP at ")
+    }
+
+    /// As [`HttpServer::spawn`], also noting what follows `also` on the
+    /// stderr line that starts with it (printed before the address).
+    pub fn spawn_reading(mut command: Command, also: &str) -> Self {
         command
             .args(["--http", "127.0.0.1:0"])
             .stdin(Stdio::null())
@@ -51,6 +59,7 @@ impl HttpServer {
                 }
             }
         });
+        let mut noted = None;
         let base = loop {
             let line = lines
                 .recv_timeout(Duration::from_secs(120))
@@ -58,10 +67,14 @@ impl HttpServer {
             if let Some(url) = line.strip_prefix("portcullis: serving MCP over HTTP at ") {
                 break url.trim_end_matches("/mcp").to_owned();
             }
+            if let Some(rest) = line.strip_prefix(also) {
+                noted = Some(rest.trim().to_owned());
+            }
         };
         Self {
             child,
             base,
+            noted,
             _stderr: lines,
         }
     }

@@ -35,6 +35,7 @@ mod interop_ts;
 mod load;
 mod mcp_client;
 mod mcp_raw;
+mod metrics;
 mod oracle;
 mod policy_diff;
 mod policy_review;

@@ -482,8 +482,12 @@ impl Writer {
         }
         let end = Mark { seq, hash: prev };
         let last = batch.iter().any(|job| job.closes);
+        let started = Instant::now();
         match self.store.commit(&bytes, &end, last) {
-            Ok(()) => Ok(seqs),
+            Ok(()) => {
+                crate::metrics::audit_batch(batch.len(), started.elapsed());
+                Ok(seqs)
+            }
             Err(failed) => {
                 if let Some(unrestored) = failed.unrestored {
                     self.broken = Some(unrestored);

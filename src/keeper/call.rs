@@ -98,6 +98,7 @@ impl Keeper {
     ) -> CallOutcome {
         let this = Arc::new(self.pinned());
         let _in_flight = Arc::clone(&this.in_flight).read_owned().await;
+        let _counted = crate::metrics::call_started();
         if this.shutdown.is_cancelled() {
             // The service is going away: nothing new is decided or run.
             return CallOutcome::Cancelled;

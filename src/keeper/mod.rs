@@ -438,13 +438,21 @@ impl Keeper {
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
-        self.setting.engine.decide(&Query::tool(
+        let started = std::time::Instant::now();
+        let decision = self.setting.engine.decide(&Query::tool(
             &self.client.name,
             action,
             &tool.spec.id,
             facts,
             self.approval_channel(),
-        ))
+        ));
+        crate::metrics::decided(
+            decision.outcome.as_str(),
+            decision.cause.as_str(),
+            &tool.spec.id.to_string(),
+            Some(started.elapsed()),
+        );
+        decision
     }
 
     /// Who a human approval would come through: the harness's own prompt
@@ -529,6 +537,7 @@ impl Keeper {
             "digest": digest,
             "detail": detail,
         });
+        crate::metrics::approval(event);
         if let Err(err) = self.audit.append_many(vec![(Kind::Approval, body)]).await {
             tracing::error!(error = %err, "an approval record could not be written");
         }

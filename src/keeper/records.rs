@@ -72,6 +72,11 @@ impl Keeper {
     /// Records a refusal made before Cedar was asked (unknown tool, bad
     /// arguments). The client is refused whether or not this lands.
     pub(super) async fn record_refusal(&self, trail: &mut Trail<'_>, cause: Cause, message: &str) {
+        let tool = trail
+            .resource
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), ToString::to_string);
+        crate::metrics::decided("deny", cause.as_str(), &tool, None);
         if let Ok(body) = self.decision_body(trail, None, Some((cause, message))) {
             let _ = self.flush(trail, body).await;
         }

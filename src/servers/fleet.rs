@@ -420,6 +420,25 @@ impl Fleet {
         progress: Option<mpsc::UnboundedSender<Progress>>,
         stop: impl Future<Output = ()>,
     ) -> Forwarded {
+        let forwarded = self
+            .forward_uncounted(server, tool, arguments, progress, stop)
+            .await;
+        let failed = matches!(
+            forwarded,
+            Forwarded::Unavailable | Forwarded::TimedOut | Forwarded::Failed
+        );
+        crate::metrics::downstream_call(server, failed);
+        forwarded
+    }
+
+    async fn forward_uncounted(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+        stop: impl Future<Output = ()>,
+    ) -> Forwarded {
         let Some(supervised) = self.servers.get(server) else {
             return Forwarded::Unavailable;
         };

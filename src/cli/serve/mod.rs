@@ -5,6 +5,7 @@
 
 mod admission;
 mod http;
+mod metrics;
 mod reload;
 mod stdio;
 
@@ -118,6 +119,12 @@ pub struct ServeArgs {
     pub surface: Option<SurfaceArg>,
     #[command(flatten)]
     pub http: HttpArgs,
+    /// Serve what this process counts (decisions, approvals, the audit
+    /// log's writes, downstream calls, calls in flight) as OpenMetrics text
+    /// at http://ADDR:PORT/metrics, for Prometheus. Loopback unless
+    /// --allow-remote; port 0 picks one and prints it on stderr.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `--surface`, as the command line spells it.
@@ -138,6 +145,10 @@ impl From<SurfaceArg> for Surface {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     let key = fleet_key(args)?;
+    let metrics = args
+        .metrics
+        .map(|address| metrics::bind(address, args.http.allow_remote))
+        .transpose()?;
     let clients = match &args.http.address {
         // Before anything reads stdin: an unauthenticated process gets nothing.
         None => match match &args.state.url()? {
@@ -155,7 +166,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             http::clients(args)?
         }
     };
-    let Some(world) = World::prepare(args, clients, key)? else {
+    let Some(world) = World::prepare(args, clients, key, metrics)? else {
         return Ok(Exit::ValidationFailure);
     };
     match &args.http.address {
@@ -199,6 +210,8 @@ struct World {
     reload: ReloadMode,
     /// The tools clients are shown, fixed at start.
     surface: Surface,
+    /// `--metrics`, bound.
+    metrics: Option<std::net::TcpListener>,
 }
 
 /// Whether the log verified, told once its writer has checked it.
@@ -374,6 +387,7 @@ impl World {
         args: &ServeArgs,
         clients: Vec<StoredClient>,
         key: Option<[u8; 64]>,
+        metrics: Option<std::net::TcpListener>,
     ) -> anyhow::Result<Option<Self>> {
         let audit_path = audit_path(args.audit.as_deref())?;
         let applied = applied_path(&audit_path);
@@ -461,6 +475,7 @@ impl World {
             watched,
             reload: args.reload,
             surface,
+            metrics,
         }))
     }
 
@@ -514,6 +529,7 @@ impl World {
             apply_trust,
             watched,
             reload,
+            metrics,
             ..
         } = self;
         let reloader = Reloader {
@@ -541,6 +557,9 @@ impl World {
                 live: &live,
             }
             .record(&audit, start)?;
+            if let Some(listener) = metrics {
+                tokio::spawn(metrics::serve(listener));
+            }
             let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
             let reloading = tokio::spawn(reloader.run(reload, hangups));
             tokio::pin!(serving);
