@@ -60,6 +60,11 @@ impl Fleet {
 
     /// Replica `n`: its own log and checkpoint key, the shared state.
     fn replica_command(&self, n: usize) -> Command {
+        self.replica_command_of(n, &self.tree)
+    }
+
+    /// Replica `n`, loading the policies of `tree`.
+    fn replica_command_of(&self, n: usize, tree: &Tree) -> Command {
         let own = self.tree.dir.path().join(format!("replica-{n}"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
         command
@@ -74,7 +79,7 @@ impl Fleet {
             .args(["--replica-id", &format!("replica-{n}")])
             .arg("--approval-key")
             .arg(&self.key)
-            .args(self.tree.flags())
+            .args(tree.flags())
             .env_remove("PORTCULLIS_TOKEN")
             .env_remove("PORTCULLIS_APPROVAL_KEY")
             .env("PORTCULLIS_LOG", "warn");
@@ -574,4 +579,115 @@ async fn modern_or_gone(http: &reqwest::Client, url: &str, token: &str, id: i64)
     .messages()
     .into_iter()
     .find(|message| message["id"] == id)
+}
+
+#[test]
+fn the_python_sdk_suite_passes_through_haproxy_in_front_of_three_replicas() {
+    // HAProxy answers `-v`, not `--version`.
+    let haproxy = Command::new("haproxy")
+        .arg("-v")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !haproxy {
+        assert!(
+            std::env::var_os("PORTCULLIS_REQUIRE_HAPROXY").is_none(),
+            "HAProxy is required (PORTCULLIS_REQUIRE_HAPROXY) but not installed"
+        );
+        eprintln!("SKIPPED: haproxy is not installed (apt-get install haproxy)");
+        return;
+    }
+    let Some(pg) = Postgres::start_or_skip() else {
+        return;
+    };
+    let venv = crate::interop_python::venv();
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let output = Command::new(venv.join("bin/pytest"))
+        .args(["-q", "-p", "no:cacheprovider", "-k", "fleet"])
+        .arg(format!("--junitxml={}", report.path().display()))
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
+        .env("PORTCULLIS_BIN", env!("CARGO_BIN_EXE_portcullis"))
+        .env("PORTCULLIS_TEST_STATE", pg.url())
+        .env("PORTCULLIS_TEST_PSQL", pg.psql())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "pytest failed:\n{stdout}\n{stderr}"
+    );
+    let report = fs::read_to_string(report.path()).unwrap();
+    let count = |name: &str| -> u64 {
+        let pattern = format!(r#"<testsuite [^>]*\b{name}="(\d+)""#);
+        regex::Regex::new(&pattern)
+            .unwrap()
+            .captures(&report)
+            .unwrap_or_else(|| panic!("{report}"))[1]
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        (count("failures"), count("errors"), count("skipped")),
+        (0, 0, 0),
+        "{stdout}"
+    );
+    assert!(count("tests") >= 50, "fleet tests went missing: {stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_says_when_replicas_decided_under_different_policy_sets_at_the_same_time() {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
+    let alice = fleet.create("alice");
+    // The second replica's folder has one policy more: another set.
+    let lagging = Tree::new();
+    lagging.write_policy("20_allowlist.cedar", ALLOW_BUILTIN);
+    lagging.write_policy(
+        "30_more.cedar",
+        "@id(\"more\")\n@reason(\"a later deploy\")\npermit (principal == Portcullis::Client::\"nobody\", action == Portcullis::Action::\"read_policy\", resource);\n",
+    );
+    let a = fleet.replica(1);
+    let b = HttpServer::spawn(fleet.replica_command_of(2, &lagging));
+    let http = client();
+    for (id, replica) in [(1, &a), (2, &b), (3, &a), (4, &b)] {
+        let answer = read(&http, &replica.url(), &alice, id).await;
+        assert_eq!(
+            answer.response(id)["result"]["isError"],
+            false,
+            "{}",
+            answer.body
+        );
+    }
+    a.stop();
+    b.stop();
+    let verified = fleet.audit(&["verify"]);
+    assert_eq!(verified.code, 0, "the chains are sound: {verified:?}");
+    let report: Value = serde_json::Deserializer::from_str(&verified.stdout)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .find(|doc| doc.get("divergences").is_some())
+        .unwrap();
+    let found = report["divergences"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{report}");
+    let chains = [&found[0]["first"]["chain"], &found[0]["second"]["chain"]];
+    assert_eq!(
+        chains,
+        [&json!("replica-1"), &json!("replica-2")],
+        "{report}"
+    );
+    assert_ne!(
+        found[0]["first"]["policy_set"],
+        found[0]["second"]["policy_set"]
+    );
+
+    let human = portcullis(&["audit", "verify", &fleet.pg.url()]);
+    assert!(
+        human
+            .stdout
+            .contains("replicas served different policy sets at the same time"),
+        "{human:?}"
+    );
 }

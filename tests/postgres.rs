@@ -153,6 +153,10 @@ impl Postgres {
         format!("postgres://portcullis@127.0.0.1:{}/postgres", self.port)
     }
 
+    pub fn psql(&self) -> PathBuf {
+        self.bin.join("psql")
+    }
+
     /// Runs SQL through `psql`, returning what it printed (unaligned, no
     /// headers).
     pub fn sql(&self, statement: &str) -> String {

@@ -7,6 +7,7 @@
 mod applied;
 mod chain;
 mod checkpoint;
+mod divergence;
 mod file_chain;
 mod head;
 mod log;
@@ -24,6 +25,7 @@ pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,
     load_or_create as load_or_create_signer, public_key_text, read_public_key,
 };
+pub use divergence::{Divergence, Served, divergences, served};
 pub use file_chain::FileChain;
 pub use head::{Head, HeadFile, Mark, head_path};
 pub use log::{AuditError, AuditLog};

@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use super::audit_shared::{ExportArgs, each_log, export};
+use super::audit_shared::{ExportArgs, each_log, each_log_then, export, report_divergences};
 use super::{Exit, Format, PolicyArgs, print_json, printable};
 use crate::audit::{
     Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, StoredRecord,
@@ -103,9 +103,12 @@ pub struct ShowArgs {
 /// whose every chain is read through an export of its own.
 pub fn run(command: AuditCommand, format: Format) -> anyhow::Result<Exit> {
     match command {
-        AuditCommand::Verify(args) => {
-            each_log(&args.log, format, |log| verify_log(&args, log, format))
-        }
+        AuditCommand::Verify(args) => each_log_then(
+            &args.log,
+            format,
+            |log| verify_log(&args, log, format),
+            report_divergences,
+        ),
         AuditCommand::Replay(args) => each_log(&args.log, format, |log| replay(&args, log, format)),
         AuditCommand::Show(args) => each_log(&args.log, format, |log| show(&args, log, format)),
         AuditCommand::Checkpoint(args) => {

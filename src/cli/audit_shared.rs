@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::state_paths::with_state;
 use super::{Exit, Format, print_json};
+use crate::audit::{divergences, served};
 use crate::state::{StateUrl, valid_chain_name};
 
 #[derive(Debug, Args)]
@@ -42,7 +43,18 @@ fn shared_source(log: &Path) -> anyhow::Result<Option<StateUrl>> {
 pub fn each_log(
     source: &Path,
     format: Format,
+    each: impl FnMut(&Path) -> anyhow::Result<Exit>,
+) -> anyhow::Result<Exit> {
+    each_log_then(source, format, each, |_, _| Ok(()))
+}
+
+/// As [`each_log`], then `after` on every chain a shared state holds (not
+/// on a single file).
+pub fn each_log_then(
+    source: &Path,
+    format: Format,
     mut each: impl FnMut(&Path) -> anyhow::Result<Exit>,
+    after: impl FnOnce(&[(String, PathBuf)], Format) -> anyhow::Result<()>,
 ) -> anyhow::Result<Exit> {
     let Some(url) = shared_source(source)? else {
         return each(source);
@@ -53,19 +65,47 @@ pub fn each_log(
         anyhow::bail!("{url} holds no audit chain");
     }
     let mut worst = Exit::Ok;
-    for (chain, file) in exported {
+    for (chain, file) in &exported {
         if format == Format::Human {
             println!("chain {chain}:");
         }
         // A failure outranks any verdict, and a verdict a clean chain.
-        match each(&file)? {
+        match each(file)? {
             Exit::Ok => {}
             Exit::Failure => worst = Exit::Failure,
             verdict if worst == Exit::Ok => worst = verdict,
             _ => {}
         }
     }
+    after(&exported, format)?;
     Ok(worst)
+}
+
+/// Says which replicas decided under different policy sets over the same
+/// time (each loads the set from its own folder: one that lagged shows
+/// here). Reported, not failed: the chains are sound either way.
+pub fn report_divergences(chains: &[(String, PathBuf)], format: Format) -> anyhow::Result<()> {
+    let mut spans = Vec::new();
+    for (chain, file) in chains {
+        spans.extend(served(chain, file)?);
+    }
+    let found = divergences(&spans);
+    match format {
+        Format::Json => print_json(&json!({"divergences": found}))?,
+        Format::Human if found.is_empty() => {
+            println!("every replica decided under the same policy set at any one time");
+        }
+        Format::Human => {
+            for divergence in &found {
+                let (a, b) = (&divergence.first, &divergence.second);
+                println!(
+                    "replicas served different policy sets at the same time: {} decided under {} from {} to {}, {} under {} from {} to {}",
+                    a.chain, a.policy_set, a.from, a.to, b.chain, b.policy_set, b.from, b.to
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes the chains (all, or `only`) of `url` into `folder`.

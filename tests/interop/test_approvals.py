@@ -27,8 +27,7 @@ def answering(action: str, content=None, asked=None, delay: float = 0.0):
 
 
 def audit_events(setup) -> list[dict]:
-    log = setup.base / "audit" / "audit.jsonl"
-    return [json.loads(line)["body"] for line in log.read_text().splitlines() if '"kind":"approval"' in line]
+    return [json.loads(line)["body"] for line in setup.audit_lines() if '"kind":"approval"' in line]
 
 
 async def test_an_approved_write_runs(setup, mode):

@@ -30,6 +30,13 @@ permit (
 """
 
 
+@pytest.fixture(params=["stdio", "http"])
+def transport(request) -> str:
+    """Not through a fleet: each replica keeps its own session store, so a
+    conversation started through one replica is not found through another."""
+    return request.param
+
+
 def policy_flags(setup) -> list[str]:
     return ["--policies", str(setup.base / "policies"), "--schema", str(setup.base / "schemas")]
 

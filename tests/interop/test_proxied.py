@@ -57,8 +57,7 @@ effects = ["none"]
 
 
 def records(setup, kind: str) -> list[dict]:
-    log = setup.base / "audit" / "audit.jsonl"
-    return [json.loads(line)["body"] for line in log.read_text().splitlines() if f'"kind":"{kind}"' in line]
+    return [json.loads(line)["body"] for line in setup.audit_lines() if f'"kind":"{kind}"' in line]
 
 
 def approving(asked: list):
@@ -124,7 +123,7 @@ async def test_an_asked_call_runs_once_approved_and_its_content_stays_out_of_the
     assert result.content[0].text == f"{len(SECRET_CONTENT)} characters for {setup.root.resolve() / 'notes/a.txt'}"
     assert len(asked) == 1 and "down__note" in asked[0]
     setup.stop()
-    log = (setup.base / "audit" / "audit.jsonl").read_text()
+    log = "\n".join(setup.audit_lines())
     assert SECRET_CONTENT not in log
     decided = [r for r in records(setup, "decision") if r["tool"] == "down__note" and "input" in r["facts"]]
     assert decided, "the call was not recorded"
