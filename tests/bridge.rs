@@ -78,9 +78,14 @@ writable = ["{state}"]
 }
 
 pub fn pin(served: &Served) {
-    let root = served.root.path().display().to_string();
+    pin_tree(&served.tree, served.root.path());
+}
+
+/// `servers pin` of `tree`'s servers, with `root` as the workspace.
+pub fn pin_tree(tree: &crate::util::Tree, root: &Path) {
+    let root = root.display().to_string();
     let mut args = vec!["servers", "pin", "--root", root.as_str()];
-    let flags = served.tree.flags();
+    let flags = tree.flags();
     args.extend(flags.iter().map(String::as_str));
     let run = portcullis(&args);
     assert_eq!(run.code, 0, "{run:?}");

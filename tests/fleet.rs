@@ -691,3 +691,123 @@ async fn verify_says_when_replicas_decided_under_different_policy_sets_at_the_sa
         "{human:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_started_through_one_replica_goes_on_through_another_and_is_its_callers_alone()
+ {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    // The agent keeps its conversations where both replicas' agents find
+    // them, as Codex does under a shared CODEX_HOME.
+    let python = crate::interop_python::venv().join("bin/python");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/servers/fake_codex.py");
+    let threads = fleet.tree.dir.path().join("threads.json");
+    fleet.tree.write_policy(
+        "servers.toml",
+        &format!(
+            "[servers.agent]\ncommand = \"{}\"\nargs = [\"{}\"]\nenv = {{ THREADS = \"{}\" }}\nkind = \"agent\"\npreset = \"codex\"\ntimeout = \"60s\"\nwritable = [\"{}\"]\n",
+            python.display(),
+            script.display(),
+            threads.display(),
+            fleet.tree.dir.path().display()
+        ),
+    );
+    fleet
+        .tree
+        .write_policy("21_bridge.cedar", crate::bridge::ALLOW_BRIDGE);
+    crate::bridge::pin_tree(&fleet.tree, fleet.root.path());
+    let (alice, bob) = (fleet.create("alice"), fleet.create("bob"));
+    let (a, b) = (fleet.replica(1), fleet.replica(2));
+    let http = client();
+    let call = |url: String, token: String, id: i64, name: &'static str, arguments: Value| {
+        let http = http.clone();
+        async move {
+            let answer = modern(
+                &http,
+                &url,
+                &token,
+                id,
+                "tools/call",
+                json!({"name": name, "arguments": arguments}),
+            )
+            .await;
+            answer.response(id)["result"].clone()
+        }
+    };
+    let first = call(
+        a.url(),
+        alice.clone(),
+        1,
+        "prompt_send",
+        json!({"prompt": "plan the release"}),
+    )
+    .await;
+    assert_eq!(first["isError"], false, "{first}");
+    let session = first["structuredContent"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = call(
+        b.url(),
+        alice.clone(),
+        2,
+        "prompt_send",
+        json!({"prompt": "and the rollback", "session_id": session}),
+    )
+    .await;
+    assert_eq!(second["isError"], false, "{second}");
+    let reply = second["structuredContent"]["reply"].as_str().unwrap();
+    assert!(reply.starts_with("turn 2 of "), "{reply}");
+    assert!(
+        reply.contains("first you said: plan the release"),
+        "{reply}"
+    );
+    let listed = call(a.url(), alice.clone(), 3, "sessions_list", json!({})).await;
+    let sessions = listed["structuredContent"]["sessions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(sessions.len(), 1, "{listed}");
+    assert_eq!(sessions[0]["turns"], 2, "{listed}");
+
+    // Bob reaches either replica and finds nothing of it.
+    for (id, replica) in [(4, &a), (5, &b)] {
+        let theirs = call(
+            replica.url(),
+            bob.clone(),
+            id,
+            "session_get",
+            json!({"session_id": session}),
+        )
+        .await;
+        assert_eq!(theirs["isError"], true, "{theirs}");
+        let listed = call(
+            replica.url(),
+            bob.clone(),
+            id + 10,
+            "sessions_list",
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            listed["structuredContent"]["sessions"],
+            json!([]),
+            "{listed}"
+        );
+        let stolen = call(
+            replica.url(),
+            bob.clone(),
+            id + 20,
+            "prompt_send",
+            json!({"prompt": "what did they say?", "session_id": session}),
+        )
+        .await;
+        assert_eq!(stolen["isError"], true, "{stolen}");
+    }
+    let rows = fleet.pg.sql("SELECT count(*) FROM portcullis_turns");
+    assert_eq!(rows.trim(), "2");
+    a.stop();
+    b.stop();
+}

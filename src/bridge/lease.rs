@@ -20,7 +20,7 @@ pub const LEASE: Duration = Duration::from_secs(15);
 
 /// How often a process renews its lease: a few times per lease, so a busy
 /// machine that delays one beat does not lose it.
-const HEARTBEAT: Duration = Duration::from_secs(4);
+pub const HEARTBEAT: Duration = Duration::from_secs(4);
 
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runners (
@@ -41,7 +41,7 @@ pub struct Lease {
 
 /// A machine's identity for this boot: a pid is only meaningful on the
 /// machine, and in the boot, that gave it.
-fn host() -> String {
+pub fn this_host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|id| id.trim().to_owned())
         .unwrap_or_default()
@@ -58,7 +58,7 @@ impl Lease {
     ) -> rusqlite::Result<Self> {
         connection.execute(
             "INSERT INTO runners (id, host, pid, heartbeat_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![id, host(), std::process::id(), millis(clock.as_ref())],
+            params![id, this_host(), std::process::id(), millis(clock.as_ref())],
         )?;
         let (stop, stopped) = mpsc::channel::<()>();
         let beat_id = id.clone();
@@ -124,7 +124,7 @@ pub fn is_alive(runner: Option<(String, i64, i64)>, now_ms: i64) -> bool {
     };
     let fresh =
         now_ms.saturating_sub(heartbeat_ms) <= i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX);
-    let here = !host_id.is_empty() && host_id == host();
+    let here = !host_id.is_empty() && host_id == this_host();
     fresh && (!here || Path::new("/proc").join(pid.to_string()).exists())
 }
 
@@ -170,15 +170,18 @@ mod tests {
     fn a_runner_lives_while_its_lease_is_fresh_and_its_process_runs() {
         let now = 1_000_000;
         let me = i64::from(std::process::id());
-        assert!(is_alive(Some((host(), me, now)), now));
-        assert!(is_alive(Some((host(), me, now - 15_000)), now));
+        assert!(is_alive(Some((this_host(), me, now)), now));
+        assert!(is_alive(Some((this_host(), me, now - 15_000)), now));
         assert!(
-            !is_alive(Some((host(), me, now - 15_001)), now),
+            !is_alive(Some((this_host(), me, now - 15_001)), now),
             "lease ran out"
         );
         assert!(!is_alive(None, now), "released");
         // A pid that no process has on this machine.
-        assert!(!is_alive(Some((host(), i64::from(i32::MAX), now)), now));
+        assert!(!is_alive(
+            Some((this_host(), i64::from(i32::MAX), now)),
+            now
+        ));
         // Another machine's pid says nothing here: its lease decides.
         assert!(is_alive(
             Some(("another-boot".into(), i64::from(i32::MAX), now)),

@@ -12,6 +12,7 @@
 //! foreign session is answered exactly as one that does not exist).
 
 mod app_server;
+mod backend;
 mod lease;
 mod store;
 
@@ -24,7 +25,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use store::{SessionStore, SessionSummary, StoreError, Turn, TurnSlot, TurnState};
+pub use backend::SessionBackend;
+pub use lease::{HEARTBEAT as RUNNER_HEARTBEAT, is_alive as runner_is_alive, this_host};
+pub use store::{
+    Refused, SessionStore, SessionSummary, StoreError, Turn, TurnSlot, TurnState, new_session_id,
+    title_of,
+};
 
 use crate::clock::Clock;
 use crate::servers::{AgentMapping, AgentProtocol, Fleet, Forwarded, ServerConfig};
@@ -40,6 +46,10 @@ pub struct Caller<'a> {
     /// The connection the call came on: a turn is cancelled only from the
     /// one it started on.
     pub connection: &'a str,
+    /// The call came as a request of its own (2026-07-28), on no session:
+    /// a turn such a call started may be cancelled by its owner through
+    /// any replica of a fleet, as there is no connection to come back on.
+    pub stateless: bool,
 }
 
 /// How a bridge call ended, and what its outcome record adds: the session
@@ -66,11 +76,12 @@ pub enum Ended {
 struct InFlight {
     owner: String,
     connection: String,
+    stateless: bool,
     cancel: CancellationToken,
 }
 
 pub struct Bridge {
-    store: Arc<Mutex<SessionStore>>,
+    store: Arc<Mutex<Box<dyn SessionBackend>>>,
     server: String,
     mapping: AgentMapping,
     /// The agent, when the bridge speaks to it itself (the app-server
@@ -91,18 +102,28 @@ impl Bridge {
         clock: Arc<dyn Clock>,
     ) -> Result<(Self, Vec<String>), StoreError> {
         let (store, interrupted) = SessionStore::open(path, clock)?;
-        let own_agent = (mapping.protocol == AgentProtocol::CodexAppServer)
-            .then(|| AppServerAgent::new(server.clone(), server.judged_root(workspace)));
         Ok((
-            Self {
-                store: Arc::new(Mutex::new(store)),
-                server: server.name.clone(),
-                mapping,
-                own_agent,
-                in_flight: Mutex::new(HashMap::new()),
-            },
+            Self::with_backend(Box::new(store), server, mapping, workspace),
             interrupted,
         ))
+    }
+
+    /// A bridge keeping its sessions in `store` (a fleet's tables, say).
+    pub fn with_backend(
+        store: Box<dyn SessionBackend>,
+        server: &ServerConfig,
+        mapping: AgentMapping,
+        workspace: &Path,
+    ) -> Self {
+        let own_agent = (mapping.protocol == AgentProtocol::CodexAppServer)
+            .then(|| AppServerAgent::new(server.clone(), server.judged_root(workspace)));
+        Self {
+            store: Arc::new(Mutex::new(store)),
+            server: server.name.clone(),
+            mapping,
+            own_agent,
+            in_flight: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Stops the agent the bridge started itself, if any (the fleet stops
@@ -149,7 +170,16 @@ impl Bridge {
                 })
             }
             BridgeTool::PromptCancel => {
-                let cancelled = self.cancel(caller, session_id.as_deref().unwrap_or_default());
+                let session_id = session_id.unwrap_or_default();
+                let mut cancelled = self.cancel(caller, &session_id);
+                if !cancelled && caller.stateless {
+                    // The turn may run on another replica of a fleet.
+                    let owner = caller.owner.to_owned();
+                    cancelled = self
+                        .with_store(move |store| store.cancel_elsewhere(&owner, &session_id))
+                        .await
+                        .unwrap_or(false);
+                }
                 Ran::plain(Ok(json!({ "cancelled": cancelled })))
             }
             BridgeTool::PromptSend => {
@@ -184,6 +214,23 @@ impl Bridge {
         }
     }
 
+    /// Cancels `owner`'s turn in flight here in `session_id` that a
+    /// stateless call started, as another replica was asked to (see
+    /// [`SessionBackend::cancel_elsewhere`]).
+    pub fn cancel_for(&self, owner: &str, session_id: &str) -> bool {
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match in_flight.get(session_id) {
+            Some(turn) if turn.owner == owner && turn.stateless && !turn.cancel.is_cancelled() => {
+                turn.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// One turn: recorded in the store, sent to the agent, ended with its
     /// reply or how it failed.
     async fn send(
@@ -208,6 +255,7 @@ impl Bridge {
                 InFlight {
                     owner: caller.owner.to_owned(),
                     connection: caller.connection.to_owned(),
+                    stateless: caller.stateless,
                     cancel: cancel.clone(),
                 },
             );
@@ -402,12 +450,12 @@ impl Bridge {
     /// disk). A store error is logged and becomes a fixed failure.
     async fn with_store<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut SessionStore) -> Result<T, StoreError> + Send + 'static,
+        work: impl FnOnce(&mut dyn SessionBackend) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, Ended> {
         let store = Arc::clone(&self.store);
         let done = tokio::task::spawn_blocking(move || {
             let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
-            work(&mut store)
+            work(store.as_mut())
         })
         .await;
         match done {

@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use thiserror::Error;
 
+use super::backend::SessionBackend;
 use super::lease::{self, Lease};
 use crate::clock::Clock;
 
@@ -31,6 +32,8 @@ pub enum StoreError {
     Sql(#[from] rusqlite::Error),
     #[error("no randomness for a session id: {0}")]
     Random(String),
+    #[error("the shared session store: {0}")]
+    Shared(String),
 }
 
 /// The schema version this build writes.
@@ -79,7 +82,7 @@ pub enum TurnState {
 }
 
 impl TurnState {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             TurnState::Running => "running",
             TurnState::Completed => "completed",
@@ -89,7 +92,7 @@ impl TurnState {
         }
     }
 
-    fn parse(text: &str) -> Self {
+    pub fn parse(text: &str) -> Self {
         match text {
             "running" => TurnState::Running,
             "completed" => TurnState::Completed,
@@ -285,13 +288,7 @@ impl SessionStore {
     ) -> Result<TurnSlot, StoreError> {
         let id = new_session_id()?;
         let now = self.now();
-        let title: String = prompt
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .chars()
-            .take(TITLE_CHARS)
-            .collect();
+        let title = title_of(prompt);
         let tx = self.connection.transaction()?;
         tx.execute(
             "INSERT INTO sessions (id, owner, agent, conversation, title, created_at, updated_at)
@@ -438,6 +435,43 @@ impl SessionStore {
     }
 }
 
+impl SessionBackend for SessionStore {
+    fn start(&mut self, owner: &str, agent: &str, prompt: &str) -> Result<TurnSlot, StoreError> {
+        SessionStore::start(self, owner, agent, prompt)
+    }
+
+    fn continue_session(
+        &mut self,
+        owner: &str,
+        id: &str,
+        prompt: &str,
+    ) -> Result<Result<TurnSlot, Refused>, StoreError> {
+        SessionStore::continue_session(self, owner, id, prompt)
+    }
+
+    fn finish(
+        &mut self,
+        slot: &TurnSlot,
+        state: TurnState,
+        reply: Option<&str>,
+        conversation: Option<&str>,
+    ) -> Result<(), StoreError> {
+        SessionStore::finish(self, slot, state, reply, conversation)
+    }
+
+    fn list(&mut self, owner: &str) -> Result<Vec<SessionSummary>, StoreError> {
+        SessionStore::list(self, owner)
+    }
+
+    fn get(
+        &mut self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<(SessionSummary, Vec<Turn>)>, StoreError> {
+        SessionStore::get(self, owner, id)
+    }
+}
+
 fn summary(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
     Ok(SessionSummary {
         id: row.get(0)?,
@@ -449,9 +483,20 @@ fn summary(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
     })
 }
 
+/// A session's title: the first words of its first prompt.
+pub fn title_of(prompt: &str) -> String {
+    prompt
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(TITLE_CHARS)
+        .collect()
+}
+
 /// 128 random bits as hex: a session id nobody can guess (ownership is
 /// checked anyway; an id says nothing about who made it or when).
-fn new_session_id() -> Result<String, StoreError> {
+pub fn new_session_id() -> Result<String, StoreError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|err| StoreError::Random(err.to_string()))?;
     Ok(hex::encode(bytes))

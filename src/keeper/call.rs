@@ -406,6 +406,7 @@ impl Keeper {
         let caller = Caller {
             owner: &self.client.fingerprint,
             connection: self.connection(),
+            stateless: self.connection.is_none(),
         };
         let ran = bridge
             .run(

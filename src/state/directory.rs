@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use tokio_postgres::AsyncMessage;
 
+use super::listen::listen;
 use super::{ClientTable, SharedState, StateError};
 use crate::auth::{ClientDirectory, ClientList};
 
@@ -91,39 +91,19 @@ impl SharedDirectory {
     /// One connection's worth of listening: `LISTEN` first, then a read,
     /// so no change falls between the two.
     async fn listen_once(&self, state: &SharedState) -> Result<(), StateError> {
-        let (client, mut connection) = state.dedicated().await?;
-        let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
-        let driving = tokio::spawn(async move {
-            loop {
-                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                    Some(Ok(AsyncMessage::Notification(_))) => {
-                        if heard.send(()).is_err() {
-                            return;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(err)) => {
-                        tracing::warn!(error = %err, "the connection the clients' notifications come on failed");
-                        return;
-                    }
-                    None => return,
-                }
-            }
-        });
+        let mut listening = listen(state, CHANNEL).await?;
         let listened = async {
-            client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
             self.read(state).await?;
             self.listening.store(true, Ordering::Release);
-            while hearing.recv().await.is_some() {
+            while listening.heard.recv().await.is_some() {
                 // Several changes heard at once are one read.
-                while hearing.try_recv().is_ok() {}
+                while listening.heard.try_recv().is_ok() {}
                 self.read(state).await?;
             }
             Ok(())
         }
         .await;
         self.listening.store(false, Ordering::Release);
-        driving.abort();
         listened
     }
 }

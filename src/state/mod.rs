@@ -1,7 +1,8 @@
 //! The state a fleet of replicas shares, in PostgreSQL (`--state
-//! postgres://…`): the clients, the spent nonces of approvals, and the
-//! tables' shape. One machine needs none of it: without `--state` the
-//! token store, the log and the session store stay files.
+//! postgres://…`): the clients, the spent nonces of approvals, the
+//! replicas' audit chains, the bridge's sessions, and the tables' shape.
+//! One machine needs none of it: without `--state` the token store, the
+//! log and the session store stay files.
 //!
 //! PostgreSQL is the arbiter of everything shared: a unique key spends a
 //! nonce once whichever replica tries, a trigger tells every listening
@@ -11,8 +12,10 @@ mod audit_chain;
 mod clients;
 mod directory;
 mod export;
+mod listen;
 mod nonces;
 mod schema;
+mod sessions;
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,6 +29,7 @@ pub use clients::ClientTable;
 pub use directory::SharedDirectory;
 pub use export::Exported;
 pub use nonces::SharedNonces;
+pub use sessions::{SharedSessions, follow_cancels};
 
 /// The environment variable `--state` is read from.
 pub const STATE_ENV: &str = "PORTCULLIS_STATE";

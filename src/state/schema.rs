@@ -44,6 +44,33 @@ CREATE TABLE IF NOT EXISTS portcullis_audit (
     line text NOT NULL,
     PRIMARY KEY (chain, seq)
 );
+CREATE TABLE IF NOT EXISTS portcullis_sessions (
+    id text PRIMARY KEY,
+    owner text NOT NULL,
+    agent text NOT NULL,
+    conversation text,
+    title text NOT NULL,
+    created_at text NOT NULL,
+    updated_at text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS portcullis_sessions_by_owner ON portcullis_sessions (owner, updated_at);
+CREATE TABLE IF NOT EXISTS portcullis_turns (
+    session_id text NOT NULL REFERENCES portcullis_sessions (id),
+    n bigint NOT NULL,
+    prompt text NOT NULL,
+    reply text,
+    state text NOT NULL,
+    started_at text NOT NULL,
+    ended_at text,
+    runner text,
+    PRIMARY KEY (session_id, n)
+);
+CREATE TABLE IF NOT EXISTS portcullis_runners (
+    id text PRIMARY KEY,
+    host text NOT NULL,
+    pid bigint NOT NULL,
+    heartbeat_ms bigint NOT NULL
+);
 CREATE TABLE IF NOT EXISTS portcullis_policy_snapshots (
     hash text PRIMARY KEY,
     snapshot text NOT NULL

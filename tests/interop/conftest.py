@@ -133,7 +133,7 @@ class Setup:
 
     def spawn_serve(self, args: list[str], log: Path) -> tuple[subprocess.Popen, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PORTCULLIS_TOKEN", "PORTCULLIS_STATE")}
-        env["PORTCULLIS_LOG"] = "warn"
+        env["PORTCULLIS_LOG"] = os.environ.get("PORTCULLIS_TEST_LOG", "warn")
         server = subprocess.Popen(
             [BIN, *args, "--http", "127.0.0.1:0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env,

@@ -1,5 +1,6 @@
 """The agent bridge driven by the official Python SDK, over stdio and
-Streamable HTTP, in both eras: a conversation with an agent shaped like
+Streamable HTTP (and through a fleet, when the tests are given one), in both
+eras: a conversation with an agent shaped like
 `codex mcp-server` (servers/fake_codex.py), progress, both kinds of cancel,
 and two clients that cannot see each other's sessions."""
 
@@ -30,13 +31,6 @@ permit (
 """
 
 
-@pytest.fixture(params=["stdio", "http"])
-def transport(request) -> str:
-    """Not through a fleet: each replica keeps its own session store, so a
-    conversation started through one replica is not found through another."""
-    return request.param
-
-
 def policy_flags(setup) -> list[str]:
     return ["--policies", str(setup.base / "policies"), "--schema", str(setup.base / "schemas")]
 
@@ -50,7 +44,7 @@ def with_agent(setup) -> Path:
 [servers.agent]
 command = "{sys.executable}"
 args = ["{FAKE_CODEX}"]
-env = {{ EVENTS = "{events}" }}
+env = {{ EVENTS = "{events}", THREADS = "{setup.base / 'threads.json'}" }}
 kind = "agent"
 preset = "codex"
 timeout = "60s"
@@ -63,11 +57,7 @@ writable = ["{setup.base}"]
 
 
 def second_client(setup, name: str) -> str:
-    created = subprocess.run(
-        [BIN, "token", "create", name, "--tier", "paired", "--store", str(setup.store), *policy_flags(setup), "--format", "json"],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    return json.loads(created)["token"]
+    return setup.create_client(name)
 
 
 async def wait_for_line(events: Path, prefix: str, count: int) -> None:
@@ -144,25 +134,31 @@ async def test_a_turn_is_cancelled_by_prompt_cancel_or_by_the_protocol_and_the_s
         assert again.structured_content == {"cancelled": False}, "a finished turn is not cancelled twice"
 
         # The protocol's own cancel: the request gets no answer, and the
-        # agent's turn is stopped all the same.
-        async with anyio.create_task_group() as group:
-            group.start_soon(slow, "slow two")
-            await wait_for_line(events, "started", 2)
-            group.cancel_scope.cancel()
-        assert "slow two" not in answered
-        await wait_for_line(events, "cancelled", 2)
-        with anyio.fail_after(60):
-            while True:
-                got = (await client.call_tool("session_get", {"session_id": session_id})).structured_content
-                if got["turns"][2]["state"] != "running":
-                    break
-                await anyio.sleep(0.02)
+        # agent's turn is stopped all the same. Through a fleet, only in a
+        # legacy session (stuck to its replica): a stateless request's cancel
+        # that the balancer sends to another replica is not relayed to the one
+        # running it yet (prompt_cancel is).
+        states = ["completed", "cancelled"]
+        if setup.transport != "fleet" or mode == "legacy":
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow, "slow two")
+                await wait_for_line(events, "started", 2)
+                group.cancel_scope.cancel()
+            assert "slow two" not in answered
+            await wait_for_line(events, "cancelled", 2)
+            with anyio.fail_after(60):
+                while True:
+                    got = (await client.call_tool("session_get", {"session_id": session_id})).structured_content
+                    if got["turns"][2]["state"] != "running":
+                        break
+                    await anyio.sleep(0.02)
+            states.append("cancelled")
 
         fine = await client.call_tool("prompt_send", {"prompt": "are you there", "session_id": session_id})
         assert not fine.is_error, fine
-        assert fine.structured_content["reply"].startswith("turn 4 of "), fine.structured_content
+        assert fine.structured_content["reply"].startswith(f"turn {len(states) + 1} of "), fine.structured_content
         got = (await client.call_tool("session_get", {"session_id": session_id})).structured_content
-        assert [t["state"] for t in got["turns"]] == ["completed", "cancelled", "cancelled", "completed"]
+        assert [t["state"] for t in got["turns"]] == [*states, "completed"]
 
 
 async def test_an_agent_that_cannot_answer_says_why_at_once(setup, mode):
@@ -190,7 +186,7 @@ async def test_an_agent_that_cannot_answer_says_why_at_once(setup, mode):
                 assert fine.structured_content["reason_code"] == "server_unavailable", fine
                 await anyio.sleep(0.1)
     setup.stop()
-    log = (setup.base / "audit" / "audit.jsonl").read_text()
+    log = "\n".join(setup.audit_lines())
     assert "agent_unavailable" in log
 
 

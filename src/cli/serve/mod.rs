@@ -42,7 +42,9 @@ use crate::keeper::{Keeper, Limits, Setting};
 use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
-use crate::state::{SharedChain, SharedNonces, SharedState, valid_chain_name};
+use crate::state::{
+    SharedChain, SharedNonces, SharedSessions, SharedState, follow_cancels, valid_chain_name,
+};
 use admission::{Admission, KeeperMaker};
 use http::HttpArgs;
 use reload::{ReloadMode, Reloader, Watched};
@@ -248,15 +250,22 @@ fn start_fleet(
 }
 
 /// The bridge to the team's agent, when `servers.toml` names one, with
-/// the sessions its last run left interrupted.
+/// the sessions its last run left interrupted; in a fleet, its sessions in
+/// the shared state.
 fn open_bridge(
     args: &ServeArgs,
     servers: &Servers,
     workspace: &Path,
+    shared: Option<&SharedState>,
 ) -> anyhow::Result<Option<(Arc<Bridge>, Vec<String>)>> {
     let Some((server, mapping)) = servers.config.agent() else {
         return Ok(None);
     };
+    if let Some(state) = shared {
+        let (sessions, interrupted) = SharedSessions::open(state.url(), Arc::new(SystemClock))?;
+        let bridge = Bridge::with_backend(Box::new(sessions), server, mapping.clone(), workspace);
+        return Ok(Some((Arc::new(bridge), interrupted)));
+    }
     let path = sessions_path(args.sessions.as_deref(), &args.store)?;
     let (bridge, interrupted) = Bridge::open(
         &path,
@@ -432,7 +441,7 @@ impl World {
                     return Ok(None);
                 }
             };
-        let bridge = match open_bridge(args, &servers, &workspace) {
+        let bridge = match open_bridge(args, &servers, &workspace, shared.as_ref()) {
             Ok(bridge) => bridge,
             Err(err) => {
                 if let Some(fleet) = &fleet {
@@ -544,7 +553,7 @@ impl World {
             apply_trust,
             watched,
             session: session.clone(),
-            shared,
+            shared: shared.clone(),
             admission,
         };
         let served = runtime.block_on(async {
@@ -559,6 +568,9 @@ impl World {
             .record(&audit, start)?;
             if let Some(listener) = metrics {
                 tokio::spawn(metrics::serve(listener));
+            }
+            if let (Some(state), Some((bridge, _))) = (&shared, &bridge) {
+                tokio::spawn(follow_cancels(state.clone(), Arc::clone(bridge)));
             }
             let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
             let reloading = tokio::spawn(reloader.run(reload, hangups));

@@ -12,9 +12,13 @@ Python SDK, for portcullis's agent-bridge tests.
 - A prompt that holds "no-credentials" writes an error on stderr, as Codex
   without credentials does, and never answers; one that holds "die" writes
   a last line on stderr and exits.
-Its pid is written to PIDFILE at start.
+Its pid is written to PIDFILE at start. With THREADS, its conversations are
+kept in that JSON file, as Codex keeps its own under CODEX_HOME: another
+agent process given the same file (a second portcullis replica's) continues
+them.
 """
 
+import json
 import os
 import sys
 import uuid
@@ -26,6 +30,21 @@ from pydantic import BaseModel
 
 server = MCPServer("fake-codex")
 threads: dict[str, list[str]] = {}
+
+
+def load_threads() -> None:
+    path = os.environ.get("THREADS")
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as kept:
+            threads.update(json.load(kept))
+
+
+def keep_threads() -> None:
+    path = os.environ.get("THREADS")
+    if path:
+        with open(path + ".tmp", "w", encoding="utf-8") as out:
+            json.dump(threads, out)
+        os.replace(path + ".tmp", path)
 
 
 class Reply(BaseModel):
@@ -41,7 +60,9 @@ def note(event: str) -> None:
 
 
 async def turn(thread: str, prompt: str, ctx: Context) -> Reply:
+    load_threads()
     threads.setdefault(thread, []).append(prompt)
+    keep_threads()
     await ctx.report_progress(1, 2, "thinking")
     if "no-credentials" in prompt:
         print("\x1b[31mERROR\x1b[0m codex_core::client: 401 Unauthorized: no credentials", file=sys.stderr, flush=True)
@@ -74,6 +95,7 @@ async def codex(prompt: str, ctx: Context) -> Reply:
 
 @server.tool(name="codex-reply", description="Continue a Codex conversation by providing the thread id and prompt.")
 async def codex_reply(prompt: str, threadId: str, ctx: Context) -> Reply:
+    load_threads()
     if threadId not in threads:
         raise ToolError(f"unknown thread {threadId}")
     return await turn(threadId, prompt, ctx)
