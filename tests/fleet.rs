@@ -220,17 +220,17 @@ async fn replicas_serve_clients_made_after_they_start_and_refuse_a_revoked_one_w
         return;
     };
     let alice = fleet.create("alice");
-    let (a, b) = (fleet.replica(1), fleet.replica(2));
+    let replicas = [fleet.replica(1), fleet.replica(2), fleet.replica(3)];
     let http = client();
-    for replica in [&a, &b] {
+    for replica in &replicas {
         assert_eq!(status(&http, &replica.url(), &alice).await, 200);
     }
-    // A client created while they run: served by both, without a restart.
+    // A client created while they run: served by all, without a restart.
     let bob = fleet.create("bob");
-    for replica in [&a, &b] {
+    for replica in &replicas {
         until_status(&http, &replica.url(), &bob, 200).await;
     }
-    for n in [1, 2] {
+    for n in [1, 2, 3] {
         let changed: Vec<Value> = fleet
             .records(n)
             .into_iter()
@@ -242,13 +242,21 @@ async fn replicas_serve_clients_made_after_they_start_and_refuse_a_revoked_one_w
 
     let revoked = fleet.token(&["revoke", "alice"]);
     assert_eq!(revoked.code, 0, "{revoked:?}");
-    for replica in [&a, &b] {
-        let took = until_status(&http, &replica.url(), &alice, 401).await;
-        assert!(took < Duration::from_secs(1), "refused only after {took:?}");
+    let revoked_at = Instant::now();
+    for replica in &replicas {
+        until_status(&http, &replica.url(), &alice, 401).await;
     }
-    assert_eq!(status(&http, &b.url(), &bob).await, 200);
-    a.stop();
-    b.stop();
+    let took = revoked_at.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "all three refused only after {took:?}"
+    );
+    for replica in &replicas {
+        assert_eq!(status(&http, &replica.url(), &bob).await, 200);
+    }
+    for replica in replicas {
+        replica.stop();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,33 +265,35 @@ async fn an_approval_asked_through_one_replica_is_answered_through_another_exact
         return;
     };
     let alice = fleet.create("alice");
-    let (a, b) = (fleet.replica(1), fleet.replica(2));
+    let replicas = [fleet.replica(1), fleet.replica(2), fleet.replica(3)];
     let http = client();
-    let asked = asking_write(&http, &a.url(), &alice, 1, None).await;
+    let asked = asking_write(&http, &replicas[0].url(), &alice, 1, None).await;
     assert_eq!(asked["resultType"], "input_required", "{asked}");
     let state = asked["requestState"].as_str().unwrap().to_owned();
 
-    let answered = asking_write(&http, &b.url(), &alice, 2, Some(&state)).await;
+    let answered = asking_write(&http, &replicas[1].url(), &alice, 2, Some(&state)).await;
     assert_eq!(answered["isError"], false, "{answered}");
     let written = fleet.root.path().join("approved.txt");
     assert_eq!(fs::read_to_string(&written).unwrap(), "x");
     fs::remove_file(&written).unwrap();
 
-    // The same state again, through either: asked again, nothing written.
-    for (n, replica) in [(1, &a), (2, &b)] {
+    // The same state again, through any of the three: asked again, nothing
+    // written, and the refusal recorded by the replica it came to.
+    for (n, replica) in replicas.iter().enumerate() {
         let replayed = asking_write(&http, &replica.url(), &alice, 3, Some(&state)).await;
         assert_eq!(replayed["resultType"], "input_required", "{replayed}");
         assert!(!written.exists());
         let refused: Vec<Value> = fleet
-            .records(n)
+            .records(n + 1)
             .into_iter()
             .filter(|r| r["body"]["event"] == "state_refused")
             .collect();
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert_eq!(refused[0]["body"]["detail"]["why"], "replayed");
     }
-    a.stop();
-    b.stop();
+    for replica in replicas {
+        replica.stop();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -810,4 +820,177 @@ async fn a_conversation_started_through_one_replica_goes_on_through_another_and_
     assert_eq!(rows.trim(), "2");
     a.stop();
     b.stop();
+}
+
+/// HAProxy in front of the replicas at `backends`: round-robin, a legacy
+/// session stuck to the replica that opened it.
+struct Balancer {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Balancer {
+    fn start(backends: &[&HttpServer]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let servers: String = backends
+            .iter()
+            .enumerate()
+            .map(|(n, replica)| {
+                format!(
+                    "  server r{n} {}\n",
+                    replica.base.trim_start_matches("http://")
+                )
+            })
+            .collect();
+        let config = dir.path().join("haproxy.cfg");
+        fs::write(
+            &config,
+            format!(
+                "global\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\nfrontend mcp\n  bind 127.0.0.1:{port}\n  default_backend replicas\nbackend replicas\n  balance roundrobin\n  stick-table type string len 128 size 100k expire 1h\n  stick match req.hdr(mcp-session-id)\n  stick store-response res.hdr(mcp-session-id)\n{servers}"
+            ),
+        )
+        .unwrap();
+        let child = Command::new("haproxy")
+            .arg("-f")
+            .arg(&config)
+            .arg("-db")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "HAProxy never listened"
+            );
+            std::thread::yield_now();
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A load test (`--ignored`, its own step of `.ci/run`): 2,000 calls from
+/// 32 clients through HAProxy to three replicas, one of them killed with
+/// `kill -9` on the way. Every call answered has its decision in a chain;
+/// every chain verifies and replays, in the database and exported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a load test: 2,000 calls through a balancer, run in its own step"]
+async fn two_thousand_calls_through_haproxy_lose_no_answered_record_when_a_replica_is_killed() {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    let haproxy = Command::new("haproxy")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !haproxy {
+        assert!(
+            std::env::var_os("PORTCULLIS_REQUIRE_HAPROXY").is_none(),
+            "HAProxy is required"
+        );
+        eprintln!("SKIPPED: haproxy is not installed");
+        return;
+    }
+    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
+    let alice = fleet.create("alice");
+    let mut replicas = vec![fleet.replica(1), fleet.replica(2), fleet.replica(3)];
+    let balancer = Balancer::start(&replicas.iter().collect::<Vec<_>>());
+    let http = client();
+    let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let mut callers = tokio::task::JoinSet::new();
+    for caller in 0..32i64 {
+        let (http, url, alice, answered) = (
+            http.clone(),
+            balancer.url.clone(),
+            alice.clone(),
+            answered.clone(),
+        );
+        callers.spawn(async move {
+            for call in 0..63i64 {
+                let id = caller * 10_000 + call;
+                if let Some(answer) = modern_or_gone(&http, &url, &alice, id).await
+                    && answer["result"]["isError"] == false
+                {
+                    let _ = answered.send(id);
+                }
+            }
+        });
+    }
+    drop(answered);
+    let mut acknowledged = Vec::new();
+    while acknowledged.len() < 500 {
+        acknowledged.push(answers.recv().await.unwrap());
+    }
+    let killed = &mut replicas[1];
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    while let Some(id) = answers.recv().await {
+        acknowledged.push(id);
+    }
+    while callers.join_next().await.is_some() {}
+    assert!(
+        acknowledged.len() > 1_000,
+        "only {} calls answered",
+        acknowledged.len()
+    );
+    drop(balancer);
+    let mut replicas = replicas.into_iter();
+    let (first, _killed, third) = (
+        replicas.next().unwrap(),
+        replicas.next().unwrap(),
+        replicas.next().unwrap(),
+    );
+    first.stop();
+    third.stop();
+
+    let recorded: std::collections::HashSet<String> = (1..=3)
+        .flat_map(|n| fleet.records(n))
+        .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "call_tool")
+        .map(|r| r["body"]["request_id"].as_str().unwrap().to_owned())
+        .collect();
+    let lost: Vec<&i64> = acknowledged
+        .iter()
+        .filter(|id| !recorded.contains(&id.to_string()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "answered calls with no decision record: {lost:?}"
+    );
+    let verified = fleet.audit(&["verify"]);
+    assert_eq!(verified.code, 0, "{verified:?}");
+    let replayed = fleet.audit(&["replay"]);
+    assert_eq!(replayed.code, 0, "{replayed:?}");
+    let out = tempfile::tempdir().unwrap();
+    let exported = portcullis(&[
+        "audit",
+        "export",
+        &fleet.pg.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_eq!(exported.code, 0, "{exported:?}");
+    for n in 1..=3 {
+        let log = out.path().join(format!("replica-{n}.jsonl"));
+        let log = log.to_str().unwrap();
+        assert_eq!(portcullis(&["audit", "verify", log]).code, 0, "replica-{n}");
+        assert_eq!(portcullis(&["audit", "replay", log]).code, 0, "replica-{n}");
+    }
 }
