@@ -13,6 +13,8 @@
     reason = "a benchmark with a broken setup should stop"
 )]
 
+#[path = "../tests/haproxy.rs"]
+mod haproxy;
 #[path = "../tests/postgres.rs"]
 #[expect(
     dead_code,
@@ -184,20 +186,10 @@ impl Setup {
     /// `serve --http` replica `n`, on `state` when given; its address.
     fn replica(&self, n: usize, state: Option<&str>) -> (Child, String) {
         let base = self.dir.path();
-        let own = base.join(format!("replica-{n}"));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        // The replicas share the file log's folder only for the policy
+        // snapshots: with --state, each writes its own chain.
+        let mut command = support::serve_std_command(base);
         command
-            .arg("serve")
-            .arg("--root")
-            .arg(base.join("ws"))
-            .arg("--policies")
-            .arg(base.join("policies"))
-            .arg("--schema")
-            .arg(base.join("schemas"))
-            .arg("--store")
-            .arg(base.join("tokens.json"))
-            .arg("--audit")
-            .arg(own.join("audit/audit.jsonl"))
             .args(["--http", "127.0.0.1:0", "--max-concurrent", "64"])
             .env("PORTCULLIS_LOG", "warn")
             .env_remove("PORTCULLIS_TOKEN")
@@ -270,46 +262,6 @@ fn calls_per_second(url: &str, token: &str, per_client: usize) -> f64 {
     })
 }
 
-/// HAProxy in front of `backends` (round-robin); its URL.
-fn balancer(dir: &Path, backends: &[String]) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let servers: String = backends
-        .iter()
-        .enumerate()
-        .map(|(n, url)| {
-            let host = url.trim_start_matches("http://").trim_end_matches("/mcp");
-            format!("  server r{n} {host}\n")
-        })
-        .collect();
-    let config = dir.join("haproxy.cfg");
-    std::fs::write(
-        &config,
-        format!(
-            "global\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\nfrontend mcp\n  bind 127.0.0.1:{port}\n  default_backend replicas\nbackend replicas\n  balance roundrobin\n{servers}"
-        ),
-    )
-    .unwrap();
-    let child = Command::new("haproxy")
-        .arg("-f")
-        .arg(&config)
-        .arg("-db")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "HAProxy never listened");
-        std::thread::yield_now();
-    }
-    (child, url)
-}
-
 fn stop(mut child: Child) {
     let _ = Command::new("kill")
         .args(["-s", "TERM", &child.id().to_string()])
@@ -365,17 +317,13 @@ fn fleet(_c: &mut Criterion) {
     let on_pg = calls_per_second(&address, &shared_token, per_client);
     stop(one);
 
-    let haproxy = Command::new("haproxy")
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let three = if haproxy {
+    let three = if haproxy::installed() {
         let replicas: Vec<(Child, String)> = (2..5).map(|n| setup.replica(n, Some(&url))).collect();
-        let backends: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
-        let (balancer, front) = balancer(setup.dir.path(), &backends);
-        calls_per_second(&front, &shared_token, 5);
-        let rate = calls_per_second(&front, &shared_token, per_client);
-        stop(balancer);
+        let backends: Vec<&str> = replicas.iter().map(|(_, a)| a.as_str()).collect();
+        let balancer = haproxy::Balancer::start(&backends);
+        calls_per_second(&balancer.url, &shared_token, 5);
+        let rate = calls_per_second(&balancer.url, &shared_token, per_client);
+        drop(balancer);
         for (child, _) in replicas {
             stop(child);
         }

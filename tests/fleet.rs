@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::haproxy::Balancer;
 use crate::http::{HttpServer, asking_write, client, modern};
 use crate::postgres::Postgres;
 use crate::util::{ALLOW_BUILTIN, Tree, portcullis};
@@ -37,6 +38,15 @@ impl Fleet {
             root,
             key,
         })
+    }
+
+    /// A fleet with a client `alice` (its token) and a README in the
+    /// workspace.
+    fn with_alice() -> Option<(Self, String)> {
+        let fleet = Self::start_or_skip()?;
+        fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
+        let alice = fleet.create("alice");
+        Some((fleet, alice))
     }
 
     /// `portcullis token ARGS --state URL` (and the policy flags for create).
@@ -111,6 +121,14 @@ impl Fleet {
             .collect()
     }
 
+    /// The records of replica `n`'s chain that are `event`.
+    fn events(&self, n: usize, event: &str) -> Vec<Value> {
+        self.records(n)
+            .into_iter()
+            .filter(|r| r["body"]["event"] == event)
+            .collect()
+    }
+
     /// `portcullis audit ARGS` on the shared state, as JSON.
     fn audit(&self, args: &[&str]) -> crate::util::Run {
         let url = self.pg.url();
@@ -119,6 +137,12 @@ impl Fleet {
         all.push(&url);
         all.extend(["--format", "json"]);
         portcullis(&all)
+    }
+}
+
+fn stop_all(replicas: impl IntoIterator<Item = HttpServer>) {
+    for replica in replicas {
+        replica.stop();
     }
 }
 
@@ -216,10 +240,9 @@ impl TcpPort {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_serve_clients_made_after_they_start_and_refuse_a_revoked_one_within_a_second() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    let alice = fleet.create("alice");
     let replicas = [fleet.replica(1), fleet.replica(2), fleet.replica(3)];
     let http = client();
     for replica in &replicas {
@@ -231,11 +254,7 @@ async fn replicas_serve_clients_made_after_they_start_and_refuse_a_revoked_one_w
         until_status(&http, &replica.url(), &bob, 200).await;
     }
     for n in [1, 2, 3] {
-        let changed: Vec<Value> = fleet
-            .records(n)
-            .into_iter()
-            .filter(|r| r["body"]["event"] == "clients_changed")
-            .collect();
+        let changed = fleet.events(n, "clients_changed");
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert_eq!(changed[0]["body"]["added"][0]["name"], "bob");
     }
@@ -254,17 +273,14 @@ async fn replicas_serve_clients_made_after_they_start_and_refuse_a_revoked_one_w
     for replica in &replicas {
         assert_eq!(status(&http, &replica.url(), &bob).await, 200);
     }
-    for replica in replicas {
-        replica.stop();
-    }
+    stop_all(replicas);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_asked_through_one_replica_is_answered_through_another_exactly_once() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    let alice = fleet.create("alice");
     let replicas = [fleet.replica(1), fleet.replica(2), fleet.replica(3)];
     let http = client();
     let asked = asking_write(&http, &replicas[0].url(), &alice, 1, None).await;
@@ -283,25 +299,18 @@ async fn an_approval_asked_through_one_replica_is_answered_through_another_exact
         let replayed = asking_write(&http, &replica.url(), &alice, 3, Some(&state)).await;
         assert_eq!(replayed["resultType"], "input_required", "{replayed}");
         assert!(!written.exists());
-        let refused: Vec<Value> = fleet
-            .records(n + 1)
-            .into_iter()
-            .filter(|r| r["body"]["event"] == "state_refused")
-            .collect();
+        let refused = fleet.events(n + 1, "state_refused");
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert_eq!(refused[0]["body"]["detail"]["why"], "replayed");
     }
-    for replica in replicas {
-        replica.stop();
-    }
+    stop_all(replicas);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_postgres_is_down_every_request_is_refused_and_served_again_when_it_is_back() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    let alice = fleet.create("alice");
     let a = fleet.replica(1);
     let http = client();
     assert_eq!(status(&http, &a.url(), &alice).await, 200);
@@ -363,11 +372,9 @@ async fn read(http: &reqwest::Client, url: &str, token: &str, id: i64) -> crate:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_keeps_its_own_chain_and_the_auditor_verifies_and_replays_them_all() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
-    let alice = fleet.create("alice");
     let (a, b) = (fleet.replica(1), fleet.replica(2));
     let http = client();
     for (id, replica) in [(1, &a), (2, &b), (3, &a)] {
@@ -437,11 +444,9 @@ async fn every_replica_keeps_its_own_chain_and_the_auditor_verifies_and_replays_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_postgres_is_down_no_call_runs_unrecorded_and_calls_succeed_when_it_is_back() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
-    let alice = fleet.create("alice");
     let a = fleet.replica(1);
     let http = client();
     let answer = read(&http, &a.url(), &alice, 1).await;
@@ -493,11 +498,9 @@ async fn while_postgres_is_down_no_call_runs_unrecorded_and_calls_succeed_when_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_run_loses_no_acknowledged_record_and_its_chain_goes_on() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
-    let alice = fleet.create("alice");
     let mut a = fleet.replica(1);
     let (http, url) = (client(), a.url());
     let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
@@ -593,12 +596,7 @@ async fn modern_or_gone(http: &reqwest::Client, url: &str, token: &str, id: i64)
 
 #[test]
 fn the_python_sdk_suite_passes_through_haproxy_in_front_of_three_replicas() {
-    // HAProxy answers `-v`, not `--version`.
-    let haproxy = Command::new("haproxy")
-        .arg("-v")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !haproxy {
+    if !crate::haproxy::installed() {
         assert!(
             std::env::var_os("PORTCULLIS_REQUIRE_HAPROXY").is_none(),
             "HAProxy is required (PORTCULLIS_REQUIRE_HAPROXY) but not installed"
@@ -609,49 +607,22 @@ fn the_python_sdk_suite_passes_through_haproxy_in_front_of_three_replicas() {
     let Some(pg) = Postgres::start_or_skip() else {
         return;
     };
-    let venv = crate::interop_python::venv();
-    let report = tempfile::NamedTempFile::new().unwrap();
-    let output = Command::new(venv.join("bin/pytest"))
-        .args(["-q", "-p", "no:cacheprovider", "-k", "fleet"])
-        .arg(format!("--junitxml={}", report.path().display()))
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
-        .env("PORTCULLIS_BIN", env!("CARGO_BIN_EXE_portcullis"))
-        .env("PORTCULLIS_TEST_STATE", pg.url())
-        .env("PORTCULLIS_TEST_PSQL", pg.psql())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "pytest failed:\n{stdout}\n{stderr}"
+    let (url, psql) = (pg.url(), pg.psql());
+    let (tests, stdout) = crate::interop_python::pytest(
+        &["-k", "fleet"],
+        &[
+            ("PORTCULLIS_TEST_STATE", url.as_ref()),
+            ("PORTCULLIS_TEST_PSQL", psql.as_os_str()),
+        ],
     );
-    let report = fs::read_to_string(report.path()).unwrap();
-    let count = |name: &str| -> u64 {
-        let pattern = format!(r#"<testsuite [^>]*\b{name}="(\d+)""#);
-        regex::Regex::new(&pattern)
-            .unwrap()
-            .captures(&report)
-            .unwrap_or_else(|| panic!("{report}"))[1]
-            .parse()
-            .unwrap()
-    };
-    assert_eq!(
-        (count("failures"), count("errors"), count("skipped")),
-        (0, 0, 0),
-        "{stdout}"
-    );
-    assert!(count("tests") >= 50, "fleet tests went missing: {stdout}");
+    assert!(tests >= 72, "fleet tests went missing: {stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_says_when_replicas_decided_under_different_policy_sets_at_the_same_time() {
-    let Some(fleet) = Fleet::start_or_skip() else {
+    let Some((fleet, alice)) = Fleet::with_alice() else {
         return;
     };
-    fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
-    let alice = fleet.create("alice");
     // The second replica's folder has one policy more: another set.
     let lagging = Tree::new();
     lagging.write_policy("20_allowlist.cedar", ALLOW_BUILTIN);
@@ -822,71 +793,6 @@ async fn a_conversation_started_through_one_replica_goes_on_through_another_and_
     b.stop();
 }
 
-/// HAProxy in front of the replicas at `backends`: round-robin, a legacy
-/// session stuck to the replica that opened it.
-struct Balancer {
-    child: std::process::Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Balancer {
-    fn start(backends: &[&HttpServer]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let servers: String = backends
-            .iter()
-            .enumerate()
-            .map(|(n, replica)| {
-                format!(
-                    "  server r{n} {}\n",
-                    replica.base.trim_start_matches("http://")
-                )
-            })
-            .collect();
-        let config = dir.path().join("haproxy.cfg");
-        fs::write(
-            &config,
-            format!(
-                "global\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\nfrontend mcp\n  bind 127.0.0.1:{port}\n  default_backend replicas\nbackend replicas\n  balance roundrobin\n  stick-table type string len 128 size 100k expire 1h\n  stick match req.hdr(mcp-session-id)\n  stick store-response res.hdr(mcp-session-id)\n{servers}"
-            ),
-        )
-        .unwrap();
-        let child = Command::new("haproxy")
-            .arg("-f")
-            .arg(&config)
-            .arg("-db")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "HAProxy never listened"
-            );
-            std::thread::yield_now();
-        }
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A load test (`--ignored`, its own step of `.ci/run`): 2,000 calls from
 /// 32 clients through HAProxy to three replicas, one of them killed with
 /// `kill -9` on the way. Every call answered has its decision in a chain;
@@ -912,7 +818,8 @@ async fn two_thousand_calls_through_haproxy_lose_no_answered_record_when_a_repli
     fs::write(fleet.root.path().join("README.md"), "# fleet\n").unwrap();
     let alice = fleet.create("alice");
     let mut replicas = vec![fleet.replica(1), fleet.replica(2), fleet.replica(3)];
-    let balancer = Balancer::start(&replicas.iter().collect::<Vec<_>>());
+    let backends: Vec<&str> = replicas.iter().map(|r| r.base.as_str()).collect();
+    let balancer = Balancer::start(&backends);
     let http = client();
     let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
     let mut callers = tokio::task::JoinSet::new();

@@ -27,6 +27,7 @@ mod floor;
 mod gate_corpus;
 mod gate_oracle;
 mod gate_properties;
+mod haproxy;
 mod hook;
 mod http;
 mod interop_clients;

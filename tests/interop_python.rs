@@ -43,19 +43,22 @@ fn make_venv() -> PathBuf {
     venv
 }
 
-#[test]
-fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras_over_stdio_and_http()
- {
+/// Runs pytest over `tests/interop` with `args` and `env`, and fails
+/// unless it passed with nothing failed, errored or skipped (a skipped test
+/// proves nothing); how many tests ran, and what it printed.
+pub fn pytest(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> (u64, String) {
     let venv = venv();
     let report = tempfile::NamedTempFile::new().unwrap();
     let output = Command::new(venv.join("bin/pytest"))
         .args(["-q", "-p", "no:cacheprovider"])
+        .args(args)
         .arg(format!("--junitxml={}", report.path().display()))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
         .env("PORTCULLIS_BIN", env!("CARGO_BIN_EXE_portcullis"))
+        .envs(env.iter().copied())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     // The runner's exit code says whether anything failed (0: all passed;
     // 5: nothing was collected, which fails too).
@@ -64,7 +67,6 @@ fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras
         Some(0),
         "pytest failed:\n{stdout}\n{stderr}"
     );
-    // And its report, that nothing was skipped: a skipped test proves nothing.
     let report = std::fs::read_to_string(report.path()).unwrap();
     let count = |name: &str| -> u64 {
         let pattern = format!(r#"<testsuite [^>]*\b{name}="(\d+)""#);
@@ -78,5 +80,12 @@ fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras
         (0, 0, 0),
         "{stdout}"
     );
-    assert!(count("tests") >= 140, "tests went missing: {stdout}");
+    (count("tests"), stdout)
+}
+
+#[test]
+fn the_python_sdk_lists_calls_follows_progress_cancels_and_approves_in_both_eras_over_stdio_and_http()
+ {
+    let (tests, stdout) = pytest(&[], &[]);
+    assert!(tests >= 140, "tests went missing: {stdout}");
 }

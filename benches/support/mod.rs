@@ -52,7 +52,12 @@ pub fn grown_log(path: &Path, records: usize) {
 /// the team tree `policies` and `schemas`, the store `tokens.json` and the
 /// log `audit/audit.jsonl`.
 pub fn serve_command(base: &Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    tokio::process::Command::from(serve_std_command(base))
+}
+
+/// As [`serve_command`], for a process the bench waits on itself.
+pub fn serve_std_command(base: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
     command
         .arg("serve")
         .arg("--root")

@@ -33,6 +33,23 @@ pub struct Failed {
     pub unrestored: Option<String>,
 }
 
+/// A batch as the writer made it: its lines, whole, one after another,
+/// and each record's place in the chain (in the same order), so that no
+/// store reads back what the writer just wrote.
+pub struct Batch<'a> {
+    /// Whole records, each ending in a newline.
+    pub lines: &'a [u8],
+    /// Each record's seq and hash; the last is where the chain then ends.
+    pub marks: &'a [Mark],
+}
+
+impl Batch<'_> {
+    /// Where the chain ends once the batch is in.
+    pub fn end(&self) -> Option<&Mark> {
+        self.marks.last()
+    }
+}
+
 pub trait ChainStore: Send {
     /// Names the log in messages.
     fn describe(&self) -> String;
@@ -42,10 +59,9 @@ pub trait ChainStore: Send {
     /// Takes the chain for one batch (a lock, say) and tells where it truly
     /// ends now.
     fn begin(&mut self) -> Result<Option<Mark>, String>;
-    /// Makes `lines` (whole records, each ending in a newline, the last at
-    /// `end`) durable before it returns; `last` is the log's last batch.
-    /// When it fails, none of them counts.
-    fn commit(&mut self, lines: &[u8], end: &Mark, last: bool) -> Result<(), Failed>;
+    /// Makes `batch` durable before it returns; `last` is the log's last
+    /// batch. When it fails, none of its records counts.
+    fn commit(&mut self, batch: &Batch<'_>, last: bool) -> Result<(), Failed>;
     /// Lets go of what `begin` took.
     fn finish(&mut self);
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use super::chain::{ChainError, ChainStore, Check, Failed};
+use super::chain::{Batch, ChainError, ChainStore, Check, Failed};
 use super::head::{self, Head, HeadFile, Mark, head_path};
 use super::record::{GENESIS, StoredRecord, line_hash_is_valid};
 use super::verify::{Break, End, end_against_head, scan};
@@ -99,7 +99,10 @@ impl ChainStore for FileChain {
         }
     }
 
-    fn commit(&mut self, bytes: &[u8], end: &Mark, last: bool) -> Result<(), Failed> {
+    fn commit(&mut self, batch: &Batch<'_>, last: bool) -> Result<(), Failed> {
+        let (bytes, Some(end)) = (batch.lines, batch.end()) else {
+            return Ok(());
+        };
         match self.write_durably(bytes, end, last) {
             Ok(()) => {
                 self.tail = Tail {

@@ -21,7 +21,7 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use super::chain::{ChainError, ChainStore, Check};
+use super::chain::{Batch, ChainError, ChainStore, Check};
 use super::checkpoint::Signer;
 use super::file_chain::FileChain;
 use super::head::Mark;
@@ -457,15 +457,19 @@ impl Writer {
         };
         let size: usize = batch.iter().map(|job| job.body.len() + 200).sum();
         let mut bytes = Vec::with_capacity(size + 512);
-        let mut seqs = Vec::with_capacity(batch.len());
+        let mut marks = Vec::with_capacity(batch.len() + 1);
         for job in batch {
             let (next, hash, line) =
                 Record::line_from_encoded(seq, &prev, &time, job.kind, &job.body);
             bytes.extend_from_slice(&line);
             seq = next;
             prev = hash;
-            seqs.push(seq);
+            marks.push(Mark {
+                seq,
+                hash: prev.clone(),
+            });
         }
+        let seqs: Vec<u64> = marks.iter().map(|mark| mark.seq).collect();
         if let Some(signer) = &self.signer {
             let signed = Mark {
                 seq,
@@ -477,13 +481,21 @@ impl Writer {
             let (next, hash, line) =
                 Record::line_from_encoded(seq, &prev, &time, Kind::Checkpoint, &encode(&body));
             bytes.extend_from_slice(&line);
-            seq = next;
-            prev = hash;
+            marks.push(Mark {
+                seq: next,
+                hash,
+            });
         }
-        let end = Mark { seq, hash: prev };
         let last = batch.iter().any(|job| job.closes);
         let started = Instant::now();
-        match self.store.commit(&bytes, &end, last) {
+        let committed = self.store.commit(
+            &Batch {
+                lines: &bytes,
+                marks: &marks,
+            },
+            last,
+        );
+        match committed {
             Ok(()) => {
                 crate::metrics::audit_batch(batch.len(), started.elapsed());
                 Ok(seqs)

@@ -20,7 +20,7 @@ pub use applied::{
     APPLY_EVENT, Applied, ApplyTrust, applied, applied_path, apply as apply_set, apply_record,
     signed_apply,
 };
-pub use chain::{ChainError, ChainStore, Check, Failed};
+pub use chain::{Batch, ChainError, ChainStore, Check, Failed};
 pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,
     load_or_create as load_or_create_signer, public_key_text, read_public_key,

@@ -277,15 +277,12 @@ impl SessionStore {
         sessions.dedup();
         Ok(sessions)
     }
+}
 
+impl SessionBackend for SessionStore {
     /// Makes a new session owned by `owner` and its first turn, running;
     /// both are on disk when this returns.
-    pub fn start(
-        &mut self,
-        owner: &str,
-        agent: &str,
-        prompt: &str,
-    ) -> Result<TurnSlot, StoreError> {
+    fn start(&mut self, owner: &str, agent: &str, prompt: &str) -> Result<TurnSlot, StoreError> {
         let id = new_session_id()?;
         let now = self.now();
         let title = title_of(prompt);
@@ -310,7 +307,7 @@ impl SessionStore {
 
     /// Adds a running turn to `owner`'s session `id`, unless it is not
     /// theirs or a turn of it is still running.
-    pub fn continue_session(
+    fn continue_session(
         &mut self,
         owner: &str,
         id: &str,
@@ -362,7 +359,7 @@ impl SessionStore {
 
     /// Ends a turn, keeping the agent's reply and its conversation id
     /// (when the turn gave one and the session had none).
-    pub fn finish(
+    fn finish(
         &mut self,
         slot: &TurnSlot,
         state: TurnState,
@@ -385,7 +382,7 @@ impl SessionStore {
     }
 
     /// `owner`'s sessions, most recently updated first.
-    pub fn list(&self, owner: &str) -> Result<Vec<SessionSummary>, StoreError> {
+    fn list(&mut self, owner: &str) -> Result<Vec<SessionSummary>, StoreError> {
         let mut query = self.connection.prepare(
             "SELECT s.id, s.title, s.created_at, s.updated_at,
                     (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id),
@@ -398,8 +395,8 @@ impl SessionStore {
 
     /// `owner`'s session `id` with its turns; `None` when there is no such
     /// session or it is someone else's.
-    pub fn get(
-        &self,
+    fn get(
+        &mut self,
         owner: &str,
         id: &str,
     ) -> Result<Option<(SessionSummary, Vec<Turn>)>, StoreError> {
@@ -432,43 +429,6 @@ impl SessionStore {
             })?
             .collect::<Result<_, _>>()?;
         Ok(Some((session, turns)))
-    }
-}
-
-impl SessionBackend for SessionStore {
-    fn start(&mut self, owner: &str, agent: &str, prompt: &str) -> Result<TurnSlot, StoreError> {
-        SessionStore::start(self, owner, agent, prompt)
-    }
-
-    fn continue_session(
-        &mut self,
-        owner: &str,
-        id: &str,
-        prompt: &str,
-    ) -> Result<Result<TurnSlot, Refused>, StoreError> {
-        SessionStore::continue_session(self, owner, id, prompt)
-    }
-
-    fn finish(
-        &mut self,
-        slot: &TurnSlot,
-        state: TurnState,
-        reply: Option<&str>,
-        conversation: Option<&str>,
-    ) -> Result<(), StoreError> {
-        SessionStore::finish(self, slot, state, reply, conversation)
-    }
-
-    fn list(&mut self, owner: &str) -> Result<Vec<SessionSummary>, StoreError> {
-        SessionStore::list(self, owner)
-    }
-
-    fn get(
-        &mut self,
-        owner: &str,
-        id: &str,
-    ) -> Result<Option<(SessionSummary, Vec<Turn>)>, StoreError> {
-        SessionStore::get(self, owner, id)
     }
 }
 
@@ -541,7 +501,7 @@ mod tests {
             "{message}"
         );
         std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (store, _) = SessionStore::open(&db, clock).unwrap();
+        let (mut store, _) = SessionStore::open(&db, clock).unwrap();
         assert_eq!(store.list("alice").unwrap().len(), 1, "nothing was lost");
     }
 
@@ -654,7 +614,7 @@ mod tests {
         assert!(none.is_empty());
         let slot = store.start("alice", "codex", "long job").unwrap();
         drop(store);
-        let (store, interrupted, _) = open_in(dir.path());
+        let (mut store, interrupted, _) = open_in(dir.path());
         assert_eq!(interrupted, std::slice::from_ref(&slot.session_id));
         let (session, turns) = store.get("alice", &slot.session_id).unwrap().unwrap();
         assert_eq!(session.state, TurnState::Interrupted);

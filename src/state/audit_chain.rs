@@ -11,7 +11,7 @@ use tokio_postgres::error::SqlState;
 
 use super::StateUrl;
 use crate::audit::{
-    ChainError, ChainStore, Check, Failed, GENESIS, Mark, StoredRecord, line_hash_is_valid,
+    Batch, ChainError, ChainStore, Check, Failed, GENESIS, Mark, StoredRecord, line_hash_is_valid,
 };
 
 /// Rows read at a time when a chain is checked whole.
@@ -184,19 +184,30 @@ impl ChainStore for SharedChain {
         Ok(self.tail.clone())
     }
 
-    fn commit(&mut self, lines: &[u8], end: &Mark, _last: bool) -> Result<(), Failed> {
+    fn commit(&mut self, batch: &Batch<'_>, _last: bool) -> Result<(), Failed> {
         let failed = |error: String| Failed {
             error,
             unrestored: None,
         };
-        let text = std::str::from_utf8(lines).map_err(|err| failed(err.to_string()))?;
-        let (mut seqs, mut hashes, mut rows) = (Vec::new(), Vec::new(), Vec::new());
-        for line in text.lines() {
-            let record = checked(line, None).map_err(failed)?;
-            seqs.push(i64::try_from(record.seq).map_err(|err| failed(err.to_string()))?);
-            hashes.push(record.hash);
-            rows.push(line);
+        let Some(end) = batch.end().cloned() else {
+            return Ok(());
+        };
+        let text = std::str::from_utf8(batch.lines).map_err(|err| failed(err.to_string()))?;
+        let rows: Vec<&str> = text.lines().collect();
+        if rows.len() != batch.marks.len() {
+            return Err(failed(format!(
+                "a batch of {} lines came with {} marks",
+                rows.len(),
+                batch.marks.len()
+            )));
         }
+        let seqs = batch
+            .marks
+            .iter()
+            .map(|mark| i64::try_from(mark.seq))
+            .collect::<Result<Vec<i64>, _>>()
+            .map_err(|err| failed(err.to_string()))?;
+        let hashes: Vec<&str> = batch.marks.iter().map(|mark| mark.hash.as_str()).collect();
         let chain = self.chain.clone();
         self.connect().map_err(failed)?;
         let client = self.client().map_err(failed)?;
@@ -207,7 +218,7 @@ impl ChainStore for SharedChain {
         ));
         match inserted {
             Ok(_) => {
-                self.tail = Some(end.clone());
+                self.tail = Some(end);
                 Ok(())
             }
             Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(Failed {
