@@ -24,14 +24,15 @@
 //! - [`auth`]: client tokens, the token store, and the directory a
 //!   running server checks a token against.
 //! - [`state`]: what a fleet of replicas shares in PostgreSQL (`--state`):
-//!   clients and approvals' spent nonces.
+//!   clients, approvals' spent nonces, the replicas' audit chains and the
+//!   bridge's sessions.
 //! - [`mcp`]: the MCP adapter (rmcp): it translates, it does not decide.
 //! - [`servers`]: downstream MCP servers: `servers.toml`, the pins in
 //!   `servers.lock`, their tools in the registry, and the connections a
 //!   decided call is forwarded through.
 //! - [`bridge`]: the agent bridge: callers' conversations with a downstream
 //!   agent (an MCP server, or Codex's app-server protocol), each owned by
-//!   its caller, in a SQLite session store.
+//!   its caller, in a SQLite session store (or a fleet's tables).
 //! - [`loosening`]: what a change to a set's data files (schema, command
 //!   table, path classes, servers, tiers) newly permits, entry by entry.
 //! - [`review`]: the typed report of a candidate set: the proof of what it

@@ -481,10 +481,7 @@ impl Writer {
             let (next, hash, line) =
                 Record::line_from_encoded(seq, &prev, &time, Kind::Checkpoint, &encode(&body));
             bytes.extend_from_slice(&line);
-            marks.push(Mark {
-                seq: next,
-                hash,
-            });
+            marks.push(Mark { seq: next, hash });
         }
         let last = batch.iter().any(|job| job.closes);
         let started = Instant::now();

@@ -5,7 +5,7 @@
 //! asked, a session is its owner's alone, one turn runs at a time, and a
 //! turn whose process died is found interrupted.
 
-use super::store::{Refused, SessionSummary, StoreError, Turn, TurnSlot, TurnState};
+use super::session::{Refused, SessionSummary, StoreError, Turn, TurnSlot, TurnState};
 
 pub trait SessionBackend: Send {
     /// Makes a new session owned by `owner` and its first turn, running.

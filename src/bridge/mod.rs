@@ -14,6 +14,7 @@
 mod app_server;
 mod backend;
 mod lease;
+mod session;
 mod store;
 
 use std::collections::HashMap;
@@ -27,10 +28,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use backend::SessionBackend;
 pub use lease::{HEARTBEAT as RUNNER_HEARTBEAT, is_alive as runner_is_alive, this_host};
-pub use store::{
-    Refused, SessionStore, SessionSummary, StoreError, Turn, TurnSlot, TurnState, new_session_id,
-    title_of,
+pub use session::{
+    Refused, SessionSummary, StoreError, Turn, TurnSlot, TurnState, new_session_id, title_of,
 };
+pub use store::SessionStore;
 
 use crate::clock::Clock;
 use crate::servers::{AgentMapping, AgentProtocol, Fleet, Forwarded, ServerConfig};
@@ -306,8 +307,8 @@ impl Bridge {
             .await?;
         opened.map_err(|refused| {
             Ended::Failed(match refused {
-                store::Refused::NotFound => ToolFailure::SessionNotFound,
-                store::Refused::Busy => ToolFailure::SessionBusy,
+                Refused::NotFound => ToolFailure::SessionNotFound,
+                Refused::Busy => ToolFailure::SessionBusy,
             })
         })
     }

@@ -8,42 +8,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
-use thiserror::Error;
 
 use super::backend::SessionBackend;
 use super::lease::{self, Lease};
+use super::session::{
+    Refused, SessionSummary, StoreError, Turn, TurnSlot, TurnState, new_session_id, title_of,
+};
 use crate::clock::Clock;
-
-#[derive(Debug, Error)]
-pub enum StoreError {
-    #[error("the session store {path}: {source}")]
-    Open {
-        path: String,
-        source: rusqlite::Error,
-    },
-    #[error("the session store {path} was written by a newer portcullis (version {found})")]
-    Newer { path: String, found: i64 },
-    #[error(
-        "the session store {path} holds prompts and replies and others can read or write it (mode {mode:o}): run `chmod 600 {path}`"
-    )]
-    LoosePermissions { path: String, mode: u32 },
-    #[error("the session store: {0}")]
-    Sql(#[from] rusqlite::Error),
-    #[error("no randomness for a session id: {0}")]
-    Random(String),
-    #[error("the shared session store: {0}")]
-    Shared(String),
-}
 
 /// The schema version this build writes.
 const VERSION: i64 = 2;
 
 /// How long a write waits for another process's to finish.
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// How many characters of the first prompt make a session's title.
-const TITLE_CHARS: usize = 80;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
@@ -68,79 +45,6 @@ CREATE TABLE IF NOT EXISTS turns (
     PRIMARY KEY (session_id, n)
 );
 ";
-
-/// How a turn stands (and a session, by its last turn).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnState {
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-    /// portcullis stopped while the turn ran; found so at the next start.
-    Interrupted,
-}
-
-impl TurnState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnState::Running => "running",
-            TurnState::Completed => "completed",
-            TurnState::Failed => "failed",
-            TurnState::Cancelled => "cancelled",
-            TurnState::Interrupted => "interrupted",
-        }
-    }
-
-    pub fn parse(text: &str) -> Self {
-        match text {
-            "running" => TurnState::Running,
-            "completed" => TurnState::Completed,
-            "cancelled" => TurnState::Cancelled,
-            "interrupted" => TurnState::Interrupted,
-            _ => TurnState::Failed,
-        }
-    }
-}
-
-/// A session as its owner sees it in a listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SessionSummary {
-    pub id: String,
-    pub title: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub turns: u64,
-    pub state: TurnState,
-}
-
-/// One turn, as its owner reads it back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Turn {
-    pub prompt: String,
-    pub reply: Option<String>,
-    pub state: TurnState,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-}
-
-/// Where a new turn goes: its session, its number, and the agent's id of
-/// the conversation when it has one (none: start a new one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnSlot {
-    pub session_id: String,
-    pub n: u64,
-    pub conversation: Option<String>,
-}
-
-/// Why a turn cannot start.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Refused {
-    /// No such session for this owner (or none at all: the same answer).
-    NotFound,
-    /// The session has a turn in flight.
-    Busy,
-}
 
 /// Creates the store's folder (0700) and the store itself (0600) when they
 /// are missing: SQLite gives its WAL and shared-memory files the mode of
@@ -441,25 +345,6 @@ fn summary(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
         turns: u64::try_from(row.get::<_, i64>(4)?).unwrap_or(0),
         state: TurnState::parse(&row.get::<_, Option<String>>(5)?.unwrap_or_default()),
     })
-}
-
-/// A session's title: the first words of its first prompt.
-pub fn title_of(prompt: &str) -> String {
-    prompt
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(TITLE_CHARS)
-        .collect()
-}
-
-/// 128 random bits as hex: a session id nobody can guess (ownership is
-/// checked anyway; an id says nothing about who made it or when).
-pub fn new_session_id() -> Result<String, StoreError> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|err| StoreError::Random(err.to_string()))?;
-    Ok(hex::encode(bytes))
 }
 
 #[cfg(test)]

@@ -13,55 +13,11 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::reload::{Reloader, setting};
-use crate::audit::{AuditLog, Kind, load_snapshot};
+use crate::audit::{Kind, load_snapshot};
 use crate::auth::StoredClient;
-use crate::bridge::Bridge;
-use crate::facts::Transport;
-use crate::keeper::{AuditSink, ClientIdentity, Keeper, Limits, Setting};
-use crate::mcp::http::Clients;
+use crate::keeper::Keeper;
 use crate::pdp::{ClientRecord, Problem, ProblemKind};
-use crate::servers::{Fleet, Servers};
-
-/// Makes the keeper of a client, sharing the policies, tools and log.
-#[derive(Clone)]
-pub(super) struct KeeperMaker {
-    pub settings: Arc<arc_swap::ArcSwap<Setting>>,
-    pub audit: Arc<AuditLog>,
-    pub session: String,
-    pub limits: Limits,
-    pub fleet: Option<Arc<Fleet>>,
-    pub bridge: Option<Arc<Bridge>>,
-    pub transport: Transport,
-}
-
-impl KeeperMaker {
-    pub fn keeper(&self, client: StoredClient) -> Arc<Keeper> {
-        let keeper = Keeper::sharing(
-            Arc::clone(&self.settings),
-            ClientIdentity::from(client),
-            self.transport,
-            Arc::clone(&self.audit) as Arc<dyn AuditSink>,
-            self.session.clone(),
-        )
-        .with_limits(self.limits);
-        let keeper = match &self.fleet {
-            Some(fleet) => keeper.with_fleet(Arc::clone(fleet)),
-            None => keeper,
-        };
-        Arc::new(match &self.bridge {
-            Some(bridge) => keeper.with_bridge(Arc::clone(bridge)),
-            None => keeper,
-        })
-    }
-}
-
-/// The clients `serve --http` serves, and what it takes to serve more.
-pub(super) struct Admission {
-    pub clients: Arc<Clients>,
-    pub maker: KeeperMaker,
-    /// The clients as last admitted.
-    pub served: Vec<StoredClient>,
-}
+use crate::servers::Servers;
 
 impl Reloader {
     /// Serves the directory's clients as they are now, if they changed.

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::super::Exit;
 use super::super::signals::Signals;
-use super::admission::Admission;
+use super::keepers::Admission;
 use super::{ServeArgs, World};
 use crate::auth::{ClientDirectory, FileDirectory, OWNER_TIER, StoredClient, TokenStore};
 use crate::cli::state_paths::with_state;

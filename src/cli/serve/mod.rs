@@ -5,6 +5,7 @@
 
 mod admission;
 mod http;
+mod keepers;
 mod metrics;
 mod reload;
 mod stdio;
@@ -45,8 +46,8 @@ use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
 use crate::state::{
     SharedChain, SharedNonces, SharedSessions, SharedState, follow_cancels, valid_chain_name,
 };
-use admission::{Admission, KeeperMaker};
 use http::HttpArgs;
+use keepers::{Admission, KeeperMaker};
 use reload::{ReloadMode, Reloader, Watched};
 
 #[derive(Debug, Args)]

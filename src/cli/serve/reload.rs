@@ -68,7 +68,7 @@ pub(super) struct Reloader {
     /// A fleet's shared state, where every set's snapshot is kept too.
     pub shared: Option<crate::state::SharedState>,
     /// `serve --http`: the clients it serves, followed as they change.
-    pub admission: Option<super::admission::Admission>,
+    pub admission: Option<super::keepers::Admission>,
 }
 
 /// What identifies the watched files' contents as they are now: each
