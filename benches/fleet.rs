@@ -4,8 +4,8 @@
 //! p50/p99; and tool calls per second from 64 HTTP clients to one replica
 //! on files, one on PostgreSQL, and three on PostgreSQL behind HAProxy
 //! (round-robin). PostgreSQL is a cluster of the bench's own
-//! (`tests/postgres.rs`), with its defaults (fsync and synchronous commit
-//! on). Without PostgreSQL or HAProxy the parts that need them say so.
+//! (`tests/postgres.rs`) that syncs its WAL, with synchronous commit on, as
+//! a team's server does. Without PostgreSQL or HAProxy the parts that need them say so.
 
 #![allow(
     clippy::unwrap_used,
@@ -270,7 +270,7 @@ fn stop(mut child: Child) {
 }
 
 fn fleet(_c: &mut Criterion) {
-    let Some(pg) = Postgres::start_or_skip() else {
+    let Some(pg) = Postgres::start_durable_or_skip() else {
         return;
     };
     let url = pg.url();

@@ -16,6 +16,10 @@ pub struct Postgres {
     bin: PathBuf,
     pub port: u16,
     as_postgres: bool,
+    /// Whether the server syncs its WAL: off for the tests (a process killed
+    /// loses nothing either way; only the machine's crash would), on for the
+    /// benchmarks, whose figures must be what a team's server pays.
+    fsync: bool,
 }
 
 /// The folder of `initdb` and `pg_ctl`: Debian keeps them out of `PATH`.
@@ -43,6 +47,15 @@ impl Postgres {
     /// A fresh cluster, or `None` (with a message) where there is no
     /// PostgreSQL and none is required.
     pub fn start_or_skip() -> Option<Self> {
+        Self::start_with_or_skip(false)
+    }
+
+    /// A fresh cluster that syncs its WAL, as a team's server does.
+    pub fn start_durable_or_skip() -> Option<Self> {
+        Self::start_with_or_skip(true)
+    }
+
+    fn start_with_or_skip(fsync: bool) -> Option<Self> {
         let Some(bin) = binaries() else {
             assert!(
                 std::env::var_os("PORTCULLIS_REQUIRE_POSTGRES").is_none(),
@@ -69,6 +82,7 @@ impl Postgres {
             bin,
             port: free_port(),
             as_postgres,
+            fsync,
         };
         let data = cluster.data();
         let made = cluster.run(
@@ -115,9 +129,10 @@ impl Postgres {
     /// Starts the server and waits until it accepts connections.
     pub fn pg_ctl_start(&self) {
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c max_connections=200",
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync={} -c max_connections=200",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            if self.fsync { "on" } else { "off" }
         );
         let log = self.dir.path().join("server.log").display().to_string();
         let started = self.run(
