@@ -191,6 +191,11 @@ fn tokens_live_in_the_shared_table_as_hashes_and_every_mistake_is_told() {
     assert_eq!(listed.code, 0, "{listed:?}");
     assert_eq!(listed.json()["clients"][0]["name"], "alice");
     assert_eq!(listed.json()["clients"][0]["tier"], "paired");
+    // The records' column compresses with lz4 (Debian's server has it).
+    let compression = fleet.pg.sql(
+        "SELECT attcompression FROM pg_attribute WHERE attrelid = 'portcullis_audit'::regclass AND attname = 'line'",
+    );
+    assert_eq!(compression.trim(), "l");
     let table = fleet.pg.sql("SELECT * FROM portcullis_clients");
     assert!(table.contains("alice"), "{table}");
     assert!(
