@@ -110,10 +110,15 @@ fn the_http_address_line_is_written_whole() {
     }
     let served = Served::new(ALLOW_BUILTIN, "paired");
     let trace = served.tree.dir.path().join("writes.strace");
+    // Killing strace would only detach the server it traces, which would
+    // then outlive the test: a shell notes its pid, then becomes the server.
+    let pid_file = served.tree.dir.path().join("serve.pid");
     let mut command = std::process::Command::new("strace");
     command
         .args(["-f", "-s", "256", "-e", "trace=write", "-o"])
         .arg(&trace)
+        .args(["sh", "-c", "echo $$ > \"$0\"; exec \"$@\""])
+        .arg(&pid_file)
         .arg(env!("CARGO_BIN_EXE_portcullis"))
         .args(served.serve_args())
         .args(["--http", "127.0.0.1:0"])
@@ -126,7 +131,12 @@ fn the_http_address_line_is_written_whole() {
     let printed = std::io::BufRead::lines(std::io::BufReader::new(stderr))
         .map_while(Result::ok)
         .find(|line| line.starts_with("portcullis: serving MCP over HTTP at "));
-    child.kill().unwrap();
+    let server = fs::read_to_string(&pid_file).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-s", "KILL", server.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
     child.wait().unwrap();
     assert!(printed.is_some(), "serve printed no address");
     let writes = fs::read_to_string(&trace).unwrap();
