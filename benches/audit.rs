@@ -91,6 +91,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         message: None,
         shadow: None,
         confined: None,
+        approver: None,
     };
     serde_json::to_value(record).unwrap()
 }

@@ -52,6 +52,7 @@
 //! are computed, never taken from the client.
 
 pub mod approval;
+pub mod approval_http;
 pub mod atomic_file;
 pub mod audit;
 pub mod auth;
@@ -64,6 +65,7 @@ pub mod facts;
 pub mod file_stamp;
 pub mod gate;
 pub mod hook;
+pub mod http_checks;
 pub mod keeper;
 pub mod loosening;
 pub mod mcp;

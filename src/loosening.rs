@@ -83,9 +83,14 @@ fn tier_loosenings(old: &SourceFile, new: &SourceFile) -> Vec<(String, String)> 
             "do not read on one side, so nothing of them can be compared".to_owned(),
         )];
     };
+    // Approver groups grant nothing themselves: a policy that names one
+    // does, and policies are compared on their own.
     let by_id = |tiers: &[Value]| -> BTreeMap<String, Value> {
         tiers
             .iter()
+            .filter(|tier| {
+                tier.pointer("/uid/type").and_then(Value::as_str) == Some("Portcullis::Tier")
+            })
             .filter_map(|tier| Some((tier.pointer("/uid/id")?.as_str()?.to_owned(), tier.clone())))
             .collect()
     };

@@ -30,6 +30,7 @@ mod gate_properties;
 mod haproxy;
 mod hook;
 mod http;
+mod inbox;
 mod interop_clients;
 mod interop_python;
 mod interop_ts;

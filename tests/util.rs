@@ -180,10 +180,12 @@ impl Served {
         self.tree.dir.path().join("audit/audit.jsonl")
     }
 
-    /// The records of the audit log so far (none before it exists).
+    /// The records of the audit log so far (none before it exists). A
+    /// line the writer is still appending (no newline yet) is not one.
     pub fn records(&self) -> Vec<serde_json::Value> {
-        fs::read_to_string(self.audit_log())
-            .unwrap_or_default()
+        let text = fs::read_to_string(self.audit_log()).unwrap_or_default();
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
             .lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()

@@ -19,9 +19,19 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::grant::Grant;
+use super::inbox::{Ended, Inbox, NewQuestion};
 use super::ledger::{NonceLedger, Spent};
 use super::seal::{ApprovalSeal, SealError};
-use crate::keeper::{Approval, CallOutcome, Keeper};
+use crate::keeper::{Approval, AskedCall, CallOutcome, Keeper};
+use crate::pdp::{Decision, INBOX_CHANNEL};
+
+/// A fresh question id: 12 hex digits, unguessable enough that an id seen
+/// on one page says nothing about the next, short enough to type.
+fn question_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
 
 /// What the user answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +58,11 @@ pub trait Asking {
     /// Puts the question to the user on this same call and waits at most
     /// `timeout` for the answer.
     fn ask(&self, question: &str, timeout: Duration) -> impl Future<Output = Answer> + Send;
+    /// Tells the client (as progress, when it asked for progress) that the
+    /// call waits in the approval inbox.
+    fn waiting(&self, message: &str) -> impl Future<Output = ()> + Send;
+    /// Resolves when the caller cancels the call.
+    fn stopped(&self) -> impl Future<Output = ()> + Send;
 }
 
 /// How the client speaks.
@@ -81,6 +96,8 @@ pub enum Reply {
     Declined {
         why: &'static str,
         policies: Vec<String>,
+        /// Who refused in the inbox, and why, in their words.
+        said: Option<String>,
     },
     /// Ask this question in the result; the client retries with the
     /// answer and this sealed state.
@@ -95,11 +112,15 @@ pub struct SealUnavailable;
 /// Approval settings and the seal of one server process.
 pub struct Approvals {
     pub seal: ApprovalSeal,
-    /// How long a legacy question waits for the user.
+    /// How long a legacy question waits for the user, and a question in
+    /// the inbox for an approver.
     pub timeout: Duration,
     /// Where a fleet spends nonces; `None` spends them in the seal, for
     /// this process alone.
     pub shared: Option<Arc<dyn NonceLedger>>,
+    /// The approval inbox, when this server has one: questions no client
+    /// can answer wait there for approvers.
+    pub inbox: Option<Arc<Inbox>>,
 }
 
 /// What a retried call carried.
@@ -119,10 +140,11 @@ impl Approvals {
         adapter: &impl Asking,
         request: Request<'_>,
     ) -> Result<Reply, SealUnavailable> {
-        let mut approval = if request.askable {
-            Approval::Askable
-        } else {
-            Approval::Unavailable
+        let mut approval = match (request.askable, self.inbox.is_some()) {
+            (true, true) => Approval::AskableOrInbox,
+            (true, false) => Approval::Askable,
+            (false, true) => Approval::Inbox,
+            (false, false) => Approval::Unavailable,
         };
         if let (Era::Modern, Some((state, answer))) = (request.era, request.retried) {
             match self.check_retry(keeper, &request, state, answer).await {
@@ -131,6 +153,7 @@ impl Approvals {
                     return Ok(Reply::Declined {
                         why,
                         policies: Vec::new(),
+                        said: None,
                     });
                 }
                 Retry::AskAgain => {}
@@ -141,10 +164,23 @@ impl Approvals {
             decision,
             digest,
             question,
+            via,
+            asked,
         } = outcome
         else {
             return Ok(Reply::Done(outcome));
         };
+        if let (INBOX_CHANNEL, Some(inbox)) = (via, &self.inbox) {
+            let waiting = InboxCall {
+                keeper,
+                inbox,
+                request_id: request.request_id,
+                decision: &decision,
+                digest,
+                asked: *asked,
+            };
+            return Ok(self.through_inbox(waiting, adapter).await);
+        }
         let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
         let id = request.request_id;
         if request.era == Era::Modern {
@@ -167,9 +203,15 @@ impl Approvals {
             Answer::Refuse(why) => Ok(Reply::Declined {
                 why,
                 policies: asking,
+                said: None,
             }),
             Answer::Approve => Ok(Reply::Done(
-                adapter.run(Approval::Granted(Grant::checked(digest))).await,
+                adapter
+                    .run(Approval::Granted(Grant::checked(
+                        digest,
+                        keeper.client_channel(),
+                    )))
+                    .await,
             )),
         }
     }
@@ -215,13 +257,103 @@ impl Approvals {
             .record_approval(id, "answered", &digest, detail)
             .await;
         match answer {
-            Answer::Approve => Retry::Granted(Grant::checked(digest)),
+            Answer::Approve => Retry::Granted(Grant::checked(digest, keeper.client_channel())),
             Answer::Refuse(why) => Retry::Declined(why),
         }
     }
 }
 
+/// A call whose question goes to the inbox.
+struct InboxCall<'a> {
+    keeper: &'a Keeper,
+    inbox: &'a Inbox,
+    request_id: &'a str,
+    decision: &'a Decision,
+    digest: String,
+    asked: AskedCall,
+}
+
 impl Approvals {
+    /// Posts the question in the inbox (recorded first) and waits for the
+    /// answer, the timeout or the caller's cancel; each end is recorded,
+    /// and only an approval that Cedar let through runs the call, decided
+    /// again with the approval through the inbox's channel.
+    async fn through_inbox(&self, call: InboxCall<'_>, adapter: &impl Asking) -> Reply {
+        let InboxCall {
+            keeper,
+            inbox,
+            request_id,
+            decision,
+            digest,
+            asked,
+        } = call;
+        let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
+        let Ok(id) = question_id() else {
+            return Reply::Declined {
+                why: "approval_unavailable",
+                policies: asking,
+                said: None,
+            };
+        };
+        let detail = json!({"question": id, "policies": asking, "tool": asked.tool.to_string()});
+        let recorded = keeper
+            .record_approval_via(request_id, "asked", &digest, INBOX_CHANNEL, detail)
+            .await;
+        if recorded.is_err() {
+            return Reply::Done(CallOutcome::AuditUnavailable);
+        }
+        let question = NewQuestion {
+            id: id.clone(),
+            keeper: Arc::new(keeper.pinned()),
+            request_id,
+            digest: &digest,
+            decision,
+            asked,
+        };
+        let posted = inbox.post(question, self.timeout);
+        adapter
+            .waiting(&format!("waiting for approval `{id}` in the inbox"))
+            .await;
+        let ended = tokio::select! {
+            ended = posted.answered(self.timeout) => ended,
+            () = adapter.stopped() => Ended::Withdrawn,
+        };
+        let (event, detail) = match &ended {
+            Ended::Approved(answer) | Ended::Denied(answer) => (
+                "answered",
+                json!({"question": id, "answer": answer.verdict, "approver": answer.approver,
+                       "fingerprint": answer.fingerprint, "reason": answer.reason}),
+            ),
+            Ended::Expired => ("expired", json!({"question": id})),
+            Ended::Withdrawn => ("withdrawn", json!({"question": id})),
+        };
+        let _ = keeper
+            .record_approval_via(request_id, event, &digest, INBOX_CHANNEL, detail)
+            .await;
+        match ended {
+            Ended::Approved(_) => Reply::Done(
+                adapter
+                    .run(Approval::Granted(Grant::checked(digest, INBOX_CHANNEL)))
+                    .await,
+            ),
+            Ended::Denied(answer) => Reply::Declined {
+                why: "approval_declined",
+                policies: asking,
+                said: Some(if answer.reason.is_empty() {
+                    format!("denied by {}", answer.approver)
+                } else {
+                    format!("denied by {}: {}", answer.approver, answer.reason)
+                }),
+            },
+            Ended::Expired => Reply::Declined {
+                why: "approval_expired",
+                policies: asking,
+                said: None,
+            },
+            Ended::Withdrawn => Reply::Done(CallOutcome::Cancelled),
+        }
+    }
+
     /// Opens a state and spends its nonce where the states of this
     /// process (or fleet) are spent; the refusal's code when it does not
     /// open.

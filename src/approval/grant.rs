@@ -8,11 +8,14 @@
 #[derive(Debug)]
 pub struct Grant {
     digest: String,
+    channel: &'static str,
 }
 
 impl Grant {
-    pub(super) fn checked(digest: String) -> Self {
-        Self { digest }
+    /// An approval through the client (its elicitation, its retried
+    /// state, its harness's prompt).
+    pub(super) fn checked(digest: String, channel: &'static str) -> Self {
+        Self { digest, channel }
     }
 
     /// The action digest of the approved call.
@@ -20,11 +23,18 @@ impl Grant {
         &self.digest
     }
 
+    /// The channel the approval came through, which the decision with it
+    /// is made under.
+    pub fn channel(&self) -> &'static str {
+        self.channel
+    }
+
     /// A grant for unit tests of the keeper.
     #[cfg(test)]
     pub(crate) fn for_tests(digest: &str) -> Self {
         Self {
             digest: digest.to_owned(),
+            channel: crate::keeper::APPROVAL_CHANNEL,
         }
     }
 }

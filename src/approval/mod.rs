@@ -10,6 +10,7 @@
 mod command;
 mod flow;
 mod grant;
+mod inbox;
 mod ledger;
 mod seal;
 mod shared_key;
@@ -19,6 +20,9 @@ pub use command::{
 };
 pub use flow::{Answer, Approvals, Asking, Era, Reply, Request, SealUnavailable};
 pub use grant::Grant;
+pub use inbox::{
+    Announce, AnswerError, AnswerView, AskingPolicy, Ended, Inbox, QuestionView, Status, Verdict,
+};
 pub use ledger::{LedgerUnavailable, NonceLedger, Spending, Spent};
 pub use seal::{ApprovalSeal, SealError, Unspent, action_digest};
 pub use shared_key::{APPROVAL_KEY_ENV, SharedKeyError, shared_key_from_file, shared_key_from_hex};

@@ -17,8 +17,8 @@ use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
-    Asked, Asker, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
-    PolicySetIdentity, Query, ToolAction, ToolRef, client_uid,
+    ApproveAsked, Asked, Asker, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
+    PolicySetIdentity, Query, ToolAction, ToolRef, approver_uid, client_uid,
 };
 use crate::tools::Registry;
 
@@ -28,6 +28,14 @@ pub struct ClientRef {
     pub name: String,
     pub fingerprint: String,
     pub tier: String,
+}
+
+/// The approver of an `approve` decision, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApproverRef {
+    pub name: String,
+    pub fingerprint: String,
+    pub groups: Vec<String>,
 }
 
 /// A determining policy as recorded.
@@ -94,6 +102,10 @@ pub struct DecisionRecord {
     /// project turned that off, or the harness cannot rewrite a command).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confined: Option<bool>,
+    /// For `approve`: who answered the question (the record's `client`
+    /// is the client that asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<ApproverRef>,
 }
 
 /// What a decision record decided about.
@@ -111,6 +123,9 @@ pub enum RecordedAction {
     /// May a downstream server's request (the record's `tool` names the
     /// method, its `resource` the server) reach the client?
     RelayRequest,
+    /// May the record's approver approve the client's call of the tool (a
+    /// question of the approval inbox)?
+    Approve,
 }
 
 impl std::fmt::Display for RecordedAction {
@@ -127,6 +142,7 @@ impl RecordedAction {
             RecordedAction::RunCommand => "run_command",
             RecordedAction::ReadPolicy => "read_policy",
             RecordedAction::RelayRequest => "relay_request",
+            RecordedAction::Approve => "approve",
         }
     }
 }
@@ -574,6 +590,7 @@ impl Redecider {
         let transport = recorded.transport;
         let tool_uid;
         let server_uid;
+        let mut principal = client_uid(&recorded.client.name);
         // The resource also names the entities cached for the record.
         let (resource, asked, approved) = match (
             recorded.action,
@@ -593,6 +610,22 @@ impl Redecider {
                     transport,
                 };
                 (server.as_str(), asked, false)
+            }
+            (RecordedAction::Approve, Some(facts), Some(tool_id), _) => {
+                let Some(approver) = &recorded.approver else {
+                    return Ok(None);
+                };
+                principal = approver_uid(&approver.name);
+                tool_uid = crate::pdp::tool_uid(tool_id);
+                let asked = Asked::Approve {
+                    tool: ToolRef::Entity(&tool_uid),
+                    asked: ApproveAsked {
+                        facts,
+                        client: &recorded.client.name,
+                        client_tier: &recorded.client.tier,
+                    },
+                };
+                (tool_id.as_str(), asked, false)
             }
             (
                 action @ (RecordedAction::DiscoverTool | RecordedAction::CallTool),
@@ -619,7 +652,6 @@ impl Redecider {
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|err| RecordProblem::PolicySet(Box::new(err)))?;
-        let principal = client_uid(&recorded.client.name);
         let entities = self.entities_for(&engine, recorded, resource)?;
         let decision = engine.decide(&Query {
             asker: Asker::Recorded {
@@ -653,8 +685,11 @@ impl Redecider {
         recorded: &DecisionRecord,
         resource: &str,
     ) -> Result<&Entities, RecordProblem> {
+        let approver = recorded.approver.as_ref().map_or(String::new(), |a| {
+            format!("{}\n{}", a.name, a.groups.join(","))
+        });
         let key = format!(
-            "{}\n{}\n{}\n{}\n{resource}",
+            "{}\n{}\n{}\n{}\n{resource}\n{approver}",
             engine.identity().hash,
             recorded.session,
             recorded.client.name,
@@ -778,6 +813,7 @@ mod tests {
             message: None,
             shadow: None,
             confined: None,
+            approver: None,
         }
     }
 

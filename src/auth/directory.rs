@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::store::{StoredClient, TokenStore};
+use super::store::{StoredApprover, StoredClient, TokenStore};
 use crate::file_stamp::FileStamp;
 
 /// The clients as last known, shared by every request that checks one.
@@ -20,12 +20,19 @@ pub trait ClientDirectory: Send + Sync {
     fn current(&self) -> Option<ClientList>;
 }
 
+/// The approvers as last known.
+pub type ApproverList = Arc<[StoredApprover]>;
+
 /// The token store's file, read again only when it changed.
 pub struct FileDirectory {
     path: PathBuf,
-    /// The clients as last read, with the stamp of that version of the file.
-    cached: Mutex<(Option<FileStamp>, Option<ClientList>)>,
+    /// The clients and approvers as last read, with the stamp of that
+    /// version of the file.
+    cached: Mutex<(Option<FileStamp>, Option<Lists>)>,
 }
+
+/// The store's two lists, read together.
+type Lists = (ClientList, ApproverList);
 
 impl FileDirectory {
     pub fn new(path: PathBuf) -> Self {
@@ -36,26 +43,41 @@ impl FileDirectory {
     }
 }
 
-impl ClientDirectory for FileDirectory {
-    /// The lock is held for the stat, not for the hashing: requests of
-    /// several clients authenticate at once.
-    fn current(&self) -> Option<ClientList> {
+impl FileDirectory {
+    /// The store as it is now. The lock is held for the stat, not for the
+    /// hashing: requests of several clients authenticate at once.
+    fn read(&self) -> Option<Lists> {
         let mut cached = self
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let stamp = FileStamp::of(&self.path);
         if stamp.is_none() || cached.0 != stamp {
-            let clients = match TokenStore::open(&self.path) {
-                Ok(store) => Some(ClientList::from(store.clients())),
+            let lists = match TokenStore::open(&self.path) {
+                Ok(store) => Some((
+                    ClientList::from(store.clients()),
+                    ApproverList::from(store.approvers()),
+                )),
                 Err(err) => {
                     tracing::error!(error = %err, "the token store cannot be read: every request is refused");
                     None
                 }
             };
-            *cached = (stamp, clients);
+            *cached = (stamp, lists);
         }
         cached.1.clone()
+    }
+
+    /// Every approver as the store holds it now; `None` when it cannot be
+    /// read, which refuses every answer.
+    pub fn approvers(&self) -> Option<ApproverList> {
+        self.read().map(|(_, approvers)| approvers)
+    }
+}
+
+impl ClientDirectory for FileDirectory {
+    fn current(&self) -> Option<ClientList> {
+        self.read().map(|(clients, _)| clients)
     }
 }
 

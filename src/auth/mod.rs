@@ -6,10 +6,10 @@ mod directory;
 mod store;
 mod token;
 
-pub use directory::{ClientDirectory, ClientList, FileDirectory};
+pub use directory::{ApproverList, ClientDirectory, ClientList, FileDirectory};
 pub use store::{
-    OWNER_TIER, StoreError, StoredClient, TokenStore, authenticate_among, default_store_path,
-    new_client,
+    OWNER_TIER, Revoked, StoreError, StoredApprover, StoredClient, TokenStore, authenticate_among,
+    authenticate_approver, default_store_path, new_approver, new_client,
 };
 pub use token::{Token, fingerprint, generate, hash_token};
 

@@ -39,6 +39,14 @@ pub enum StoreError {
     Exists(String),
     #[error("no client named `{0}`")]
     NoSuchClient(String),
+    #[error("an approver named `{0}` already exists; revoke it first")]
+    ApproverExists(String),
+    #[error("`{0}` names an approver, and a client and an approver never share a name")]
+    NameTaken(String),
+    #[error(
+        "an approver belongs to at least one group, each a name of A-Z a-z 0-9 . _ -; `{0}` is not"
+    )]
+    BadGroup(String),
     #[error("client names are 1 to 64 characters of A-Z a-z 0-9 . _ -; `{0}` is not")]
     BadName(String),
     #[error("MCP clients never get the `owner` tier")]
@@ -65,20 +73,51 @@ impl StoredClient {
     }
 }
 
+/// One approver in the store: a person who answers the questions of the
+/// approval inbox. Kept apart from the clients, so that an approver's
+/// token can never open an MCP session, nor a client's answer a question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredApprover {
+    pub name: String,
+    /// The approver groups (declared in tiers.json) it belongs to.
+    pub groups: Vec<String>,
+    /// SHA-256 of the token, hex.
+    pub token_sha256: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+}
+
+impl StoredApprover {
+    pub fn fingerprint(&self) -> String {
+        self.token_sha256.chars().take(16).collect()
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StoreFile {
     version: u32,
     clients: Vec<StoredClient>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    approvers: Vec<StoredApprover>,
 }
 
 const STORE_VERSION: u32 = 1;
+
+/// What `revoke` removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revoked {
+    Client(StoredClient),
+    Approver(StoredApprover),
+}
 
 /// The token store: a JSON file, mode 0600, replaced atomically on change.
 #[derive(Debug)]
 pub struct TokenStore {
     path: PathBuf,
     clients: Vec<StoredClient>,
+    approvers: Vec<StoredApprover>,
 }
 
 /// The tier no MCP client is given: not by `token create`, and not by a
@@ -103,25 +142,62 @@ pub fn default_store_path() -> Option<PathBuf> {
 /// (this file, or a fleet's table) adds. Names and tiers are checked here,
 /// once for all of them.
 pub fn new_client(name: &str, tier: &str) -> Result<(Token, StoredClient), StoreError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !valid {
+    if !valid_name(name) {
         return Err(StoreError::BadName(name.to_owned()));
     }
     if tier == OWNER_TIER {
         return Err(StoreError::OwnerTier);
     }
-    let token = generate().map_err(|err| StoreError::Random(err.to_string()))?;
+    let (token, token_sha256, created) = fresh_token()?;
     let client = StoredClient {
         name: name.to_owned(),
         tier: tier.to_owned(),
-        token_sha256: hex::encode(hash_token(token.as_str())),
-        created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        token_sha256,
+        created,
     };
     Ok((token, client))
+}
+
+/// A new approver named `name` in `groups`, with its token.
+pub fn new_approver(name: &str, groups: &[String]) -> Result<(Token, StoredApprover), StoreError> {
+    if !valid_name(name) {
+        return Err(StoreError::BadName(name.to_owned()));
+    }
+    if groups.is_empty() {
+        return Err(StoreError::BadGroup(String::new()));
+    }
+    if let Some(bad) = groups.iter().find(|group| !valid_name(group)) {
+        return Err(StoreError::BadGroup(bad.clone()));
+    }
+    let (token, token_sha256, created) = fresh_token()?;
+    let mut groups = groups.to_vec();
+    groups.sort();
+    groups.dedup();
+    Ok((
+        token,
+        StoredApprover {
+            name: name.to_owned(),
+            groups,
+            token_sha256,
+            created,
+        },
+    ))
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// A token, its hash as stored, and now as a creation time.
+fn fresh_token() -> Result<(Token, String, String), StoreError> {
+    let token = generate().map_err(|err| StoreError::Random(err.to_string()))?;
+    let hash = hex::encode(hash_token(token.as_str()));
+    let created = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    Ok((token, hash, created))
 }
 
 /// The client among `clients` whose token this is. Every stored hash is
@@ -131,16 +207,25 @@ pub fn authenticate_among<'a>(
     clients: &'a [StoredClient],
     token: &str,
 ) -> Option<&'a StoredClient> {
+    among(clients, |c| &c.token_sha256, token)
+}
+
+/// The approver among `approvers` whose token this is, compared as
+/// [`authenticate_among`] compares clients.
+pub fn authenticate_approver<'a>(
+    approvers: &'a [StoredApprover],
+    token: &str,
+) -> Option<&'a StoredApprover> {
+    among(approvers, |a| &a.token_sha256, token)
+}
+
+fn among<'a, T>(entries: &'a [T], hash_of: impl Fn(&T) -> &String, token: &str) -> Option<&'a T> {
     let given = hex::encode(hash_token(token));
     let mut found = None;
-    for client in clients {
-        let equal: bool = client
-            .token_sha256
-            .as_bytes()
-            .ct_eq(given.as_bytes())
-            .into();
+    for entry in entries {
+        let equal: bool = hash_of(entry).as_bytes().ct_eq(given.as_bytes()).into();
         if equal && found.is_none() {
-            found = Some(client);
+            found = Some(entry);
         }
     }
     found
@@ -175,6 +260,7 @@ impl TokenStore {
         Ok(Self {
             path: path.to_owned(),
             clients: file.clients,
+            approvers: file.approvers,
         })
     }
 
@@ -185,6 +271,7 @@ impl TokenStore {
                 Ok(Self {
                     path: path.to_owned(),
                     clients: Vec::new(),
+                    approvers: Vec::new(),
                 })
             }
             other => other,
@@ -195,10 +282,17 @@ impl TokenStore {
         &self.clients
     }
 
+    pub fn approvers(&self) -> &[StoredApprover] {
+        &self.approvers
+    }
+
     /// Adds a client and returns its token, the only time it is shown.
     pub fn create(&mut self, name: &str, tier: &str) -> Result<Token, StoreError> {
         if self.clients.iter().any(|c| c.name == name) {
             return Err(StoreError::Exists(name.to_owned()));
+        }
+        if self.approvers.iter().any(|a| a.name == name) {
+            return Err(StoreError::NameTaken(name.to_owned()));
         }
         let (token, client) = new_client(name, tier)?;
         self.clients.push(client);
@@ -206,13 +300,33 @@ impl TokenStore {
         Ok(token)
     }
 
-    pub fn revoke(&mut self, name: &str) -> Result<StoredClient, StoreError> {
-        let index = self
-            .clients
-            .iter()
-            .position(|c| c.name == name)
-            .ok_or_else(|| StoreError::NoSuchClient(name.to_owned()))?;
-        let removed = self.clients.remove(index);
+    /// Adds an approver and returns its token, the only time it is shown.
+    pub fn create_approver(
+        &mut self,
+        name: &str,
+        groups: &[String],
+    ) -> Result<(Token, StoredApprover), StoreError> {
+        if self.approvers.iter().any(|a| a.name == name) {
+            return Err(StoreError::ApproverExists(name.to_owned()));
+        }
+        if self.clients.iter().any(|c| c.name == name) {
+            return Err(StoreError::Exists(name.to_owned()));
+        }
+        let (token, approver) = new_approver(name, groups)?;
+        self.approvers.push(approver.clone());
+        self.save()?;
+        Ok((token, approver))
+    }
+
+    /// Removes the client or approver of this name.
+    pub fn revoke(&mut self, name: &str) -> Result<Revoked, StoreError> {
+        let removed = if let Some(index) = self.clients.iter().position(|c| c.name == name) {
+            Revoked::Client(self.clients.remove(index))
+        } else if let Some(index) = self.approvers.iter().position(|a| a.name == name) {
+            Revoked::Approver(self.approvers.remove(index))
+        } else {
+            return Err(StoreError::NoSuchClient(name.to_owned()));
+        };
         self.save()?;
         Ok(removed)
     }
@@ -235,6 +349,7 @@ impl TokenStore {
         let file = StoreFile {
             version: STORE_VERSION,
             clients: self.clients.clone(),
+            approvers: self.approvers.clone(),
         };
         let text = serde_json::to_string_pretty(&file)
             .map_err(|err| write_error(io::Error::other(err)))?;

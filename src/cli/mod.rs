@@ -3,6 +3,7 @@
 //! Names, file formats and exit codes follow the `cedar` CLI where it has an
 //! equivalent.
 
+mod approvals;
 mod audit;
 mod audit_shared;
 mod check;
@@ -98,6 +99,10 @@ pub enum Command {
     /// Create, list and revoke client tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Answer the approval inbox of a running `serve --approvals`, as an
+    /// approver: list, show, approve, deny.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// Show the whole loop on the built-in defaults in a temporary folder.
     Demo(demo::DemoArgs),
     /// Check what the features need on this machine (cvc5, Landlock, user
@@ -174,6 +179,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Init(args) => init::run(&args, cli.format),
         Command::Serve(args) => serve::run(&args),
         Command::Token(command) => token::run(command, cli.format),
+        Command::Approvals(command) => approvals::run(command, cli.format),
         Command::Demo(args) => demo::run(&args, cli.format),
         Command::Doctor(args) => doctor::run(&args, cli.format),
         Command::Audit(command) => audit::run(command, cli.format),

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::state_paths::{StateArgs, StoreArgs, with_state};
 use super::{Exit, Format, PolicyArgs, print_json};
-use crate::auth::{StoredClient, Token, TokenStore};
+use crate::auth::{Revoked, StoredClient, Token, TokenStore};
 use crate::pdp::{ClientRecord, Engine, ProblemKind};
 use crate::servers::registry_for;
 use crate::state::ClientTable;
@@ -29,6 +29,11 @@ pub struct CreateArgs {
     /// The client's tier, declared in tiers.json. Never `owner`.
     #[arg(long, default_value = "paired")]
     pub tier: String,
+    /// Make an approver of this group (declared in tiers.json) instead of
+    /// a client: it answers the approval inbox's questions and can never
+    /// open an MCP session. Repeat for several groups.
+    #[arg(long = "approver", value_name = "GROUP")]
+    pub approver: Vec<String>,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
@@ -71,6 +76,9 @@ pub fn run(command: TokenCommand, format: Format) -> anyhow::Result<Exit> {
 }
 
 fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
+    if !args.approver.is_empty() {
+        return create_approver(args, format);
+    }
     // The tier must be one the policy set declares, or the client could
     // never be served.
     let bundle = args.policies.bundle()?;
@@ -122,6 +130,57 @@ fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// An approver: its groups must be ones the policy set declares, or no
+/// policy could ever let it approve.
+fn create_approver(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
+    if args.state.url()?.is_some() {
+        anyhow::bail!(
+            "approvers live in the token store's file; a fleet's shared state keeps clients only"
+        );
+    }
+    let bundle = args.policies.bundle()?;
+    let engine = registry_for(&bundle)
+        .and_then(|registry| Engine::load(&bundle, &registry, &[]))
+        .map_err(|_| {
+            anyhow::anyhow!("the policy set does not load; run `portcullis policy validate`")
+        })?;
+    let declared = engine.approver_groups();
+    if let Some(unknown) = args.approver.iter().find(|g| !declared.contains(g)) {
+        anyhow::bail!(
+            "--approver: the group `{unknown}` is not declared in {} (declared: {})",
+            bundle.tiers.display,
+            if declared.is_empty() {
+                "none".to_owned()
+            } else {
+                declared.join(", ")
+            }
+        );
+    }
+    let path = store_path(&args.store)?;
+    let mut store = TokenStore::open_or_new(&path)?;
+    let (token, approver) = store.create_approver(&args.name, &args.approver)?;
+    let fingerprint = approver.fingerprint();
+    let place = path.display().to_string();
+    match format {
+        Format::Json => print_json(&json!({
+            "name": approver.name,
+            "approver_groups": approver.groups,
+            "fingerprint": fingerprint,
+            "token": token.as_str(),
+            "store": place,
+        }))?,
+        Format::Human => {
+            eprintln!(
+                "created approver `{}` (groups {}, fingerprint {fingerprint}) in {place}; the token is shown once:",
+                approver.name,
+                approver.groups.join(", "),
+            );
+            println!("{}", token.as_str());
+        }
+    }
+    Ok(Exit::Ok)
+}
+
 /// A client added to the token store's file, with the audit checkpoint
 /// key pair made beside it if it is not there yet.
 fn create_in_store(args: &CreateArgs) -> anyhow::Result<(Token, StoredClient, std::path::PathBuf)> {
@@ -141,15 +200,20 @@ fn create_in_store(args: &CreateArgs) -> anyhow::Result<(Token, StoredClient, st
 }
 
 fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
-    let (clients, place) = match &args.state.url()? {
+    let (clients, approvers, place) = match &args.state.url()? {
         Some(url) => (
             with_state(url, async |state| ClientTable::of(state).list().await)?,
+            Vec::new(),
             url.to_string(),
         ),
         None => {
             let path = store_path(&args.store)?;
             let store = TokenStore::open_or_new(&path)?;
-            (store.clients().to_vec(), path.display().to_string())
+            (
+                store.clients().to_vec(),
+                store.approvers().to_vec(),
+                path.display().to_string(),
+            )
         }
     };
     match format {
@@ -158,7 +222,11 @@ fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
                 .iter()
                 .map(|c| json!({"name": c.name, "tier": c.tier, "fingerprint": c.fingerprint(), "created": c.created}))
                 .collect();
-            print_json(&json!({"store": place, "clients": clients}))?;
+            let approvers: Vec<_> = approvers
+                .iter()
+                .map(|a| json!({"name": a.name, "approver_groups": a.groups, "fingerprint": a.fingerprint(), "created": a.created}))
+                .collect();
+            print_json(&json!({"store": place, "clients": clients, "approvers": approvers}))?;
         }
         Format::Human => {
             if clients.is_empty() {
@@ -178,23 +246,44 @@ fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
                     c.created
                 );
             }
+            if !approvers.is_empty() {
+                println!(
+                    "\n{:<24} {:<20} {:<16}  CREATED",
+                    "APPROVER", "GROUPS", "FINGERPRINT"
+                );
+            }
+            for a in &approvers {
+                println!(
+                    "{:<24} {:<20} {}  {}",
+                    a.name,
+                    a.groups.join(","),
+                    a.fingerprint(),
+                    a.created
+                );
+            }
         }
     }
     Ok(Exit::Ok)
 }
 
 fn revoke(args: &RevokeArgs, format: Format) -> anyhow::Result<Exit> {
-    let removed = match &args.state.url()? {
-        Some(url) => with_state(url, async |state| {
-            ClientTable::of(state).revoke(&args.name).await
-        })?,
-        None => TokenStore::open(&store_path(&args.store)?)?.revoke(&args.name)?,
+    let (name, fingerprint, what) = match &args.state.url()? {
+        Some(url) => {
+            let removed = with_state(url, async |state| {
+                ClientTable::of(state).revoke(&args.name).await
+            })?;
+            (removed.name.clone(), removed.fingerprint(), "client")
+        }
+        None => match TokenStore::open(&store_path(&args.store)?)?.revoke(&args.name)? {
+            Revoked::Client(c) => (c.name.clone(), c.fingerprint(), "client"),
+            Revoked::Approver(a) => (a.name.clone(), a.fingerprint(), "approver"),
+        },
     };
     match format {
         Format::Json => {
-            print_json(&json!({"revoked": removed.name, "fingerprint": removed.fingerprint()}))?
+            print_json(&json!({"revoked": name, "kind": what, "fingerprint": fingerprint}))?
         }
-        Format::Human => println!("revoked `{}` ({})", removed.name, removed.fingerprint()),
+        Format::Human => println!("revoked {what} `{name}` ({fingerprint})"),
     }
     Ok(Exit::Ok)
 }

@@ -16,7 +16,7 @@ use super::result_fit::misfit;
 use super::{Approval, Authorized, CallOutcome, Keeper};
 use crate::bridge::{Caller, Ended};
 use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, forwarded_arguments, is_vcs_metadata};
-use crate::pdp::{Cause, Decision, Outcome, Query, ToolAction};
+use crate::pdp::{Cause, Decision, INBOX_CHANNEL, Outcome, Query, ToolAction};
 use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
     BridgeTool, CancelFlag, Invocation, Progress, RegisteredTool, Runner, ToolFailure, ToolId,
@@ -254,22 +254,54 @@ impl Keeper {
         approval: &Approval,
         trail: &mut Trail<'_>,
     ) -> Decision {
-        let decision = self.decide(ToolAction::Call, tool, facts);
+        let first = match approval {
+            Approval::Inbox => INBOX_CHANNEL,
+            _ => self.approval_channel(),
+        };
+        let decision = self.decide_via(ToolAction::Call, tool, facts, first);
+        trail.channel = first;
+        if let Approval::AskableOrInbox = approval
+            && decision.outcome == Outcome::Deny
+        {
+            // The client's channel is refused: would the inbox's do?
+            let query = Query::tool(
+                &self.client.name,
+                ToolAction::Call,
+                &tool.spec.id,
+                facts,
+                INBOX_CHANNEL,
+            );
+            let via_inbox = self.setting.engine.decide(&query);
+            if via_inbox.outcome == Outcome::Ask {
+                trail.channel = INBOX_CHANNEL;
+                return via_inbox;
+            }
+        }
         let Approval::Granted(grant) = approval else {
             return decision;
         };
-        if decision.outcome != Outcome::Ask
-            || grant.digest() != self.digest(&tool.spec.id, arguments)
-        {
+        if grant.digest() != self.digest(&tool.spec.id, arguments) {
             return decision;
         }
+        // Asked through one channel, approved through another: the
+        // decision without the approval is asked again through the one the
+        // approval came by.
+        let unapproved = if grant.channel() == first {
+            decision
+        } else {
+            self.decide_via(ToolAction::Call, tool, facts, grant.channel())
+        };
+        if unapproved.outcome != Outcome::Ask {
+            return unapproved;
+        }
         trail.approved = true;
+        trail.channel = grant.channel();
         let query = Query::tool(
             &self.client.name,
             ToolAction::Call,
             &tool.spec.id,
             facts,
-            self.approval_channel(),
+            grant.channel(),
         );
         self.setting.engine.decide(&query.approved())
     }
@@ -294,13 +326,19 @@ impl Keeper {
                 Err(CallOutcome::Denied(decision, missing))
             }
             (_, Err(_)) => Err(CallOutcome::AuditUnavailable),
-            (Outcome::Ask, Ok(_)) if matches!(approval, Approval::Askable) => {
+            (Outcome::Ask, Ok(_))
+                if trail.channel == INBOX_CHANNEL
+                    || matches!(approval, Approval::Askable | Approval::AskableOrInbox) =>
+            {
                 let digest = self.digest(&tool.spec.id, arguments);
                 let question = self.question(tool, arguments, &call.paths, &decision);
+                let asked = Box::new(self.asked_call(tool, call));
                 Err(CallOutcome::NeedsApproval {
                     decision,
                     digest,
                     question,
+                    via: trail.channel,
+                    asked,
                 })
             }
             (Outcome::Ask, Ok(_)) => Err(CallOutcome::ApprovalUnavailable(decision)),

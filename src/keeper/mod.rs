@@ -18,6 +18,7 @@
 //! keeper. Moving `Grant` down here would open its constructor to the
 //! crate; the arrow up is the price of keeping that proof unforgeable.
 
+mod approve;
 mod authorized;
 mod call;
 mod command;
@@ -87,6 +88,14 @@ pub enum Approval {
     /// The client can put a question to its user: an ask ends as
     /// `NeedsApproval`, for the approval flow to ask.
     Askable,
+    /// The client cannot ask, and the approval inbox can: an ask through
+    /// the inbox's channel ends as `NeedsApproval` via the inbox.
+    Inbox,
+    /// The client can ask and the inbox is there too: the client's channel
+    /// first, and the inbox when the policies refuse an approval through
+    /// the client's (a team that sends every destructive call to its
+    /// security team, whatever the client can do).
+    AskableOrInbox,
     /// A human approved a call; only `approval/` makes the grant, and it
     /// counts only for the call whose digest it holds.
     Granted(Grant),
@@ -115,6 +124,11 @@ pub enum CallOutcome {
         decision: Decision,
         digest: String,
         question: String,
+        /// The channel the approval must come through: the client's, or
+        /// the inbox (`pdp::INBOX_CHANNEL`).
+        via: &'static str,
+        /// What the inbox shows and decides `approve` on.
+        asked: Box<AskedCall>,
     },
     /// A human approved, and the decision with the approval still denies
     /// (a policy refuses the channel, say).
@@ -135,6 +149,24 @@ pub enum CallOutcome {
     InvalidResult { why: String, content: Option<Value> },
     /// The caller cancelled; nothing is sent back.
     Cancelled,
+}
+
+/// A call waiting for an approval, as the approval inbox shows it and
+/// asks Cedar about it: never an argument policies cannot see.
+#[derive(Debug, Clone)]
+pub struct AskedCall {
+    pub tool: ToolId,
+    /// The tool's name as the client called it.
+    pub name: String,
+    pub facts: ToolFacts,
+    /// Each path argument, resolved, as shown (relative to the root, or
+    /// absolute and marked when outside it).
+    pub paths: Vec<(String, String)>,
+    /// The arguments policies can see (the tool's typed input).
+    pub arguments: serde_json::Map<String, Value>,
+    /// The arguments policies cannot see, by dotted path: named, never
+    /// shown.
+    pub hidden: Vec<String>,
 }
 
 /// Why the gate gave no answer.
@@ -438,13 +470,24 @@ impl Keeper {
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
+        self.decide_via(action, tool, facts, self.approval_channel())
+    }
+
+    /// The decision, an approval coming through `channel` if one is needed.
+    fn decide_via(
+        &self,
+        action: ToolAction,
+        tool: &RegisteredTool,
+        facts: &ToolFacts,
+        channel: &str,
+    ) -> Decision {
         let started = std::time::Instant::now();
         let decision = self.setting.engine.decide(&Query::tool(
             &self.client.name,
             action,
             &tool.spec.id,
             facts,
-            self.approval_channel(),
+            channel,
         ));
         crate::metrics::decided(
             decision.outcome.as_str(),
@@ -519,8 +562,45 @@ impl Keeper {
         Some(this.digest(&tool.spec.id, arguments))
     }
 
+    /// The channel this keeper's clients answer questions through.
+    pub fn client_channel(&self) -> &'static str {
+        self.approval_channel()
+    }
+
     /// Records an approval event (a question asked, an answer, a refused
-    /// state), linked to its decision by digest and request.
+    /// state) of `channel`, linked to its decision by digest and request;
+    /// an error when it is not durable.
+    pub async fn record_approval_via(
+        &self,
+        request_id: &str,
+        event: &str,
+        digest: &str,
+        channel: &str,
+        detail: Value,
+    ) -> Result<(), AuditUnavailable> {
+        let body = json!({
+            "event": event,
+            "session": self.session,
+            "request_id": request_id,
+            "client": self.client.name,
+            "channel": channel,
+            "digest": digest,
+            "detail": detail,
+        });
+        crate::metrics::approval(event);
+        self.audit
+            .append_many(vec![(Kind::Approval, body)])
+            .await
+            .map(|_| ())
+            .map_err(|err| {
+                tracing::error!(error = %err, "an approval record could not be written");
+                AuditUnavailable
+            })
+    }
+
+    /// Records an approval event of this keeper's clients' channel. The
+    /// question or answer it records is refused by its caller when the
+    /// record is not durable; the event itself goes on either way.
     pub async fn record_approval(
         &self,
         request_id: &str,
@@ -528,19 +608,10 @@ impl Keeper {
         digest: &str,
         detail: Value,
     ) {
-        let body = json!({
-            "event": event,
-            "session": self.session,
-            "request_id": request_id,
-            "client": self.client.name,
-            "channel": self.approval_channel(),
-            "digest": digest,
-            "detail": detail,
-        });
-        crate::metrics::approval(event);
-        if let Err(err) = self.audit.append_many(vec![(Kind::Approval, body)]).await {
-            tracing::error!(error = %err, "an approval record could not be written");
-        }
+        let channel = self.approval_channel();
+        let _ = self
+            .record_approval_via(request_id, event, digest, channel, detail)
+            .await;
     }
 }
 

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::Keeper;
-use crate::facts::ResolvedPath;
+use super::{AskedCall, Keeper};
+use crate::facts::{ResolvedPath, ToolCallFacts};
 use crate::pdp::Decision;
 use crate::tools::RegisteredTool;
 
@@ -30,11 +30,7 @@ impl Keeper {
             Self::mcp_name(&tool.spec)
         )];
         for (name, resolved) in paths {
-            let shown = match resolved.relative(&self.setting.root) {
-                Some(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
-                Some(relative) => relative.display().to_string(),
-                None => format!("{} (outside the root)", resolved.canonical.display()),
-            };
+            let shown = self.shown_path(resolved);
             lines.push(format!("  path `{name}`: {shown:?}"));
         }
         if let Value::Object(map) = arguments {
@@ -55,6 +51,42 @@ impl Keeper {
             reasons.join("; ")
         ));
         lines.join("\n")
+    }
+}
+
+impl Keeper {
+    /// A resolved path as a human reads it: relative to the root, or
+    /// absolute and marked when outside it.
+    fn shown_path(&self, resolved: &ResolvedPath) -> String {
+        match resolved.relative(&self.setting.root) {
+            Some(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
+            Some(relative) => relative.display().to_string(),
+            None => format!("{} (outside the root)", resolved.canonical.display()),
+        }
+    }
+
+    /// The call as the approval inbox shows it: what policies see of it,
+    /// and the names (only) of what they do not.
+    pub(super) fn asked_call(&self, tool: &RegisteredTool, call: &ToolCallFacts) -> AskedCall {
+        let (arguments, hidden) = match &call.facts.input {
+            Some(input) => (
+                input.values.clone(),
+                input.redacted.keys().cloned().collect(),
+            ),
+            None => (serde_json::Map::new(), Vec::new()),
+        };
+        AskedCall {
+            tool: tool.spec.id.clone(),
+            name: Self::mcp_name(&tool.spec),
+            facts: call.facts.clone(),
+            paths: call
+                .paths
+                .iter()
+                .map(|(name, resolved)| (name.clone(), self.shown_path(resolved)))
+                .collect(),
+            arguments,
+            hidden,
+        }
     }
 }
 

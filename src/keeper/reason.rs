@@ -31,6 +31,8 @@ pub enum ReasonCode {
     /// The approval was declined, cancelled, timed out or never given, or
     /// given and still refused by a policy.
     ApprovalDeclined,
+    /// The question waited in the approval inbox until it expired.
+    ApprovalExpired,
     /// The tool ran and failed.
     ToolFailed,
     /// The policy engine failed: denied (fail closed).
@@ -47,7 +49,7 @@ pub enum ReasonCode {
 
 impl ReasonCode {
     /// Every code, for the schemas that name them.
-    pub const ALL: [ReasonCode; 14] = [
+    pub const ALL: [ReasonCode; 15] = [
         ReasonCode::UnknownTool,
         ReasonCode::InvalidArguments,
         ReasonCode::Forbidden,
@@ -56,6 +58,7 @@ impl ReasonCode {
         ReasonCode::MissingCapability,
         ReasonCode::ApprovalUnavailable,
         ReasonCode::ApprovalDeclined,
+        ReasonCode::ApprovalExpired,
         ReasonCode::ToolFailed,
         ReasonCode::PolicyError,
         ReasonCode::AuditUnavailable,
@@ -93,6 +96,7 @@ impl ReasonCode {
             ReasonCode::MissingCapability => "missing_capability",
             ReasonCode::ApprovalUnavailable => "approval_unavailable",
             ReasonCode::ApprovalDeclined => "approval_declined",
+            ReasonCode::ApprovalExpired => "approval_expired",
             ReasonCode::ToolFailed => "tool_failed",
             ReasonCode::PolicyError => "policy_error",
             ReasonCode::AuditUnavailable => "audit_unavailable",

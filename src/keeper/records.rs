@@ -21,6 +21,8 @@ pub(super) struct Trail<'a> {
     pub definition: Option<String>,
     pub arguments: Option<&'a Value>,
     pub approved: bool,
+    /// The channel an approval of this call would come (or came) through.
+    pub channel: &'static str,
     pub pending: Vec<Value>,
 }
 
@@ -34,6 +36,7 @@ impl<'a> Trail<'a> {
             definition: None,
             arguments,
             approved: false,
+            channel: "",
             pending: Vec::new(),
         }
     }
@@ -132,7 +135,12 @@ impl Keeper {
             facts: decided.map(|(facts, _)| facts.clone()),
             approved: trail.approved,
             command: None,
-            approval_channel: self.approval_channel().to_owned(),
+            approval_channel: if trail.channel.is_empty() {
+                self.approval_channel()
+            } else {
+                trail.channel
+            }
+            .to_owned(),
             entities,
             policy_set: (**self.setting.engine.identity()).clone(),
             decision: outcome,
@@ -142,6 +150,7 @@ impl Keeper {
             message: refusal.map(|r| r.1.to_owned()),
             shadow,
             confined: None,
+            approver: None,
         };
         serde_json::to_value(record).map_err(|err| {
             tracing::error!(error = %err, "a decision record could not be encoded");
@@ -184,6 +193,7 @@ impl Keeper {
             message: None,
             shadow: shadow_record(decision),
             confined: None,
+            approver: None,
         }
     }
 

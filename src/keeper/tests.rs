@@ -260,6 +260,12 @@ impl crate::approval::Asking for Direct<'_> {
     async fn ask(&self, _question: &str, _timeout: std::time::Duration) -> crate::approval::Answer {
         panic!("a 2026-07-28 call never asks on the same call")
     }
+
+    async fn waiting(&self, _message: &str) {}
+
+    async fn stopped(&self) {
+        std::future::pending::<()>().await;
+    }
 }
 
 #[tokio::test]
@@ -281,6 +287,7 @@ async fn an_expired_state_asks_again_runs_nothing_and_is_audited() {
         .unwrap(),
         timeout: Duration::from_secs(120),
         shared: None,
+        inbox: None,
     };
     let adapter = Direct {
         keeper: &f.keeper,

@@ -109,4 +109,18 @@ impl Asking for McpCall<'_> {
             }
         }
     }
+
+    async fn waiting(&self, message: &str) {
+        let Some(token) = self.context.meta.get_progress_token() else {
+            return;
+        };
+        let note = ProgressNotificationParam::new(token, 0.0).with_message(message.to_owned());
+        if let Err(err) = self.context.peer.notify_progress(note).await {
+            tracing::debug!(error = %err, "progress notification not sent");
+        }
+    }
+
+    async fn stopped(&self) {
+        self.cancel.cancelled().await;
+    }
 }

@@ -59,7 +59,11 @@ pub fn output_schema(success: &Value) -> Value {
 pub fn reply(reply: Reply) -> Result<CallToolResponse, ErrorData> {
     match reply {
         Reply::Done(outcome) => to_response(outcome).unwrap_or_else(|| Err(internal("cancelled"))),
-        Reply::Declined { why, policies } => Ok(approval_declined(why, &policies)),
+        Reply::Declined {
+            why,
+            policies,
+            said,
+        } => Ok(approval_declined(why, &policies, said.as_deref())),
         Reply::InputRequired { question, state } => {
             let requests = input_requests(&question)
                 .ok_or_else(|| internal("the approval question could not be built"))?;
@@ -177,13 +181,28 @@ pub fn audit_unavailable() -> CallToolResponse {
 
 /// The answer to a call whose approval was declined, cancelled, timed out
 /// or never given.
-pub fn approval_declined(answer: &str, policies: &[String]) -> CallToolResponse {
+/// A call not approved: `answer` names how (`approval_expired` when its
+/// question expired in the inbox), `said` is the approver's reason.
+pub fn approval_declined(
+    answer: &str,
+    policies: &[String],
+    said: Option<&str>,
+) -> CallToolResponse {
     let policies: Vec<Value> = policies.iter().map(|id| json!({"id": id})).collect();
+    let code = if answer == "approval_expired" {
+        ReasonCode::ApprovalExpired
+    } else {
+        ReasonCode::ApprovalDeclined
+    };
+    let reason = match said {
+        Some(said) => format!("the call was not approved ({said})"),
+        None => format!("the call was not approved ({answer})"),
+    };
     CallToolResult::structured_error(json!({
         "decision": "deny",
-        "reason_code": ReasonCode::ApprovalDeclined,
+        "reason_code": code,
         "policies": policies,
-        "reason": format!("the call was not approved ({answer})"),
+        "reason": reason,
     }))
     .into()
 }
@@ -324,6 +343,7 @@ mod tests {
     #[test]
     fn a_declined_or_refused_approval_is_approval_declined() {
         let reply = reply(Reply::Declined {
+            said: None,
             why: "decline",
             policies: vec!["approval.writes".into()],
         });
@@ -397,7 +417,7 @@ mod tests {
             ))),
             body(CallOutcome::Failed(ToolFailure::Cancelled)),
             body(CallOutcome::AuditUnavailable),
-            match approval_declined("decline", &["approval.writes".to_owned()]) {
+            match approval_declined("decline", &["approval.writes".to_owned()], None) {
                 CallToolResponse::Complete(result) => result.structured_content.unwrap(),
                 other => panic!("{other:?}"),
             },

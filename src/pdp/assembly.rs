@@ -30,6 +30,9 @@ pub(super) struct Actions {
     /// Absent from schemas recorded before downstream servers; such a set
     /// denies every `relay_request` request.
     pub relay_request: Option<EntityUid>,
+    /// Absent from schemas recorded before the approval inbox; such a set
+    /// lets nobody approve.
+    pub approve: Option<EntityUid>,
 }
 
 /// A set's data tables, read beside its policies.
@@ -268,6 +271,7 @@ impl Names {
             run_command: uid("Portcullis::Action", "run_command")?,
             read_policy: declared_action(schema, "read_policy"),
             relay_request: declared_action(schema, "relay_request"),
+            approve: declared_action(schema, "approve"),
         };
         let mut calls = HashMap::new();
         for ty in types.iter() {

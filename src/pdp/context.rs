@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use cedar_policy::{Context, ContextCreationError, RestrictedExpression};
 
 use super::context_reads::ContextReads;
+use super::query::{ApproveAsked, INBOX_CHANNEL};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 
 /// The attributes every action's context shares.
@@ -87,6 +88,48 @@ pub(super) fn tool_context(
             .into_iter()
             .chain(paths)
             .chain(input.map(|input| ("input", input.clone()))),
+        only,
+    )
+}
+
+/// The context record of an `approve` request (schema type
+/// `Portcullis::ApprovalFacts`): the asking call's facts and who asked.
+pub(super) fn approve_context(
+    asked: &ApproveAsked<'_>,
+    only: Option<&ContextReads>,
+) -> Result<Context, Box<ContextCreationError>> {
+    let facts = asked.facts;
+    let call = [
+        (
+            "reads_inside_root",
+            RestrictedExpression::new_bool(facts.reads_inside_root),
+        ),
+        (
+            "writes_inside_root",
+            RestrictedExpression::new_bool(facts.writes_inside_root),
+        ),
+        (
+            "touches_vcs_metadata",
+            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
+        ),
+        (
+            "writes_vcs_metadata",
+            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
+        ),
+        ("path_classes", strings(&facts.path_classes)),
+        (
+            "client",
+            RestrictedExpression::new_string(asked.client.to_owned()),
+        ),
+        (
+            "client_tier",
+            RestrictedExpression::new_string(asked.client_tier.to_owned()),
+        ),
+    ];
+    context(
+        common(false, INBOX_CHANNEL, facts.transport)
+            .into_iter()
+            .chain(call),
         only,
     )
 }

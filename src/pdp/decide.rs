@@ -5,12 +5,14 @@ use cedar_policy::{
     Request, Response, RestrictedExpression,
 };
 
-use super::context::{command_context, policy_context, request_context, tool_context};
+use super::context::{
+    approve_context, command_context, policy_context, request_context, tool_context,
+};
 use super::context_reads::ContextReads;
 use super::decision::{Cause, Decision, DecisionError, DeterminingPolicy, Outcome, ShadowDecision};
 use super::engine::{Engine, Shadow};
 use super::input::record_expression;
-use super::query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
+use super::query::{ApproveAsked, Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
 use super::scope_index::Slice;
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::tools::ToolId;
@@ -98,7 +100,9 @@ impl Engine {
             slice: slice.as_deref(),
         };
         let decision = if query.approved {
-            self.approved_pass(&request, query.approval_channel)
+            self.one_pass(&request, true, query.approval_channel)
+        } else if matches!(query.asked, Asked::Approve { .. }) {
+            self.one_pass(&request, false, query.approval_channel)
         } else {
             self.two_pass(&request, query.approval_channel)
         };
@@ -149,6 +153,15 @@ impl Engine {
                 Some(action) => Ok((action, &self.policies_resource, Facts::Policies(transport))),
                 None => Err(self.denied(Cause::NotPermitted)),
             },
+            Asked::Approve { tool, asked } => {
+                let ToolRef::Entity(resource) = tool else {
+                    return Err(self.denied(Cause::UnknownTool));
+                };
+                match &self.actions.approve {
+                    Some(action) => Ok((action, resource, Facts::Approve(asked))),
+                    None => Err(self.denied(Cause::NotPermitted)),
+                }
+            }
             Asked::Request {
                 server,
                 method,
@@ -256,14 +269,21 @@ impl Engine {
         self.decision(Outcome::Deny, cause, policies, Vec::new())
     }
 
-    fn approved_pass(&self, request: &Pass<'_>, approval_channel: &str) -> Decision {
-        let response = match self.pass(request, request.all(self), true, approval_channel) {
+    /// One pass: as approved (a human said yes), or for an action that
+    /// is never itself asked about (`approve`).
+    fn one_pass(&self, request: &Pass<'_>, approved: bool, approval_channel: &str) -> Decision {
+        let response = match self.pass(request, request.all(self), approved, approval_channel) {
             Ok(response) => response,
             Err(denied) => return denied,
         };
         let policies = self.determining(&response);
         if response.decision() == CedarDecision::Allow {
-            return self.decision(Outcome::Allow, Cause::Approved, policies, Vec::new());
+            let cause = if approved {
+                Cause::Approved
+            } else {
+                Cause::Permitted
+            };
+            return self.decision(Outcome::Allow, cause, policies, Vec::new());
         }
         let cause = if policies.is_empty() {
             Cause::NotPermitted
@@ -328,6 +348,7 @@ impl Engine {
             Facts::Request(method, transport) => {
                 request_context(method, transport, approved, approval_channel, only)
             }
+            Facts::Approve(asked) => approve_context(&asked, only),
         }
         .map_err(|err| DecisionError {
             policy: None,
@@ -439,6 +460,7 @@ pub(super) enum Facts<'a> {
     Command(&'a CommandFacts, Transport),
     Policies(Transport),
     Request(&'a str, Transport),
+    Approve(ApproveAsked<'a>),
 }
 
 /// The evaluation errors of a response, sorted, or `None` when there are none.

@@ -11,7 +11,7 @@ use thiserror::Error;
 use super::assembly::{self, Actions, CommandTable};
 use super::bundle::PolicyBundle;
 use super::context::{
-    CommandShape, command_context, policy_context, request_context, tool_context,
+    CommandShape, approve_context, command_context, policy_context, request_context, tool_context,
 };
 use super::decision::PolicySetIdentity;
 use super::discovery_memo::DiscoveryMemo;
@@ -20,6 +20,7 @@ use super::input::{InputError, ToolType, ToolTypes};
 use super::load::{self, PolicyOrigin, Provenance};
 use super::problem::{LoadError, Problem, ProblemKind};
 use super::proof::{self, Proof};
+use super::query::ApproveAsked;
 use super::scope_index::ScopeIndex;
 use super::set_cache::{SetCache, ValidatedSet};
 use crate::facts::{
@@ -498,6 +499,7 @@ fn index_entities(entities: &[Value]) -> HashMap<(String, String), usize> {
 /// load when the schema declares the action.
 struct FixedShape<'a> {
     action: Option<&'a EntityUid>,
+    principal_type: &'static str,
     resource: EntityUid,
     context: Result<cedar_policy::Context, Box<cedar_policy::ContextCreationError>>,
     /// What the schema must say, for the help text.
@@ -516,7 +518,7 @@ fn check_fixed_shape(schema: &Schema, shape: FixedShape<'_>) -> Result<(), LoadE
             ))),
         ],
     };
-    let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe")
+    let principal = entities::entity_uid(shape.principal_type, "probe")
         .map_err(|err| refuse(err.to_string()))?;
     let context = shape.context.map_err(|err| refuse(err.to_string()))?;
     Request::new(
@@ -545,6 +547,7 @@ fn check_fixed_shapes(
         schema,
         FixedShape {
             action: actions.read_policy.as_ref(),
+            principal_type: entities::CLIENT_TYPE,
             resource: policies.clone(),
             context: policy_context(Transport::Stdio, true, "probe", None),
             expected: "read_policy applies to principal Client, resource Policies, context PolicyFacts",
@@ -554,9 +557,29 @@ fn check_fixed_shapes(
         schema,
         FixedShape {
             action: actions.relay_request.as_ref(),
+            principal_type: entities::CLIENT_TYPE,
             resource: entities::server_uid("probe"),
             context: request_context("elicitation/create", Transport::Stdio, true, "probe", None),
             expected: "relay_request applies to principal Client, resource Server, context RequestFacts",
+        },
+    )?;
+    let mut facts = ToolFacts::without_paths(Transport::Stdio);
+    facts.path_classes.insert("probe".to_owned());
+    check_fixed_shape(
+        schema,
+        FixedShape {
+            action: actions.approve.as_ref(),
+            principal_type: entities::APPROVER_TYPE,
+            resource: entities::tool_uid("probe/probe"),
+            context: approve_context(
+                &ApproveAsked {
+                    facts: &facts,
+                    client: "probe",
+                    client_tier: "probe",
+                },
+                None,
+            ),
+            expected: "approve applies to principal Approver, resource Tool, context ApprovalFacts",
         },
     )
 }

@@ -13,6 +13,8 @@ use crate::tools::Registry;
 
 pub const TIER_TYPE: &str = "Portcullis::Tier";
 pub const CLIENT_TYPE: &str = "Portcullis::Client";
+pub const APPROVER_TYPE: &str = "Portcullis::Approver";
+pub const APPROVER_GROUP_TYPE: &str = "Portcullis::ApproverGroup";
 pub const SERVER_TYPE: &str = "Portcullis::Server";
 pub const TOOL_TYPE: &str = "Portcullis::Tool";
 pub const SHELL_TYPE: &str = "Portcullis::Shell";
@@ -38,9 +40,10 @@ impl From<&crate::auth::StoredClient> for ClientRecord {
     }
 }
 
-/// The tier entities of `tiers.json`, after checking that the file holds
-/// nothing but tiers (clients and tools come from elsewhere, and must not be
-/// smuggled in through a data file).
+/// The tier and approver group entities of `tiers.json` and the tiers'
+/// names, after checking that the file holds nothing else (clients,
+/// approvers and tools come from elsewhere, and must not be smuggled in
+/// through a data file).
 pub fn tier_entities(file: &SourceFile) -> Result<(Vec<Value>, BTreeSet<String>), Problem> {
     let value: Value = serde_json::from_str(&file.text).map_err(|err| {
         let mut problem = Problem::new(ProblemKind::Entities, &file.display, err.to_string());
@@ -56,29 +59,32 @@ pub fn tier_entities(file: &SourceFile) -> Result<(Vec<Value>, BTreeSet<String>)
         ));
     };
     let mut names = BTreeSet::new();
+    let mut groups = BTreeSet::new();
     for entity in &entities {
         let kind = entity.pointer("/uid/type").and_then(Value::as_str);
         let id = entity.pointer("/uid/id").and_then(Value::as_str);
-        match (kind, id) {
-            (Some(TIER_TYPE), Some(id)) => {
-                if !names.insert(id.to_owned()) {
-                    return Err(Problem::new(
-                        ProblemKind::Entities,
-                        &file.display,
-                        format!("tier `{id}` is declared twice"),
-                    ));
-                }
+        let (seen, what) = match (kind, id) {
+            (Some(TIER_TYPE), Some(id)) => (names.insert(id.to_owned()), "tier"),
+            (Some(APPROVER_GROUP_TYPE), Some(id)) => {
+                (groups.insert(id.to_owned()), "approver group")
             }
             _ => {
                 return Err(Problem::new(
                     ProblemKind::Entities,
                     &file.display,
                     format!(
-                        "every entity here must be a {TIER_TYPE} with a string id; found {}",
+                        "every entity here must be a {TIER_TYPE} or a {APPROVER_GROUP_TYPE} with a string id; found {}",
                         entity.get("uid").unwrap_or(&Value::Null)
                     ),
                 ));
             }
+        };
+        if !seen {
+            return Err(Problem::new(
+                ProblemKind::Entities,
+                &file.display,
+                format!("{what} `{}` is declared twice", id.unwrap_or_default()),
+            ));
         }
     }
     Ok((entities, names))
@@ -137,6 +143,17 @@ static CLIENT_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
     std::sync::LazyLock::new(|| own_type(CLIENT_TYPE));
 static TOOL_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
     std::sync::LazyLock::new(|| own_type(TOOL_TYPE));
+
+static APPROVER_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
+    std::sync::LazyLock::new(|| own_type(APPROVER_TYPE));
+
+/// The uid of the approver named `name`.
+pub fn approver_uid(name: &str) -> cedar_policy::EntityUid {
+    cedar_policy::EntityUid::from_type_name_and_id(
+        APPROVER_TYPE_NAME.clone(),
+        cedar_policy::EntityId::new(name),
+    )
+}
 
 static SERVER_TYPE_NAME: std::sync::LazyLock<cedar_policy::EntityTypeName> =
     std::sync::LazyLock::new(|| own_type(SERVER_TYPE));

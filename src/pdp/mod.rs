@@ -3,6 +3,7 @@
 //! deny for every tool request. Every path that can run a tool asks here
 //! first; nothing else decides.
 
+mod approve;
 mod assembly;
 mod bounded_memo;
 mod bundle;
@@ -27,6 +28,7 @@ mod scope_index;
 mod set_cache;
 mod solver;
 
+pub use approve::{ApproverRecord, approver_entity};
 pub use bundle::{
     BUILTIN_COPY, BundleError, Framing, PolicyBundle, SERVERS_FILE, SERVERS_LOCK_FILE, SourceFile,
     name_problem,
@@ -37,7 +39,8 @@ pub use decision::{
 pub use diff::{Counterexample, Diff, DiffError, Finding, Pass, diff};
 pub use engine::{Audience, CallFactsProblem, Engine};
 pub use entities::{
-    BadEntityType, ClientRecord, client_uid, entity_uid, server_uid, tier_entities, tool_uid,
+    BadEntityType, ClientRecord, approver_uid, client_uid, entity_uid, server_uid, tier_entities,
+    tool_uid,
 };
 pub use export::{
     EXPORTED_ENTITIES, EXPORTED_POLICIES, EXPORTED_SCHEMA, EXPORTED_TESTS, Export, ExportError,
@@ -49,7 +52,9 @@ pub use load::{HARD_CONSTRAINTS, schema_json};
 pub use problem::LoadError;
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
-pub use query::{Asked, Asker, NO_APPROVAL, Query, ToolAction, ToolRef};
+pub use query::{
+    ApproveAsked, Asked, Asker, INBOX_CHANNEL, NO_APPROVAL, Query, ToolAction, ToolRef,
+};
 pub use schema_floor::schema_loosenings;
 pub use set_cache::SetCache;
 

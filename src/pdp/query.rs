@@ -54,6 +54,12 @@ pub enum Asked<'a> {
     },
     /// Reading the policies in force (action `read_policy`).
     Policies { transport: Transport },
+    /// May an approver approve this call (action `approve`), for a
+    /// question of the approval inbox; the principal is the approver.
+    Approve {
+        tool: ToolRef<'a>,
+        asked: ApproveAsked<'a>,
+    },
     /// A downstream server's request of the client (action
     /// `relay_request`), by the server's entity.
     Request {
@@ -61,6 +67,15 @@ pub enum Asked<'a> {
         method: &'a str,
         transport: Transport,
     },
+}
+
+/// The question an approver answers: the asking call's facts and who
+/// asked.
+#[derive(Debug, Clone, Copy)]
+pub struct ApproveAsked<'a> {
+    pub facts: &'a ToolFacts,
+    pub client: &'a str,
+    pub client_tier: &'a str,
 }
 
 /// One question for the decision point.
@@ -112,6 +127,29 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// May an approver (its entities built by the caller, who knows the
+    /// approvers) approve this question? Decided in one pass: an approval
+    /// is never itself asked about.
+    pub fn approve(
+        entities: &'a Entities,
+        approver: &'a EntityUid,
+        tool: &'a EntityUid,
+        asked: ApproveAsked<'a>,
+    ) -> Self {
+        Self {
+            asker: Asker::Recorded {
+                entities,
+                principal: approver,
+            },
+            asked: Asked::Approve {
+                tool: ToolRef::Entity(tool),
+                asked,
+            },
+            approved: false,
+            approval_channel: INBOX_CHANNEL,
+        }
+    }
+
     /// May a live client read the policies it runs under?
     pub fn policies(client: &'a str, transport: Transport) -> Self {
         Self {
@@ -149,6 +187,9 @@ impl<'a> Query<'a> {
         }
     }
 }
+
+/// The channel of approvals given in the approval inbox.
+pub const INBOX_CHANNEL: &str = "inbox";
 
 /// The `approval_channel` of the first pass, where nobody has approved.
 pub const NO_APPROVAL: &str = "none";

@@ -5,6 +5,7 @@
 
 mod admission;
 mod http;
+mod inbox;
 mod keepers;
 mod metrics;
 mod reload;
@@ -18,6 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::policy_set::report_problems;
 use super::state_paths::{
@@ -26,14 +28,14 @@ use super::state_paths::{
 };
 use super::{Exit, Format, PolicyArgs};
 use crate::approval::{
-    APPROVAL_KEY_ENV, ApprovalSeal, Approvals, NonceLedger, shared_key_from_file,
+    APPROVAL_KEY_ENV, ApprovalSeal, Approvals, Inbox, NonceLedger, shared_key_from_file,
     shared_key_from_hex,
 };
 use crate::audit::{
     ApplyTrust, AuditError, AuditLog, Kind, applied_path, read_public_key, snapshots_dir,
     store_snapshot,
 };
-use crate::auth::{AUTH_FAILED, StoredClient};
+use crate::auth::{AUTH_FAILED, FileDirectory, StoredClient};
 use crate::bridge::Bridge;
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
@@ -128,6 +130,13 @@ pub struct ServeArgs {
     /// --allow-remote; port 0 picks one and prints it on stderr.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Keep an approval inbox and serve it to approvers at
+    /// http://ADDR:PORT/ (`portcullis approvals`, the page): a call that
+    /// needs an approval its client cannot ask for (or that the policies
+    /// send to the inbox) waits there, up to --approval-timeout, for an
+    /// approver the policies let answer. Loopback unless --allow-remote.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub approvals: Option<std::net::SocketAddr>,
 }
 
 /// `--surface`, as the command line spells it.
@@ -152,6 +161,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         .metrics
         .map(|address| metrics::bind(address, args.http.allow_remote))
         .transpose()?;
+    if args.approvals.is_some() && args.state.url()?.is_some() {
+        anyhow::bail!(
+            "--approvals keeps the inbox in this process; with --state each replica would hold its own, so the two are refused together"
+        );
+    }
+    let inbox = args
+        .approvals
+        .map(|address| inbox::bind(address, args.http.allow_remote))
+        .transpose()?;
     let clients = match &args.http.address {
         // Before anything reads stdin: an unauthenticated process gets nothing.
         None => match match &args.state.url()? {
@@ -169,7 +187,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
             http::clients(args)?
         }
     };
-    let Some(world) = World::prepare(args, clients, key, metrics)? else {
+    let Some(world) = World::prepare(args, clients, key, (metrics, inbox))? else {
         return Ok(Exit::ValidationFailure);
     };
     match &args.http.address {
@@ -215,6 +233,12 @@ struct World {
     surface: Surface,
     /// `--metrics`, bound.
     metrics: Option<std::net::TcpListener>,
+    /// `--approvals`, bound.
+    inbox: Option<std::net::TcpListener>,
+    /// Who may answer the inbox's questions.
+    approvers: Option<Arc<FileDirectory>>,
+    /// Host names the endpoints accept besides the loopback ones.
+    allowed_hosts: Vec<String>,
 }
 
 /// Whether the log verified, told once its writer has checked it.
@@ -365,6 +389,7 @@ fn fleet_key(args: &ServeArgs) -> anyhow::Result<Option<[u8; 64]>> {
 fn approvals(
     args: &ServeArgs,
     fleet: Option<([u8; 64], &SharedState)>,
+    with_inbox: bool,
 ) -> anyhow::Result<Arc<Approvals>> {
     let ttl = Duration::from_secs(args.approval_ttl);
     let clock = Arc::new(SystemClock);
@@ -382,10 +407,12 @@ fn approvals(
             )
         }
     };
+    let inbox = with_inbox.then(|| Arc::new(Inbox::new(Arc::new(SystemClock), None)));
     Ok(Arc::new(Approvals {
         seal,
         timeout: Duration::from_secs(args.approval_timeout),
         shared,
+        inbox,
     }))
 }
 
@@ -397,7 +424,7 @@ impl World {
         args: &ServeArgs,
         clients: Vec<StoredClient>,
         key: Option<[u8; 64]>,
-        metrics: Option<std::net::TcpListener>,
+        (metrics, inbox): (Option<std::net::TcpListener>, Option<std::net::TcpListener>),
     ) -> anyhow::Result<Option<Self>> {
         let audit_path = audit_path(args.audit.as_deref())?;
         let applied = applied_path(&audit_path);
@@ -422,7 +449,14 @@ impl World {
             Some(url) => Some(runtime.block_on(SharedState::connect(url))?),
             None => None,
         };
-        let approvals = approvals(args, key.zip(shared.as_ref()))?;
+        let approvals = approvals(args, key.zip(shared.as_ref()), inbox.is_some())?;
+        let approvers = match (&inbox, args.store.resolve()) {
+            (None, _) => None,
+            (Some(_), Some(path)) => Some(Arc::new(FileDirectory::new(path))),
+            (Some(_), None) => anyhow::bail!(
+                "--approvals: no token store to find approvers in: set --store, PORTCULLIS_TOKEN_STORE, XDG_STATE_HOME or HOME"
+            ),
+        };
         // The downstream servers start first, in parallel: the tools they list
         // that nobody pinned become entities too, so that a call to one is
         // decided and refused as not pinned.
@@ -486,6 +520,9 @@ impl World {
             reload: args.reload,
             surface,
             metrics,
+            inbox,
+            approvers,
+            allowed_hosts: args.http.allowed_hosts.clone(),
         }))
     }
 
@@ -540,6 +577,10 @@ impl World {
             watched,
             reload,
             metrics,
+            inbox,
+            approvers,
+            approvals,
+            allowed_hosts,
             ..
         } = self;
         let reloader = Reloader {
@@ -570,6 +611,18 @@ impl World {
             if let Some(listener) = metrics {
                 tokio::spawn(metrics::serve(listener));
             }
+            let stop_inbox = CancellationToken::new();
+            if let (Some(listener), Some(approvers), Some(kept)) =
+                (inbox, approvers, approvals.inbox.clone())
+            {
+                tokio::spawn(inbox::serve(
+                    listener,
+                    kept,
+                    approvers,
+                    allowed_hosts,
+                    stop_inbox.clone(),
+                ));
+            }
             if let (Some(state), Some((bridge, _))) = (&shared, &bridge) {
                 tokio::spawn(follow_cancels(state.clone(), Arc::clone(bridge)));
             }
@@ -588,6 +641,7 @@ impl World {
             };
             // The calls are over: no reload and no downstream server outlives
             // them, and both go before the last record.
+            stop_inbox.cancel();
             reloading.abort();
             stop_agents_and_servers(fleet.as_deref(), bridge.as_ref()).await;
             record_shutdown(&audit, &session, &served).await;

@@ -14,13 +14,11 @@ use axum::response::{IntoResponse, Response};
 use super::clients::{Clients, Refusal};
 use super::owners::SessionOwners;
 use crate::auth::AUTH_FAILED;
+use crate::http_checks::{LOOPBACK_HOSTS, bearer, host_ambiguous, host_name, is_loopback_origin};
 use crate::mcp::Caller;
 
 /// The session header of the legacy era.
 pub const SESSION_HEADER: &str = "mcp-session-id";
-
-/// Host names every loopback client may use.
-pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 pub struct Guard {
     pub clients: Arc<Clients>,
@@ -49,58 +47,6 @@ fn unauthorized() -> Response {
         HeaderValue::from_static("Bearer realm=\"portcullis\""),
     );
     response
-}
-
-/// The host part of a `Host` header, lower case, without its port.
-fn host_name(value: &str) -> Option<String> {
-    let value = value.trim();
-    let host = if let Some(rest) = value.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']')?;
-        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
-            return None;
-        }
-        inside
-    } else {
-        match value.rsplit_once(':') {
-            Some((host, port)) if is_port(port) && !host.contains(':') => host,
-            Some(_) => return None,
-            None if !value.contains(':') => value,
-            None => return None,
-        }
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
-/// `http(s)://` a loopback name, any port, nothing after.
-fn is_loopback_origin(origin: &str) -> bool {
-    let Ok(uri) = origin.parse::<axum::http::Uri>() else {
-        return false;
-    };
-    let web = matches!(uri.scheme_str(), Some("http" | "https"));
-    let bare = uri.path_and_query().is_none_or(|p| p.as_str() == "/")
-        && !uri.authority().is_some_and(|a| a.as_str().contains('@'));
-    let host = uri.host().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    web && bare && LOOPBACK_HOSTS.contains(&host)
-}
-
-fn is_port(text: &str) -> bool {
-    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// Whether the request names its host more than one way: two `Host`
-/// headers, or an absolute-form target (`POST http://a/mcp`) whose
-/// authority is not its `Host`. Only one of them would be checked, and a
-/// proxy in front may route by the other.
-fn host_ambiguous(request: &Request) -> bool {
-    let hosts: Vec<&HeaderValue> = request.headers().get_all(header::HOST).iter().collect();
-    match (hosts.as_slice(), request.uri().authority()) {
-        ([host], Some(authority)) => !host
-            .to_str()
-            .is_ok_and(|host| host.eq_ignore_ascii_case(authority.as_str())),
-        ([] | [_], _) => false,
-        _ => true,
-    }
 }
 
 /// The headers a browser page of an allowed origin may send, and the
@@ -191,18 +137,6 @@ fn already_initialized() -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// The token of an `Authorization: Bearer` header.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let mut values = headers.get_all(header::AUTHORIZATION).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {

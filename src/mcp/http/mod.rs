@@ -139,7 +139,9 @@ fn router(
     // The guard has checked Host and Origin already. rmcp checks Host again
     // with the same names; Origin is the guard's alone, because rmcp's
     // patterns cannot say "any loopback page" as the guard does.
-    let mut rmcp_hosts: Vec<String> = guard::LOOPBACK_HOSTS.map(str::to_owned).to_vec();
+    let mut rmcp_hosts: Vec<String> = crate::http_checks::LOOPBACK_HOSTS
+        .map(str::to_owned)
+        .to_vec();
     rmcp_hosts.extend(allowed_hosts.iter().cloned());
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(rmcp_hosts)

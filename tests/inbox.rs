@@ -1,0 +1,263 @@
+//! The approval inbox (`serve --approvals`): a call from a client that
+//! cannot be asked waits for an approver; approvers are Cedar principals,
+//! answer through `portcullis approvals`, once, and every answer is
+//! recorded and replayed.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::http::{HttpServer, client, modern};
+use crate::util::{ALLOW_BUILTIN, Served, portcullis};
+
+/// Approvers of `security` may answer for writes asked by paired clients.
+const SECURITY_APPROVES_WRITES: &str = r#"
+@id("approve.security.writes")
+@reason("the security team approves writes")
+permit (
+  principal in Portcullis::ApproverGroup::"security",
+  action == Portcullis::Action::"approve",
+  resource
+)
+when { resource.effects.contains("write") && context.client_tier == "paired" };
+"#;
+
+struct Inbox {
+    served: Served,
+    server: HttpServer,
+    /// `http://127.0.0.1:PORT/`
+    url: String,
+    alice: tempfile::NamedTempFile,
+    bob: tempfile::NamedTempFile,
+}
+
+/// An approver's token, in a file only its owner reads.
+fn approver(served: &Served, name: &str, group: &str) -> tempfile::NamedTempFile {
+    let store = served.store.display().to_string();
+    let flags = served.tree.flags();
+    let mut args = vec![
+        "token",
+        "create",
+        name,
+        "--approver",
+        group,
+        "--store",
+        &store,
+        "--format",
+        "json",
+    ];
+    args.extend(flags.iter().map(String::as_str));
+    let run = portcullis(&args);
+    assert_eq!(run.code, 0, "{run:?}");
+    let created = run.json();
+    assert_eq!(created["approver_groups"], json!([group]));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    fs::write(file.path(), created["token"].as_str().unwrap()).unwrap();
+    file
+}
+
+impl Inbox {
+    fn start() -> Self {
+        let served = Served::new(ALLOW_BUILTIN, "paired");
+        served
+            .tree
+            .write_policy("45_approvers.cedar", SECURITY_APPROVES_WRITES);
+        let tiers = served.tree.policies().join("tiers.json");
+        let mut entities: Vec<Value> =
+            serde_json::from_str(&fs::read_to_string(&tiers).unwrap()).unwrap();
+        entities.push(json!({"uid": {"type": "Portcullis::ApproverGroup", "id": "ops"}, "attrs": {}, "parents": []}));
+        fs::write(&tiers, serde_json::to_string_pretty(&entities).unwrap()).unwrap();
+        let alice = approver(&served, "alice", "security");
+        let bob = approver(&served, "bob", "ops");
+        let mut command = served.command();
+        command
+            .env_remove("PORTCULLIS_TOKEN")
+            .args(["--approvals", "127.0.0.1:0"]);
+        let server =
+            HttpServer::spawn_reading(command, "portcullis: serving the approval inbox at ");
+        let url = server.noted.clone().expect("the inbox's address");
+        Self {
+            served,
+            server,
+            url,
+            alice,
+            bob,
+        }
+    }
+
+    /// `portcullis approvals ARGS` as the approver whose token is in `who`.
+    fn approvals(&self, who: &tempfile::NamedTempFile, args: &[&str]) -> crate::util::Run {
+        let token = who.path().display().to_string();
+        let mut all = vec!["approvals"];
+        all.extend_from_slice(args);
+        all.extend(["--url", &self.url, "--token-file", &token]);
+        portcullis(&all)
+    }
+
+    /// Waits until a question is pending, and returns its id.
+    fn pending(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let run = self.approvals(&self.alice, &["list", "--format", "json"]);
+            assert_eq!(run.code, 0, "{run:?}");
+            let listed = run.json();
+            if let Some(question) = listed["questions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["status"] == "pending")
+            {
+                return question["id"].as_str().unwrap().to_owned();
+            }
+            assert!(Instant::now() < deadline, "no question came: {listed}");
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A write from a 2026-07-28 client that declares no elicitation: nobody
+/// on it can be asked.
+async fn unattended_write(url: String, token: String, id: i64, path: &str) -> Value {
+    let http = client();
+    let params = json!({"name": "write_file", "arguments": {"path": path, "content": "x"}});
+    let answer = modern(&http, &url, &token, id, "tools/call", params).await;
+    answer.response(id)["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unattended_call_waits_for_an_approver_the_policies_let_answer() {
+    let inbox = Inbox::start();
+    let call = tokio::spawn(unattended_write(
+        inbox.server.url(),
+        inbox.served.token.clone(),
+        1,
+        "approved.txt",
+    ));
+    let id = tokio::task::block_in_place(|| inbox.pending());
+    let shown = tokio::task::block_in_place(|| inbox.approvals(&inbox.alice, &["show", &id]));
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(
+        shown
+            .stdout
+            .contains("`agent` (paired, over http) asks to run `write_file`"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("path `path`: approved.txt"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("approval.writes"), "{}", shown.stdout);
+
+    // An approver of another group sees the question and cannot answer it.
+    let refused = tokio::task::block_in_place(|| inbox.approvals(&inbox.bob, &["approve", &id]));
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("do not let `bob` answer"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!inbox.served.root.path().join("approved.txt").exists());
+
+    // A client's token is no approver's.
+    let agent = tempfile::NamedTempFile::new().unwrap();
+    fs::write(agent.path(), &inbox.served.token).unwrap();
+    let not_approver = tokio::task::block_in_place(|| inbox.approvals(&agent, &["list"]));
+    assert_eq!(not_approver.code, 1);
+    assert!(
+        not_approver.stderr.contains("refused the token"),
+        "{}",
+        not_approver.stderr
+    );
+
+    let approved = tokio::task::block_in_place(|| {
+        inbox.approvals(&inbox.alice, &["approve", &id, "--reason", "ticket 42"])
+    });
+    assert_eq!(approved.code, 0, "{approved:?}");
+    let result = call.await.unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        fs::read_to_string(inbox.served.root.path().join("approved.txt")).unwrap(),
+        "x"
+    );
+
+    // Answered once: a second answer is refused.
+    let again = tokio::task::block_in_place(|| inbox.approvals(&inbox.alice, &["deny", &id]));
+    assert_eq!(again.code, 1);
+    assert!(
+        again.stderr.contains("approved already"),
+        "{}",
+        again.stderr
+    );
+
+    // Denied with a reason: the client is told who and why.
+    let call = tokio::spawn(unattended_write(
+        inbox.server.url(),
+        inbox.served.token.clone(),
+        2,
+        "denied.txt",
+    ));
+    let id = tokio::task::block_in_place(|| inbox.pending());
+    let denied = tokio::task::block_in_place(|| {
+        inbox.approvals(
+            &inbox.alice,
+            &["deny", &id, "--reason", "not during the freeze"],
+        )
+    });
+    assert_eq!(denied.code, 0, "{denied:?}");
+    let result = call.await.unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    let refusal = &result["structuredContent"];
+    assert_eq!(refusal["reason_code"], "approval_declined", "{result}");
+    assert!(
+        refusal["reason"]
+            .as_str()
+            .unwrap()
+            .contains("denied by alice: not during the freeze"),
+        "{result}"
+    );
+    assert!(!inbox.served.root.path().join("denied.txt").exists());
+
+    // The log: the questions, bob's refused and alice's allowed `approve`
+    // decisions with who answered, and the call decided with the approval
+    // through the inbox.
+    let records = inbox.served.records();
+    let approves: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "decision" && r["body"]["action"] == "approve")
+        .collect();
+    let who: Vec<(&str, &str)> = approves
+        .iter()
+        .map(|r| {
+            (
+                r["body"]["approver"]["name"].as_str().unwrap(),
+                r["body"]["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [("bob", "deny"), ("alice", "allow"), ("alice", "allow")]
+    );
+    assert_eq!(approves[1]["body"]["client"]["name"], "agent");
+    let answered: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "approval" && r["body"]["event"] == "answered")
+        .collect();
+    assert_eq!(answered.len(), 2, "{answered:?}");
+    assert_eq!(answered[0]["body"]["detail"]["approver"], "alice");
+    assert_eq!(answered[0]["body"]["detail"]["reason"], "ticket 42");
+    assert_eq!(answered[0]["body"]["channel"], "inbox");
+    assert!(records.iter().any(|r| r["kind"] == "decision"
+        && r["body"]["approved"] == true
+        && r["body"]["approval_channel"] == "inbox"
+        && r["body"]["decision"] == "allow"));
+    inbox.server.stop();
+
+    // Replayed offline: every decision, the approvers' included, again.
+    let log = inbox.served.audit_log().display().to_string();
+    let replay = portcullis(&["audit", "replay", &log, "--format", "json"]);
+    assert_eq!(replay.code, 0, "{replay:?}");
+}
