@@ -65,6 +65,7 @@ pub mod facts;
 pub mod file_stamp;
 pub mod gate;
 pub mod hook;
+pub mod html_text;
 pub mod http_checks;
 pub mod keeper;
 pub mod loosening;

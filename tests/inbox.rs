@@ -59,6 +59,11 @@ fn approver(served: &Served, name: &str, group: &str) -> tempfile::NamedTempFile
 
 impl Inbox {
     fn start() -> Self {
+        Self::start_with(&[], &[])
+    }
+
+    /// With more `serve` flags and environment.
+    fn start_with(extra: &[&str], env: &[(&str, &str)]) -> Self {
         let served = Served::new(ALLOW_BUILTIN, "paired");
         served
             .tree
@@ -73,7 +78,9 @@ impl Inbox {
         let mut command = served.command();
         command
             .env_remove("PORTCULLIS_TOKEN")
-            .args(["--approvals", "127.0.0.1:0"]);
+            .args(["--approvals", "127.0.0.1:0"])
+            .args(extra)
+            .envs(env.iter().copied());
         let server =
             HttpServer::spawn_reading(command, "portcullis: serving the approval inbox at ");
         let url = server.noted.clone().expect("the inbox's address");
@@ -260,4 +267,271 @@ async fn an_unattended_call_waits_for_an_approver_the_policies_let_answer() {
     let log = inbox.served.audit_log().display().to_string();
     let replay = portcullis(&["audit", "replay", &log, "--format", "json"]);
     assert_eq!(replay.code, 0, "{replay:?}");
+}
+
+/// A loopback receiver of webhook deliveries: each one's headers and body.
+async fn receiver() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(axum::http::HeaderMap, String)>,
+) {
+    let (sender, deliveries) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let sender = sender.clone();
+            async move {
+                let _ = sender.send((headers, body));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, deliveries)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_question_is_posted_to_the_webhook_signed_and_without_hidden_arguments() {
+    let (hook, mut deliveries) = receiver().await;
+    let secret = "a shared secret of the chat relay";
+    let inbox = tokio::task::block_in_place(|| {
+        Inbox::start_with(
+            &["--approval-webhook", &hook],
+            &[("PORTCULLIS_APPROVAL_WEBHOOK_SECRET", secret)],
+        )
+    });
+    let call = tokio::spawn(unattended_write(
+        inbox.server.url(),
+        inbox.served.token.clone(),
+        1,
+        "hooked.txt",
+    ));
+    let (headers, body) = tokio::time::timeout(Duration::from_secs(120), deliveries.recv())
+        .await
+        .expect("a delivery")
+        .unwrap();
+    let timestamp: u64 = headers["x-portcullis-timestamp"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let signed = headers["x-portcullis-signature"].to_str().unwrap();
+    assert_eq!(
+        signed,
+        portcullis::approval_http::signature(secret.as_bytes(), timestamp, &body)
+    );
+    assert_ne!(
+        signed,
+        portcullis::approval_http::signature(b"another secret entirely", timestamp, &body)
+    );
+    let delivered: Value = serde_json::from_str(&body).unwrap();
+    let id = delivered["question"]["id"].as_str().unwrap().to_owned();
+    let text = delivered["text"].as_str().unwrap();
+    assert!(
+        text.contains("`agent` (tier paired) waits for an approval to run `write_file`"),
+        "{text}"
+    );
+    assert!(text.contains("path = hooked.txt"), "{text}");
+    assert_eq!(delivered["url"], format!("{}#q-{id}", inbox.url));
+    assert_eq!(delivered["question"]["arguments"]["path"], "hooked.txt");
+
+    let approved = tokio::task::block_in_place(|| inbox.approvals(&inbox.alice, &["approve", &id]));
+    assert_eq!(approved.code, 0, "{approved:?}");
+    assert_eq!(call.await.unwrap()["isError"], false);
+    inbox.server.stop();
+}
+
+#[test]
+fn a_webhook_without_a_secret_or_an_inbox_is_refused_before_serving() {
+    let served = Served::new(ALLOW_BUILTIN, "paired");
+    let mut args = served.serve_args();
+    args.extend([
+        "--approvals".into(),
+        "127.0.0.1:0".into(),
+        "--approval-webhook".into(),
+        "http://127.0.0.1:9/hook".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = portcullis(&args);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("needs a secret to sign with"),
+        "{}",
+        run.stderr
+    );
+
+    let mut args = served.serve_args();
+    args.extend([
+        "--approval-webhook".into(),
+        "http://127.0.0.1:9/hook".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = portcullis(&args);
+    assert_eq!(run.code, 64, "{run:?}");
+}
+
+/// A form body, every byte but letters and digits percent-encoded.
+fn form(pairs: &[(&str, &str)]) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// A browser's view of the page, by hand: the cookie it keeps and the
+/// forms it posts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_logs_an_approver_in_and_refuses_forms_without_the_csrf_token() {
+    let inbox = tokio::task::block_in_place(Inbox::start);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = inbox.url.trim_end_matches('/').to_owned();
+    let login = |token: String| {
+        http.post(format!("{page}/login"))
+            .header("origin", page.clone())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("token", token.as_str())]))
+            .send()
+    };
+    // A client's token opens no session.
+    let refused = login(inbox.served.token.clone()).await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let alice = fs::read_to_string(inbox.alice.path()).unwrap();
+    let opened = login(alice).await.unwrap();
+    assert_eq!(opened.status(), 303);
+    let cookie = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+
+    let call = tokio::spawn(unattended_write(
+        inbox.server.url(),
+        inbox.served.token.clone(),
+        1,
+        "<b>page</b>.txt",
+    ));
+    let id = tokio::task::block_in_place(|| inbox.pending());
+    let shown = http
+        .get(format!("{page}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shown.status(), 200);
+    assert!(
+        shown.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+    let html = shown.text().await.unwrap();
+    assert!(html.contains(&format!("id=\"q-{id}\"")), "{html}");
+    assert!(
+        html.contains("&lt;b&gt;page&lt;/b&gt;.txt") && !html.contains("<b>page</b>"),
+        "{html}"
+    );
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+
+    // Without the CSRF token, or with another, or from another site: refused.
+    let answer = |fields: Vec<(&'static str, String)>, origin: String| {
+        http.post(format!("{page}/questions/{id}/answer"))
+            .header("cookie", &cookie)
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(
+                &fields
+                    .iter()
+                    .map(|(k, v)| (*k, v.as_str()))
+                    .collect::<Vec<_>>(),
+            ))
+            .send()
+    };
+    let no_csrf = answer(vec![("verdict", "approve".into())], page.clone())
+        .await
+        .unwrap();
+    assert_eq!(no_csrf.status(), 403);
+    let wrong = answer(
+        vec![("verdict", "approve".into()), ("csrf", "0".repeat(64))],
+        page.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(wrong.status(), 403);
+    let foreign = answer(
+        vec![("verdict", "approve".into()), ("csrf", csrf.clone())],
+        "https://evil.example".into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(foreign.status(), 403);
+    assert!(!inbox.served.root.path().join("<b>page</b>.txt").exists());
+
+    let taken = answer(
+        vec![
+            ("verdict", "approve".into()),
+            ("csrf", csrf.clone()),
+            ("reason", "looks fine".into()),
+        ],
+        page.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(taken.status(), 303);
+    assert_eq!(call.await.unwrap()["isError"], false);
+    let after = http
+        .get(format!("{page}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(after.contains("approved by <b>alice</b>"), "{after}");
+
+    // Logged out: the cookie opens nothing any more.
+    let out = http
+        .post(format!("{page}/logout"))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", csrf.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    let login_again = http
+        .get(format!("{page}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(login_again.contains("name=\"token\""), "{login_again}");
+    inbox.server.stop();
 }

@@ -1,33 +1,46 @@
 //! The approvals endpoint (`serve --approvals ADDR`): the approval inbox
 //! over HTTP for approvers, never for MCP clients. Every request passes the
-//! checks `/mcp` makes (Host, Origin) and carries an approver's token;
-//! a client's token is refused here as any unknown token is.
+//! checks `/mcp` makes (Host; Origin a page of this machine or of the
+//! endpoint itself), then:
 //!
-//! - `GET /api/questions`: the questions, pending first.
-//! - `GET /api/questions/{id}`: one.
-//! - `POST /api/questions/{id}/answer` with `{"verdict": "approve" | "deny",
-//!   "reason": "…"}`: Cedar decides `approve` for this approver (recorded),
-//!   and the first answer let through closes the question.
+//! - the page (`page.rs`): `/`, a login form taking an approver's token
+//!   once, then a session cookie, and a CSRF token in every form;
+//! - the JSON API (`api.rs`), an approver's bearer token on each request:
+//!   `GET /api/questions`, `GET /api/questions/{id}`,
+//!   `POST /api/questions/{id}/answer` with `{"verdict": "approve" |
+//!   "deny", "reason": "…"}`.
+//!
+//! Either way Cedar decides `approve` for this approver (recorded), and the
+//! first answer let through closes the question. A client's token is
+//! refused here as any unknown token is.
+
+mod api;
+mod page;
+mod sessions;
+mod webhook;
+
+pub use webhook::{
+    SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK_SECRET_ENV, Webhook, WebhookError, payload,
+    signature, webhook_secret_from_env, webhook_secret_from_file,
+};
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{AnswerError, Inbox, Verdict};
+use crate::approval::Inbox;
 use crate::audit::ApproverRef;
-use crate::auth::{AUTH_FAILED, FileDirectory, authenticate_approver};
-use crate::http_checks::{LOOPBACK_HOSTS, bearer, host_ambiguous, host_name, is_loopback_origin};
+use crate::auth::{FileDirectory, authenticate_approver};
+use crate::http_checks::{LOOPBACK_HOSTS, host_ambiguous, host_name, is_loopback_origin};
+use sessions::PageSessions;
 
-/// The longest answer body taken: a verdict and a reason.
+/// The longest body taken: a verdict, a reason and a CSRF token.
 const MAX_BODY: usize = 16 * 1024;
 /// The longest reason kept, in characters.
 const MAX_REASON: usize = 2_000;
@@ -38,6 +51,42 @@ pub struct ApprovalsEndpoint {
     pub approvers: Arc<FileDirectory>,
     /// Host names accepted besides the loopback ones, lower case.
     pub allowed_hosts: Vec<String>,
+    sessions: PageSessions,
+}
+
+impl ApprovalsEndpoint {
+    pub fn new(
+        inbox: Arc<Inbox>,
+        approvers: Arc<FileDirectory>,
+        allowed_hosts: Vec<String>,
+    ) -> Self {
+        Self {
+            inbox,
+            approvers,
+            allowed_hosts,
+            sessions: PageSessions::default(),
+        }
+    }
+
+    /// The approver whose token this is, as the store holds it now.
+    fn approver_of(&self, token: &str) -> Option<ApproverRef> {
+        let approvers = self.approvers.approvers()?;
+        authenticate_approver(&approvers, token).map(|a| ApproverRef {
+            name: a.name.clone(),
+            fingerprint: a.fingerprint(),
+            groups: a.groups.clone(),
+        })
+    }
+
+    /// Whether the approver a session was opened for is still in the
+    /// store with the same token (not revoked, not re-issued).
+    fn still_approver(&self, approver: &ApproverRef) -> bool {
+        self.approvers.approvers().is_some_and(|approvers| {
+            approvers
+                .iter()
+                .any(|a| a.name == approver.name && a.fingerprint() == approver.fingerprint)
+        })
+    }
 }
 
 /// Serves the endpoint on `listener` until `stop` fires.
@@ -47,12 +96,22 @@ pub async fn serve_approvals(
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let endpoint = Arc::new(endpoint);
+    let api = Router::new()
+        .route("/api/questions", get(api::list))
+        .route("/api/questions/{id}", get(api::show))
+        .route("/api/questions/{id}/answer", post(api::answer))
+        .route_layer(from_fn_with_state(
+            Arc::clone(&endpoint),
+            api::bearer_approver,
+        ));
     let app = Router::new()
-        .route("/api/questions", get(list))
-        .route("/api/questions/{id}", get(show))
-        .route("/api/questions/{id}/answer", post(answer))
+        .route("/", get(page::inbox))
+        .route("/login", post(page::login))
+        .route("/logout", post(page::logout))
+        .route("/questions/{id}/answer", post(page::answer))
+        .merge(api)
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .route_layer(from_fn_with_state(Arc::clone(&endpoint), guard))
+        .layer(from_fn_with_state(Arc::clone(&endpoint), same_site))
         .with_state(endpoint);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -68,20 +127,18 @@ fn refuse(status: StatusCode, body: &'static str) -> Response {
         .into_response()
 }
 
-/// Host and Origin as `/mcp` checks them, then the approver's token.
-async fn guard(
+/// Host as `/mcp` checks it; an Origin, when a browser sends one, of a
+/// page of this machine or of this very endpoint (its own forms).
+async fn same_site(
     State(endpoint): State<Arc<ApprovalsEndpoint>>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    let host_ok = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .and_then(host_name)
-        .is_some_and(|host| {
-            LOOPBACK_HOSTS.contains(&host.as_str()) || endpoint.allowed_hosts.contains(&host)
-        });
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let host_ok = host.and_then(host_name).is_some_and(|name| {
+        LOOPBACK_HOSTS.contains(&name.as_str()) || endpoint.allowed_hosts.contains(&name)
+    });
     if !host_ok || host_ambiguous(&request) {
         return refuse(
             StatusCode::FORBIDDEN,
@@ -91,9 +148,10 @@ async fn guard(
     let mut origins = headers.get_all(header::ORIGIN).iter();
     let origin_ok = match (origins.next(), origins.next()) {
         (None, _) => true,
-        (Some(origin), None) => origin
-            .to_str()
-            .is_ok_and(|o| is_loopback_origin(&o.trim_end_matches('/').to_ascii_lowercase())),
+        (Some(origin), None) => origin.to_str().is_ok_and(|origin| {
+            let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+            is_loopback_origin(&origin) || host.is_some_and(|host| own_origin(&origin, host))
+        }),
         _ => false,
     };
     if !origin_ok {
@@ -102,95 +160,37 @@ async fn guard(
             "portcullis: this origin is not served",
         );
     }
-    let approver = endpoint.approvers.approvers().and_then(|approvers| {
-        let token = bearer(headers)?;
-        authenticate_approver(&approvers, token).map(|a| ApproverRef {
-            name: a.name.clone(),
-            fingerprint: a.fingerprint(),
-            groups: a.groups.clone(),
-        })
-    });
-    let Some(approver) = approver else {
-        let mut response = refuse(StatusCode::UNAUTHORIZED, AUTH_FAILED);
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"portcullis-approvals\""),
-        );
-        return response;
-    };
-    request.extensions_mut().insert(approver);
     next.run(request).await
 }
 
-fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body.to_string(),
-    )
-        .into_response()
+/// `origin` is `http(s)://` exactly the host this request was sent to.
+fn own_origin(origin: &str, host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .is_some_and(|authority| authority == host)
 }
 
-async fn list(State(endpoint): State<Arc<ApprovalsEndpoint>>) -> Response {
-    json_response(StatusCode::OK, &json!({"questions": endpoint.inbox.list()}))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-async fn show(State(endpoint): State<Arc<ApprovalsEndpoint>>, Path(id): Path<String>) -> Response {
-    match endpoint.inbox.get(&id) {
-        Some(question) => json_response(StatusCode::OK, &json!(question)),
-        None => json_response(
-            StatusCode::NOT_FOUND,
-            &json!({"error": AnswerError::NoSuchQuestion(id).to_string()}),
-        ),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AnswerBody {
-    verdict: Verdict,
-    #[serde(default)]
-    reason: String,
-}
-
-async fn answer(
-    State(endpoint): State<Arc<ApprovalsEndpoint>>,
-    Path(id): Path<String>,
-    axum::Extension(approver): axum::Extension<ApproverRef>,
-    body: Bytes,
-) -> Response {
-    let body: AnswerBody = match serde_json::from_slice(&body) {
-        Ok(body) => body,
-        Err(err) => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &json!({"error": format!("the answer must be {{\"verdict\": \"approve\" | \"deny\", \"reason\": \"…\"}}: {err}")}),
-            );
-        }
-    };
-    if body.reason.chars().count() > MAX_REASON {
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            &json!({"error": format!("the reason is longer than {MAX_REASON} characters")}),
-        );
-    }
-    match endpoint
-        .inbox
-        .answer(&id, &approver, body.verdict, &body.reason)
-        .await
-    {
-        Ok(question) => json_response(StatusCode::OK, &json!(question)),
-        Err(err) => {
-            let status = match &err {
-                AnswerError::NoSuchQuestion(_) => StatusCode::NOT_FOUND,
-                AnswerError::Closed { .. } => StatusCode::CONFLICT,
-                AnswerError::NotPermitted { .. } => StatusCode::FORBIDDEN,
-                AnswerError::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            json_response(status, &json!({"error": err.to_string()}))
-        }
+    #[test]
+    fn an_origin_is_its_own_only_for_the_very_host() {
+        assert!(own_origin(
+            "https://approvals.example:8443",
+            "Approvals.Example:8443"
+        ));
+        assert!(own_origin("http://approvals.example", "approvals.example"));
+        assert!(!own_origin(
+            "https://approvals.example.evil",
+            "approvals.example"
+        ));
+        assert!(!own_origin(
+            "https://evil/approvals.example",
+            "approvals.example"
+        ));
+        assert!(!own_origin("ftp://approvals.example", "approvals.example"));
     }
 }

@@ -95,7 +95,7 @@ pub enum Command {
     Init(init::InitArgs),
     /// Serve MCP: over stdio to the client whose token is in PORTCULLIS_TOKEN,
     /// or with --http over Streamable HTTP to every client in the token store.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Create, list and revoke client tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),

@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use crate::html_text::escape;
 use crate::review::Report;
 
 /// One colour per transition kind: openings stand out.
@@ -15,14 +16,6 @@ fn colour(transition: &str) -> &'static str {
         t if t.ends_with("->deny") => "#2c7a4b",
         _ => "#5d6d7e",
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
 }
 
 const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;color:#1c2833;padding:0 1em}\

@@ -9,16 +9,43 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::Inbox;
-use crate::approval_http::{ApprovalsEndpoint, serve_approvals};
+use super::ServeArgs;
+use crate::approval::{Announce, Inbox};
+use crate::approval_http::{
+    ApprovalsEndpoint, WEBHOOK_SECRET_ENV, Webhook, serve_approvals, webhook_secret_from_env,
+    webhook_secret_from_file,
+};
 use crate::auth::FileDirectory;
 
+/// The inbox's listener, bound, and what tells of each new question.
+pub(super) type Bound = (std::net::TcpListener, Option<Arc<dyn Announce>>);
+
+/// The webhook `--approval-webhook` names, with its secret, linking to
+/// the page at `page`.
+pub(super) fn announcer(args: &ServeArgs, page: &str) -> anyhow::Result<Option<Arc<dyn Announce>>> {
+    let Some(url) = &args.approval_webhook else {
+        return Ok(None);
+    };
+    let secret = match (
+        &args.approval_webhook_secret,
+        std::env::var(WEBHOOK_SECRET_ENV),
+    ) {
+        (Some(path), _) => webhook_secret_from_file(path)?,
+        (None, Ok(text)) => webhook_secret_from_env(&text)?,
+        (None, Err(_)) => anyhow::bail!(
+            "--approval-webhook needs a secret to sign with: give --approval-webhook-secret FILE or {WEBHOOK_SECRET_ENV} (make one with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE`)"
+        ),
+    };
+    Ok(Some(Arc::new(Webhook::new(url, secret, page)?)))
+}
+
 /// Binds the approvals address now, so a bad one stops `serve` before
-/// anything starts, and says where it is (port 0 picks one).
+/// anything starts, and says where it is (port 0 picks one): the listener
+/// and the page's address.
 pub(super) fn bind(
     address: SocketAddr,
     allow_remote: bool,
-) -> anyhow::Result<std::net::TcpListener> {
+) -> anyhow::Result<(std::net::TcpListener, String)> {
     if !address.ip().is_loopback() && !allow_remote {
         anyhow::bail!(
             "--approvals {address} is not a loopback address: add --allow-remote to let approvers on other machines in (put a TLS terminator in front)"
@@ -31,9 +58,10 @@ pub(super) fn bind(
         .context("the approvals listener")?;
     let bound = listener.local_addr().context("the approvals address")?;
     // One write, as for the MCP address: a reader may wait for the line.
-    let line = format!("portcullis: serving the approval inbox at http://{bound}/\n");
+    let page = format!("http://{bound}/");
+    let line = format!("portcullis: serving the approval inbox at {page}\n");
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
-    Ok(listener)
+    Ok((listener, page))
 }
 
 /// Serves the inbox to approvers until `stop` fires.
@@ -51,14 +79,11 @@ pub(super) async fn serve(
             return;
         }
     };
-    let endpoint = ApprovalsEndpoint {
-        inbox,
-        approvers,
-        allowed_hosts: allowed_hosts
-            .iter()
-            .map(|name| name.to_ascii_lowercase())
-            .collect(),
-    };
+    let allowed_hosts = allowed_hosts
+        .iter()
+        .map(|name| name.to_ascii_lowercase())
+        .collect();
+    let endpoint = ApprovalsEndpoint::new(inbox, approvers, allowed_hosts);
     if let Err(err) = serve_approvals(listener, endpoint, stop).await {
         tracing::error!(error = %err, "the approvals listener stopped");
     }

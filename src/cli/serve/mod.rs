@@ -28,7 +28,7 @@ use super::state_paths::{
 };
 use super::{Exit, Format, PolicyArgs};
 use crate::approval::{
-    APPROVAL_KEY_ENV, ApprovalSeal, Approvals, Inbox, NonceLedger, shared_key_from_file,
+    APPROVAL_KEY_ENV, Announce, ApprovalSeal, Approvals, Inbox, NonceLedger, shared_key_from_file,
     shared_key_from_hex,
 };
 use crate::audit::{
@@ -137,6 +137,21 @@ pub struct ServeArgs {
     /// approver the policies let answer. Loopback unless --allow-remote.
     #[arg(long, value_name = "ADDR:PORT")]
     pub approvals: Option<std::net::SocketAddr>,
+    /// The inbox page's address as approvers reach it (behind a TLS
+    /// terminator, say), for the links the webhook sends [default: the
+    /// address --approvals bound].
+    #[arg(long, value_name = "URL", requires = "approvals")]
+    pub approvals_url: Option<String>,
+    /// POST every new question of the inbox to URL as JSON (a `text` a
+    /// Slack-compatible chat shows, the question, a link to the page),
+    /// signed with the secret of --approval-webhook-secret.
+    #[arg(long, value_name = "URL", requires = "approvals")]
+    pub approval_webhook: Option<String>,
+    /// The secret the webhook's HMAC-SHA256 signatures are made with, in a
+    /// file only its owner can read (at least 16 bytes); or give it in
+    /// PORTCULLIS_APPROVAL_WEBHOOK_SECRET.
+    #[arg(long, value_name = "FILE", requires = "approval_webhook")]
+    pub approval_webhook_secret: Option<PathBuf>,
 }
 
 /// `--surface`, as the command line spells it.
@@ -169,6 +184,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     let inbox = args
         .approvals
         .map(|address| inbox::bind(address, args.http.allow_remote))
+        .transpose()?
+        .map(|(listener, bound)| -> anyhow::Result<_> {
+            let page = args.approvals_url.clone().unwrap_or(bound);
+            Ok((listener, inbox::announcer(args, &page)?))
+        })
         .transpose()?;
     let clients = match &args.http.address {
         // Before anything reads stdin: an unauthenticated process gets nothing.
@@ -389,7 +409,7 @@ fn fleet_key(args: &ServeArgs) -> anyhow::Result<Option<[u8; 64]>> {
 fn approvals(
     args: &ServeArgs,
     fleet: Option<([u8; 64], &SharedState)>,
-    with_inbox: bool,
+    with_inbox: Option<Option<Arc<dyn Announce>>>,
 ) -> anyhow::Result<Arc<Approvals>> {
     let ttl = Duration::from_secs(args.approval_ttl);
     let clock = Arc::new(SystemClock);
@@ -407,7 +427,7 @@ fn approvals(
             )
         }
     };
-    let inbox = with_inbox.then(|| Arc::new(Inbox::new(Arc::new(SystemClock), None)));
+    let inbox = with_inbox.map(|announce| Arc::new(Inbox::new(Arc::new(SystemClock), announce)));
     Ok(Arc::new(Approvals {
         seal,
         timeout: Duration::from_secs(args.approval_timeout),
@@ -424,8 +444,9 @@ impl World {
         args: &ServeArgs,
         clients: Vec<StoredClient>,
         key: Option<[u8; 64]>,
-        (metrics, inbox): (Option<std::net::TcpListener>, Option<std::net::TcpListener>),
+        (metrics, inbox): (Option<std::net::TcpListener>, Option<inbox::Bound>),
     ) -> anyhow::Result<Option<Self>> {
+        let (inbox, announce) = inbox.unzip();
         let audit_path = audit_path(args.audit.as_deref())?;
         let applied = applied_path(&audit_path);
         let watched = Watched::now(&args.policies, &applied, args.reload);
@@ -449,7 +470,11 @@ impl World {
             Some(url) => Some(runtime.block_on(SharedState::connect(url))?),
             None => None,
         };
-        let approvals = approvals(args, key.zip(shared.as_ref()), inbox.is_some())?;
+        let approvals = approvals(
+            args,
+            key.zip(shared.as_ref()),
+            inbox.is_some().then_some(announce.flatten()),
+        )?;
         let approvers = match (&inbox, args.store.resolve()) {
             (None, _) => None,
             (Some(_), Some(path)) => Some(Arc::new(FileDirectory::new(path))),
