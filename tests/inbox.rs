@@ -535,3 +535,31 @@ async fn the_page_logs_an_approver_in_and_refuses_forms_without_the_csrf_token()
     assert!(login_again.contains("name=\"token\""), "{login_again}");
     inbox.server.stop();
 }
+
+/// The page in Debian's Chromium, driven by Selenium from the Python SDK's
+/// test environment (tests/interop/test_inbox_page.py). CI installs
+/// Chromium and chromedriver and requires them; elsewhere a machine
+/// without them says so and checks the rest.
+#[test]
+fn an_approver_answers_from_a_real_browser() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let driver = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+    let present =
+        std::path::Path::new(&chromium).exists() && std::path::Path::new(&driver).exists();
+    if !present {
+        assert!(
+            std::env::var_os("PORTCULLIS_REQUIRE_CHROMIUM").is_none(),
+            "PORTCULLIS_REQUIRE_CHROMIUM is set and {chromium} or {driver} is missing"
+        );
+        eprintln!(
+            "SKIPPED: no Chromium at {chromium} or chromedriver at {driver} (.ci/install-chromium installs Debian's)"
+        );
+        return;
+    }
+    let screenshot = std::env::var_os("PORTCULLIS_SCREENSHOT").unwrap_or_default();
+    let (tests, stdout) = crate::interop_python::pytest(
+        &["-k", "inbox_page"],
+        &[("PORTCULLIS_SCREENSHOT", screenshot.as_os_str())],
+    );
+    assert_eq!(tests, 1, "{stdout}");
+}
