@@ -174,30 +174,31 @@ pub struct Inbox {
 }
 
 /// A question posted for a call, closed (withdrawn) if the call stops
-/// waiting before it is answered.
+/// waiting before it is answered: when the waiting future is dropped
+/// (cancelled, disconnected), `Drop` closes it.
 pub struct Posted<'a> {
     inbox: &'a Inbox,
     pub id: String,
-    receiver: Option<oneshot::Receiver<Ended>>,
+    receiver: oneshot::Receiver<Ended>,
+    /// Set once the question ended while the call still waited.
+    settled: bool,
 }
 
 impl Posted<'_> {
     /// Waits for the answer, at most `timeout`; the question expires then.
     pub async fn answered(mut self, timeout: Duration) -> Ended {
-        let Some(receiver) = self.receiver.take() else {
-            return Ended::Withdrawn;
-        };
-        tokio::select! {
-            ended = receiver => ended.unwrap_or(Ended::Withdrawn),
+        let ended = tokio::select! {
+            ended = &mut self.receiver => ended.unwrap_or(Ended::Withdrawn),
             () = tokio::time::sleep(timeout) => self.inbox.close(&self.id, Status::Expired),
-        }
+        };
+        self.settled = true;
+        ended
     }
 }
 
 impl Drop for Posted<'_> {
     fn drop(&mut self) {
-        // Still waiting: the call stopped (cancelled, disconnected).
-        if self.receiver.is_some() {
+        if !self.settled {
             self.inbox.close(&self.id, Status::Withdrawn);
         }
     }
@@ -271,7 +272,8 @@ impl Inbox {
         Posted {
             inbox: self,
             id,
-            receiver: Some(receiver),
+            receiver,
+            settled: false,
         }
     }
 

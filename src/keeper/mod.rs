@@ -616,4 +616,6 @@ impl Keeper {
 }
 
 #[cfg(test)]
+mod inbox_tests;
+#[cfg(test)]
 mod tests;

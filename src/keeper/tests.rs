@@ -13,7 +13,7 @@ use super::*;
 use crate::approval::Grant;
 use crate::pdp::{ClientRecord, PolicyBundle, SourceFile};
 
-const ALLOW_BUILTIN: &str = r#"
+pub(super) const ALLOW_BUILTIN: &str = r#"
 @id("allow.builtin")
 @reason("test clients may use the built-in tools")
 permit (
@@ -23,10 +23,10 @@ permit (
 );
 "#;
 
-struct Fixture {
-    keeper: Arc<Keeper>,
-    sink: Arc<MemorySink>,
-    dir: tempfile::TempDir,
+pub(super) struct Fixture {
+    pub keeper: Arc<Keeper>,
+    pub sink: Arc<MemorySink>,
+    pub dir: tempfile::TempDir,
 }
 
 fn fixture(tier: &str) -> Fixture {
@@ -35,7 +35,7 @@ fn fixture(tier: &str) -> Fixture {
 
 /// A keeper of `registry`'s tools under the default policies and
 /// `allowlist`, for one client of `tier`, recording into memory.
-fn keeper_over(allowlist: &str, registry: Registry, tier: &str) -> Fixture {
+pub(super) fn keeper_over(allowlist: &str, registry: Registry, tier: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("ws")).unwrap();
     let mut bundle = PolicyBundle::builtin();
@@ -72,7 +72,7 @@ fn keeper_over(allowlist: &str, registry: Registry, tier: &str) -> Fixture {
     }
 }
 
-async fn call(
+pub(super) async fn call(
     keeper: &Arc<Keeper>,
     name: &str,
     arguments: Value,
