@@ -254,8 +254,14 @@ async fn an_unattended_call_waits_for_an_approver_the_policies_let_answer() {
         .filter(|r| r["kind"] == "approval" && r["body"]["event"] == "answered")
         .collect();
     assert_eq!(answered.len(), 2, "{answered:?}");
-    assert_eq!(answered[0]["body"]["detail"]["approver"], "alice");
-    assert_eq!(answered[0]["body"]["detail"]["reason"], "ticket 42");
+    assert_eq!(
+        answered[0]["body"]["detail"]["approvers"][0]["approver"],
+        "alice"
+    );
+    assert_eq!(
+        answered[0]["body"]["detail"]["approvers"][0]["reason"],
+        "ticket 42"
+    );
     assert_eq!(answered[0]["body"]["channel"], "inbox");
     assert!(records.iter().any(|r| r["kind"] == "decision"
         && r["body"]["approved"] == true

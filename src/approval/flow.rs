@@ -302,8 +302,10 @@ impl Approvals {
         if recorded.is_err() {
             return Reply::Done(CallOutcome::AuditUnavailable);
         }
+        let required = keeper.inbox_quorum(&asked);
         let question = NewQuestion {
             id: id.clone(),
+            required,
             keeper: Arc::new(keeper.pinned()),
             request_id,
             digest: &digest,
@@ -319,10 +321,13 @@ impl Approvals {
             () = adapter.stopped() => Ended::Withdrawn,
         };
         let (event, detail) = match &ended {
-            Ended::Approved(answer) | Ended::Denied(answer) => (
+            Ended::Approved(answers) => (
                 "answered",
-                json!({"question": id, "answer": answer.verdict, "approver": answer.approver,
-                       "fingerprint": answer.fingerprint, "reason": answer.reason}),
+                json!({"question": id, "answer": "approve", "approvers": answers}),
+            ),
+            Ended::Denied(answer) => (
+                "answered",
+                json!({"question": id, "answer": "deny", "approvers": [answer]}),
             ),
             Ended::Expired => ("expired", json!({"question": id})),
             Ended::Withdrawn => ("withdrawn", json!({"question": id})),
@@ -331,11 +336,11 @@ impl Approvals {
             .record_approval_via(request_id, event, &digest, INBOX_CHANNEL, detail)
             .await;
         match ended {
-            Ended::Approved(_) => Reply::Done(
-                adapter
-                    .run(Approval::Granted(Grant::checked(digest, INBOX_CHANNEL)))
-                    .await,
-            ),
+            Ended::Approved(answers) => {
+                let approvers = u32::try_from(answers.len()).unwrap_or(u32::MAX);
+                let grant = Grant::by_quorum(digest, INBOX_CHANNEL, approvers);
+                Reply::Done(adapter.run(Approval::Granted(grant)).await)
+            }
             Ended::Denied(answer) => Reply::Declined {
                 why: "approval_declined",
                 policies: asking,

@@ -9,13 +9,27 @@
 pub struct Grant {
     digest: String,
     channel: &'static str,
+    approvers: u32,
 }
 
 impl Grant {
     /// An approval through the client (its elicitation, its retried
     /// state, its harness's prompt).
     pub(super) fn checked(digest: String, channel: &'static str) -> Self {
-        Self { digest, channel }
+        Self {
+            digest,
+            channel,
+            approvers: crate::pdp::ONE_APPROVER,
+        }
+    }
+
+    /// An approval by `approvers` distinct people of the inbox.
+    pub(super) fn by_quorum(digest: String, channel: &'static str, approvers: u32) -> Self {
+        Self {
+            digest,
+            channel,
+            approvers,
+        }
     }
 
     /// The action digest of the approved call.
@@ -29,12 +43,18 @@ impl Grant {
         self.channel
     }
 
+    /// How many distinct people approved.
+    pub fn approvers(&self) -> u32 {
+        self.approvers
+    }
+
     /// A grant for unit tests of the keeper.
     #[cfg(test)]
     pub(crate) fn for_tests(digest: &str) -> Self {
         Self {
             digest: digest.to_owned(),
             channel: crate::keeper::APPROVAL_CHANNEL,
+            approvers: crate::pdp::ONE_APPROVER,
         }
     }
 }

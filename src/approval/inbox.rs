@@ -4,9 +4,11 @@
 //! or a chat notification.
 //!
 //! A question is bound to its call by the call's digest (tool, arguments,
-//! policy set) and answered once: the first answer that Cedar lets through
-//! (`approve`, decided by the asking call's own keeper, so under the set
-//! the call was decided by, and recorded before it counts) closes it.
+//! policy set) and closed once: by the first denial Cedar lets through, or
+//! by as many distinct approvals as the policies require
+//! (`context.approvers`). Each answer is decided as `approve` by the asking
+//! call's own keeper, so under the set the call was decided by, and
+//! recorded before it counts.
 //! A question whose call gives up (cancelled, disconnected, timed out) is
 //! closed too, and can no longer be answered.
 
@@ -97,13 +99,19 @@ pub struct QuestionView {
     pub policies: Vec<AskingPolicy>,
     pub policy_set: String,
     pub digest: String,
-    pub answer: Option<AnswerView>,
+    /// How many distinct approvers must approve (`context.approvers` in
+    /// the policies).
+    pub required: u32,
+    /// The answers taken, in order: approvals until there are enough, or
+    /// the one denial that closed it.
+    pub answers: Vec<AnswerView>,
 }
 
 /// How a question ended, for the waiting call.
 #[derive(Debug, Clone)]
 pub enum Ended {
-    Approved(AnswerView),
+    /// Enough approvers approved: who.
+    Approved(Vec<AnswerView>),
     Denied(AnswerView),
     Expired,
     Withdrawn,
@@ -124,6 +132,8 @@ pub enum AnswerError {
     },
     #[error("the audit log is unavailable: the answer is not taken")]
     AuditUnavailable,
+    #[error("`{approver}` approved question `{id}` already; it needs another approver")]
+    AlreadyApproved { id: String, approver: String },
 }
 
 fn policies_text(policies: &[String]) -> String {
@@ -147,6 +157,31 @@ struct Entry {
     waiter: Option<oneshot::Sender<Ended>>,
 }
 
+impl Entry {
+    /// Whether `approver` may still answer: the question is open and they
+    /// have not approved it already.
+    fn answerable_by(&self, id: &str, approver: &ApproverRef) -> Result<(), AnswerError> {
+        if self.view.status != Status::Pending {
+            return Err(AnswerError::Closed {
+                id: id.to_owned(),
+                status: self.view.status,
+            });
+        }
+        if self
+            .view
+            .answers
+            .iter()
+            .any(|a| a.approver == approver.name)
+        {
+            return Err(AnswerError::AlreadyApproved {
+                id: id.to_owned(),
+                approver: approver.name.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Something to tell when a question arrives (the webhook).
 pub trait Announce: Send + Sync {
     fn announce(&self, question: &QuestionView);
@@ -156,6 +191,8 @@ pub trait Announce: Send + Sync {
 /// what binds it to the call.
 pub struct NewQuestion<'a> {
     pub id: String,
+    /// How many distinct approvers must approve.
+    pub required: u32,
     pub keeper: Arc<Keeper>,
     pub request_id: &'a str,
     pub digest: &'a str,
@@ -219,6 +256,7 @@ impl Inbox {
     pub fn post(&self, question: NewQuestion<'_>, timeout: Duration) -> Posted<'_> {
         let NewQuestion {
             id,
+            required,
             keeper,
             request_id,
             digest,
@@ -251,7 +289,8 @@ impl Inbox {
                 .collect(),
             policy_set: decision.policy_set.hash.clone(),
             digest: digest.to_owned(),
-            answer: None,
+            required,
+            answers: Vec::new(),
         };
         let (sender, receiver) = oneshot::channel();
         let announced = view.clone();
@@ -304,8 +343,9 @@ impl Inbox {
     }
 
     /// Takes an approver's answer: Cedar decides `approve` through the
-    /// asking call's keeper (recorded before the answer counts), and the
-    /// first answer let through closes the question and wakes its call.
+    /// asking call's keeper (recorded before the answer counts). A denial
+    /// let through closes the question; approvals close it once as many
+    /// distinct approvers as it requires approved. Closing wakes its call.
     pub async fn answer(
         &self,
         id: &str,
@@ -326,12 +366,7 @@ impl Inbox {
                     status: Status::Expired,
                 });
             }
-            if entry.view.status != Status::Pending {
-                return Err(AnswerError::Closed {
-                    id: id.to_owned(),
-                    status: entry.view.status,
-                });
-            }
+            entry.answerable_by(id, approver)?;
             (
                 Arc::clone(&entry.keeper),
                 entry.request_id.clone(),
@@ -356,31 +391,37 @@ impl Inbox {
             reason: reason.to_owned(),
             at: rfc3339(self.clock.now()),
         };
-        let (status, ended) = match verdict {
-            Verdict::Approve => (Status::Approved, Ended::Approved(answer.clone())),
-            Verdict::Deny => (Status::Denied, Ended::Denied(answer.clone())),
-        };
-        let (view, waiter) = {
+        let (view, ended) = {
             let mut questions = self.lock();
             let entry = questions
                 .get_mut(id)
                 .ok_or_else(|| AnswerError::NoSuchQuestion(id.to_owned()))?;
             // Another answer (or the call giving up) came first.
-            if entry.view.status != Status::Pending {
-                return Err(AnswerError::Closed {
-                    id: id.to_owned(),
-                    status: entry.view.status,
-                });
-            }
-            entry.view.status = status;
-            entry.view.answer = Some(answer);
-            (entry.view.clone(), entry.waiter.take())
+            entry.answerable_by(id, approver)?;
+            entry.view.answers.push(answer.clone());
+            let approvals = entry.view.answers.len();
+            let ended = match verdict {
+                Verdict::Deny => Some((Status::Denied, Ended::Denied(answer))),
+                Verdict::Approve if approvals >= entry.view.required as usize => Some((
+                    Status::Approved,
+                    Ended::Approved(entry.view.answers.clone()),
+                )),
+                // Not enough yet: the question waits for the next approver.
+                Verdict::Approve => None,
+            };
+            let ended = ended.map(|(status, ended)| {
+                entry.view.status = status;
+                (entry.waiter.take(), ended)
+            });
+            (entry.view.clone(), ended)
         };
-        self.closed_now(id);
-        if let Some(waiter) = waiter {
-            // The call may have stopped waiting this very moment: then the
-            // answer is recorded and nothing runs.
-            let _ = waiter.send(ended);
+        if let Some((waiter, ended)) = ended {
+            self.closed_now(id);
+            if let Some(waiter) = waiter {
+                // The call may have stopped waiting this very moment: then
+                // the answer is recorded and nothing runs.
+                let _ = waiter.send(ended);
+            }
         }
         Ok(view)
     }
@@ -394,8 +435,8 @@ impl Inbox {
                 return Ended::Withdrawn;
             };
             if entry.view.status != Status::Pending {
-                return match (&entry.view.status, &entry.view.answer) {
-                    (Status::Approved, Some(answer)) => Ended::Approved(answer.clone()),
+                return match (&entry.view.status, entry.view.answers.last()) {
+                    (Status::Approved, _) => Ended::Approved(entry.view.answers.clone()),
                     (Status::Denied, Some(answer)) => Ended::Denied(answer.clone()),
                     (Status::Expired, _) => Ended::Expired,
                     _ => Ended::Withdrawn,

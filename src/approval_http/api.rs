@@ -113,7 +113,7 @@ pub(super) async fn answer(
 pub(super) fn refusal_status(err: &AnswerError) -> StatusCode {
     match err {
         AnswerError::NoSuchQuestion(_) => StatusCode::NOT_FOUND,
-        AnswerError::Closed { .. } => StatusCode::CONFLICT,
+        AnswerError::Closed { .. } | AnswerError::AlreadyApproved { .. } => StatusCode::CONFLICT,
         AnswerError::NotPermitted { .. } => StatusCode::FORBIDDEN,
         AnswerError::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
     }

@@ -335,36 +335,41 @@ fn question_html(out: &mut String, q: &QuestionView, csrf: &str) {
         );
     }
     out.push_str("</dl>");
-    match (&q.status, &q.answer) {
-        (Status::Pending, _) => {
+    for answer in &q.answers {
+        let verdict = match answer.verdict {
+            Verdict::Approve => "approved",
+            Verdict::Deny => "denied",
+        };
+        let _ = write!(
+            out,
+            "<p class=\"answer\">{verdict} by <b>{}</b> <span class=\"who\">({})</span> at {}{}</p>",
+            escape(&answer.approver),
+            escape(&answer.fingerprint),
+            escape(&answer.at),
+            if answer.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", escape(&answer.reason))
+            },
+        );
+    }
+    if q.status == Status::Pending {
+        if q.required > 1 {
             let _ = write!(
                 out,
-                "<form method=\"post\" action=\"/questions/{id}/answer\">\
-                 <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-                 <label>Reason (recorded; told to the client on a denial)<textarea name=\"reason\"></textarea></label>\
-                 <button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>\
-                 <button type=\"submit\" name=\"verdict\" value=\"deny\">Deny</button></form>"
+                "<p class=\"quorum\">needs {} distinct approvers; {} so far</p>",
+                q.required,
+                q.answers.len()
             );
         }
-        (_, Some(answer)) => {
-            let verdict = match answer.verdict {
-                Verdict::Approve => "approved",
-                Verdict::Deny => "denied",
-            };
-            let _ = write!(
-                out,
-                "<p class=\"answer\">{verdict} by <b>{}</b> <span class=\"who\">({})</span> at {}{}</p>",
-                escape(&answer.approver),
-                escape(&answer.fingerprint),
-                escape(&answer.at),
-                if answer.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", escape(&answer.reason))
-                },
-            );
-        }
-        (_, None) => {}
+        let _ = write!(
+            out,
+            "<form method=\"post\" action=\"/questions/{id}/answer\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label>Reason (recorded; told to the client on a denial)<textarea name=\"reason\"></textarea></label>\
+             <button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>\
+             <button type=\"submit\" name=\"verdict\" value=\"deny\">Deny</button></form>"
+        );
     }
     out.push_str("</section>");
 }

@@ -99,8 +99,13 @@ pub fn payload(question: &QuestionView, page: &str) -> String {
         .iter()
         .map(|p| p.reason.as_str())
         .collect();
+    let quorum = if question.required > 1 {
+        format!(" ({} approvers needed)", question.required)
+    } else {
+        String::new()
+    };
     let text = format!(
-        "portcullis: `{}` (tier {}) waits for an approval to run `{}` ({}){}. Why: {}. Answer before {}: {link}",
+        "portcullis: `{}` (tier {}) waits for an approval{quorum} to run `{}` ({}){}. Why: {}. Answer before {}: {link}",
         question.client,
         question.client_tier,
         question.name,

@@ -17,8 +17,8 @@ use super::snapshot;
 use super::verify::{Break, Chain, Line, Records, check_end};
 use crate::facts::{CommandFacts, ToolFacts, Transport};
 use crate::pdp::{
-    ApproveAsked, Asked, Asker, Cause, DecisionError, Engine, LoadError, Outcome, PolicyBundle,
-    PolicySetIdentity, Query, ToolAction, ToolRef, approver_uid, client_uid,
+    ApproveAsked, Asked, Asker, Cause, DecisionError, Engine, LoadError, ONE_APPROVER, Outcome,
+    PolicyBundle, PolicySetIdentity, Query, ToolAction, ToolRef, approver_uid, client_uid,
 };
 use crate::tools::Registry;
 
@@ -106,6 +106,11 @@ pub struct DecisionRecord {
     /// is the client that asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver: Option<ApproverRef>,
+    /// How many distinct people the approved pass counted
+    /// (`context.approvers`) when not one: an inbox question's
+    /// hypothetical pass, or a call approved by a quorum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<u32>,
 }
 
 /// What a decision record decided about.
@@ -661,6 +666,7 @@ impl Redecider {
             asked,
             approved,
             approval_channel: &recorded.approval_channel,
+            approvers: recorded.approvers.unwrap_or(ONE_APPROVER),
         });
         // A candidate's shadows are its own; the recorded set's must say
         // again what the record says they said.
@@ -814,6 +820,7 @@ mod tests {
             shadow: None,
             confined: None,
             approver: None,
+            approvers: None,
         }
     }
 

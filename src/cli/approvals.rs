@@ -272,7 +272,16 @@ fn print_question(q: &Value, format: Format) -> anyhow::Result<Exit> {
             printable(text(policy, "id"))
         );
     }
-    if let Some(answer) = q.get("answer").filter(|a| !a.is_null()) {
+    let required = q.get("required").and_then(Value::as_u64).unwrap_or(1);
+    if required > 1 {
+        println!("  needs {required} distinct approvers");
+    }
+    for answer in q
+        .get("answers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         println!(
             "  answered {} by {} ({}) at {}: {}",
             printable(text(answer, "verdict")),

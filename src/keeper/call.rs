@@ -16,7 +16,9 @@ use super::result_fit::misfit;
 use super::{Approval, Authorized, CallOutcome, Keeper};
 use crate::bridge::{Caller, Ended};
 use crate::facts::{ToolCallFacts, ToolFacts, ToolInput, forwarded_arguments, is_vcs_metadata};
-use crate::pdp::{Cause, Decision, INBOX_CHANNEL, Outcome, Query, ToolAction};
+use crate::pdp::{
+    Cause, Decision, INBOX_CHANNEL, INBOX_MAX_APPROVERS, ONE_APPROVER, Outcome, Query, ToolAction,
+};
 use crate::servers::{Forwarded, ToolStatus};
 use crate::tools::{
     BridgeTool, CancelFlag, Invocation, Progress, RegisteredTool, Runner, ToolFailure, ToolId,
@@ -255,11 +257,11 @@ impl Keeper {
         trail: &mut Trail<'_>,
     ) -> Decision {
         let first = match approval {
-            Approval::Inbox => INBOX_CHANNEL,
-            _ => self.approval_channel(),
+            Approval::Inbox => (INBOX_CHANNEL, INBOX_MAX_APPROVERS),
+            _ => (self.approval_channel(), ONE_APPROVER),
         };
         let decision = self.decide_via(ToolAction::Call, tool, facts, first);
-        trail.channel = first;
+        (trail.channel, trail.approvers) = first;
         if let Approval::AskableOrInbox = approval
             && decision.outcome == Outcome::Deny
         {
@@ -271,9 +273,9 @@ impl Keeper {
                 facts,
                 INBOX_CHANNEL,
             );
-            let via_inbox = self.setting.engine.decide(&query);
+            let via_inbox = self.setting.engine.decide(&query.by(INBOX_MAX_APPROVERS));
             if via_inbox.outcome == Outcome::Ask {
-                trail.channel = INBOX_CHANNEL;
+                (trail.channel, trail.approvers) = (INBOX_CHANNEL, INBOX_MAX_APPROVERS);
                 return via_inbox;
             }
         }
@@ -286,16 +288,17 @@ impl Keeper {
         // Asked through one channel, approved through another: the
         // decision without the approval is asked again through the one the
         // approval came by.
-        let unapproved = if grant.channel() == first {
+        let granted = (grant.channel(), grant.approvers());
+        let unapproved = if granted == first {
             decision
         } else {
-            self.decide_via(ToolAction::Call, tool, facts, grant.channel())
+            self.decide_via(ToolAction::Call, tool, facts, granted)
         };
         if unapproved.outcome != Outcome::Ask {
             return unapproved;
         }
         trail.approved = true;
-        trail.channel = grant.channel();
+        (trail.channel, trail.approvers) = granted;
         let query = Query::tool(
             &self.client.name,
             ToolAction::Call,
@@ -303,7 +306,9 @@ impl Keeper {
             facts,
             grant.channel(),
         );
-        self.setting.engine.decide(&query.approved())
+        self.setting
+            .engine
+            .decide(&query.approved().by(grant.approvers()))
     }
 
     /// Records the decision and turns it into a proof to run, or the

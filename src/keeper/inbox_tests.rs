@@ -62,8 +62,11 @@ struct World {
 }
 
 fn world() -> World {
-    let policies = format!("{ALLOW_BUILTIN}\n{SECURITY_APPROVES_WRITES}");
-    let fixture = keeper_over(&policies, Registry::builtin().unwrap(), "paired");
+    world_of(&format!("{ALLOW_BUILTIN}\n{SECURITY_APPROVES_WRITES}"))
+}
+
+fn world_of(policies: &str) -> World {
+    let fixture = keeper_over(policies, Registry::builtin().unwrap(), "paired");
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(
         UNIX_EPOCH + Duration::from_secs(1_000_000),
     ));
@@ -357,4 +360,70 @@ async fn two_approvals_at_once_count_once() {
         .filter(|b| b["event"] == "answered")
         .collect();
     assert_eq!(answered.len(), 1);
+}
+
+const TWO_FOR_WRITES: &str = r#"
+@id("approval.two_for_writes")
+@reason("writes approved through the inbox need two approvers")
+forbid (
+  principal,
+  action in Portcullis::Action::"call_tool",
+  resource
+)
+when { resource.effects.contains("write") && context.approval_channel == "inbox" }
+unless { context.approvers >= 2 };
+"#;
+
+#[tokio::test]
+async fn a_policy_that_asks_for_two_approvers_gets_two_distinct_ones() {
+    let w = world_of(&format!(
+        "{ALLOW_BUILTIN}\n{SECURITY_APPROVES_WRITES}\n{TWO_FOR_WRITES}"
+    ));
+    let call = w.start();
+    let id = w.pending().await;
+    assert_eq!(w.inbox.get(&id).unwrap().required, 2);
+    let alice = approver("alice", "security");
+    let first = w
+        .inbox
+        .answer(&id, &alice, Verdict::Approve, "")
+        .await
+        .unwrap();
+    assert_eq!((first.status, first.answers.len()), (Status::Pending, 1));
+    let again = w.inbox.answer(&id, &alice, Verdict::Approve, "").await;
+    assert!(
+        matches!(again, Err(AnswerError::AlreadyApproved { .. })),
+        "{again:?}"
+    );
+    assert!(!w.fixture.dir.path().join("ws/inbox.txt").exists());
+    let second = w
+        .inbox
+        .answer(&id, &approver("carol", "security"), Verdict::Approve, "")
+        .await
+        .unwrap();
+    assert_eq!(second.status, Status::Approved);
+    assert!(matches!(
+        call.await.unwrap(),
+        Reply::Done(CallOutcome::Completed(_))
+    ));
+    let decisions = w.fixture.sink.bodies(Kind::Decision);
+    let ran = decisions
+        .iter()
+        .rfind(|b| b["action"] == "call_tool")
+        .unwrap();
+    assert_eq!(
+        (
+            ran["approved"].clone(),
+            ran["approvers"].clone(),
+            ran["decision"].clone()
+        ),
+        (json!(true), json!(2), json!("allow"))
+    );
+    let asked = decisions
+        .iter()
+        .find(|b| b["action"] == "call_tool")
+        .unwrap();
+    assert_eq!(
+        (asked["decision"].clone(), asked["approvers"].clone()),
+        (json!("ask"), json!(3))
+    );
 }

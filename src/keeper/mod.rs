@@ -51,7 +51,10 @@ use crate::auth::StoredClient;
 use crate::bridge::Bridge;
 use crate::facts::{Root, ToolFacts, Transport};
 use crate::gate::{GATE_APPROVAL_CHANNEL, GateError};
-use crate::pdp::{Cause, Decision, Engine, Outcome, Query, ToolAction};
+use crate::pdp::{
+    Cause, Decision, Engine, INBOX_CHANNEL, INBOX_MAX_APPROVERS, ONE_APPROVER, Outcome, Query,
+    ToolAction,
+};
 use crate::servers::{AgentProtocol, Fleet, ToolStatus};
 use crate::tools::{
     BRIDGE_SERVER, BUILTIN_SERVER, BridgeTool, Builtin, RegisteredTool, Registry, Runner,
@@ -470,25 +473,21 @@ impl Keeper {
     }
 
     fn decide(&self, action: ToolAction, tool: &RegisteredTool, facts: &ToolFacts) -> Decision {
-        self.decide_via(action, tool, facts, self.approval_channel())
+        self.decide_via(action, tool, facts, (self.approval_channel(), ONE_APPROVER))
     }
 
-    /// The decision, an approval coming through `channel` if one is needed.
+    /// The decision, an approval by `approvers` people coming through
+    /// `channel` if one is needed.
     fn decide_via(
         &self,
         action: ToolAction,
         tool: &RegisteredTool,
         facts: &ToolFacts,
-        channel: &str,
+        (channel, approvers): (&str, u32),
     ) -> Decision {
         let started = std::time::Instant::now();
-        let decision = self.setting.engine.decide(&Query::tool(
-            &self.client.name,
-            action,
-            &tool.spec.id,
-            facts,
-            channel,
-        ));
+        let query = Query::tool(&self.client.name, action, &tool.spec.id, facts, channel);
+        let decision = self.setting.engine.decide(&query.by(approvers));
         crate::metrics::decided(
             decision.outcome.as_str(),
             decision.cause.as_str(),
@@ -560,6 +559,25 @@ impl Keeper {
         let this = self.pinned();
         let tool = this.tool_named(name)?;
         Some(this.digest(&tool.spec.id, arguments))
+    }
+
+    /// How many approvers the inbox needs for this call: the fewest the
+    /// policies allow it with (`context.approvers`), of at most
+    /// [`INBOX_MAX_APPROVERS`].
+    pub fn inbox_quorum(&self, asked: &AskedCall) -> u32 {
+        (ONE_APPROVER..=INBOX_MAX_APPROVERS)
+            .find(|&approvers| {
+                let query = Query::tool(
+                    &self.client.name,
+                    ToolAction::Call,
+                    &asked.tool,
+                    &asked.facts,
+                    INBOX_CHANNEL,
+                );
+                let decision = self.setting.engine.decide(&query.approved().by(approvers));
+                decision.outcome == Outcome::Allow
+            })
+            .unwrap_or(INBOX_MAX_APPROVERS)
     }
 
     /// The channel this keeper's clients answer questions through.

@@ -23,6 +23,8 @@ pub(super) struct Trail<'a> {
     pub approved: bool,
     /// The channel an approval of this call would come (or came) through.
     pub channel: &'static str,
+    /// How many approve in the approved pass.
+    pub approvers: u32,
     pub pending: Vec<Value>,
 }
 
@@ -37,6 +39,7 @@ impl<'a> Trail<'a> {
             arguments,
             approved: false,
             channel: "",
+            approvers: crate::pdp::ONE_APPROVER,
             pending: Vec::new(),
         }
     }
@@ -151,6 +154,7 @@ impl Keeper {
             shadow,
             confined: None,
             approver: None,
+            approvers: (trail.approvers != crate::pdp::ONE_APPROVER).then_some(trail.approvers),
         };
         serde_json::to_value(record).map_err(|err| {
             tracing::error!(error = %err, "a decision record could not be encoded");
@@ -194,6 +198,7 @@ impl Keeper {
             shadow: shadow_record(decision),
             confined: None,
             approver: None,
+            approvers: None,
         }
     }
 

@@ -55,16 +55,10 @@ fn strings(items: &BTreeSet<String>) -> RestrictedExpression {
     )
 }
 
-/// The context record of a tool request: schema type `Portcullis::ToolFacts`,
-/// plus `input` for a call decided as its tool's own action.
-pub(super) fn tool_context(
-    facts: &ToolFacts,
-    approved: bool,
-    approval_channel: &str,
-    input: Option<&RestrictedExpression>,
-    only: Option<&ContextReads>,
-) -> Result<Context, Box<ContextCreationError>> {
-    let paths = [
+/// What a tool call's paths come to, for its own context and an
+/// approver's.
+fn path_facts(facts: &ToolFacts) -> [(&'static str, RestrictedExpression); 5] {
+    [
         (
             "reads_inside_root",
             RestrictedExpression::new_bool(facts.reads_inside_root),
@@ -82,14 +76,40 @@ pub(super) fn tool_context(
             RestrictedExpression::new_bool(facts.writes_vcs_metadata),
         ),
         ("path_classes", strings(&facts.path_classes)),
-    ];
+    ]
+}
+
+/// The context record of a tool request: schema type `Portcullis::ToolFacts`,
+/// plus `input` for a call decided as its tool's own action.
+pub(super) fn tool_context(
+    facts: &ToolFacts,
+    (approved, approval_channel, approvers): (bool, &str, u32),
+    shape: ToolShape,
+    input: Option<&RestrictedExpression>,
+    only: Option<&ContextReads>,
+) -> Result<Context, Box<ContextCreationError>> {
+    let paths = path_facts(facts);
+    let counted = (shape == ToolShape::Current).then(|| {
+        let approvers = if approved { i64::from(approvers) } else { 0 };
+        ("approvers", RestrictedExpression::new_long(approvers))
+    });
     context(
         common(approved, approval_channel, facts.transport)
             .into_iter()
             .chain(paths)
+            .chain(counted)
             .chain(input.map(|input| ("input", input.clone()))),
         only,
     )
+}
+
+/// Which `ToolFacts` record the schema declares. Policy sets recorded
+/// before the approval inbox's quorums lack `approvers`; replay decides
+/// their records without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ToolShape {
+    Current,
+    WithoutApprovers,
 }
 
 /// The context record of an `approve` request (schema type
@@ -99,24 +119,7 @@ pub(super) fn approve_context(
     only: Option<&ContextReads>,
 ) -> Result<Context, Box<ContextCreationError>> {
     let facts = asked.facts;
-    let call = [
-        (
-            "reads_inside_root",
-            RestrictedExpression::new_bool(facts.reads_inside_root),
-        ),
-        (
-            "writes_inside_root",
-            RestrictedExpression::new_bool(facts.writes_inside_root),
-        ),
-        (
-            "touches_vcs_metadata",
-            RestrictedExpression::new_bool(facts.touches_vcs_metadata),
-        ),
-        (
-            "writes_vcs_metadata",
-            RestrictedExpression::new_bool(facts.writes_vcs_metadata),
-        ),
-        ("path_classes", strings(&facts.path_classes)),
+    let asker = [
         (
             "client",
             RestrictedExpression::new_string(asked.client.to_owned()),
@@ -129,7 +132,8 @@ pub(super) fn approve_context(
     context(
         common(false, INBOX_CHANNEL, facts.transport)
             .into_iter()
-            .chain(call),
+            .chain(path_facts(facts))
+            .chain(asker),
         only,
     )
 }

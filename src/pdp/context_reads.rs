@@ -1,8 +1,8 @@
 //! Which context attributes a policy reads. Two uses, both to evaluate
 //! less for the same answer:
 //! - the two passes of an unapproved decision (`decide.rs`) differ only in
-//!   `context.approved` and `context.approval_channel`: a policy that
-//!   reads neither says in the second pass what it said in the first (and
+//!   `context.approved`, `context.approval_channel` and `context.approvers`:
+//!   a policy that reads none says in the second pass what it said in the first (and
 //!   errs as little), so the second pass need not evaluate it again;
 //! - a pass builds only the attributes its policies read: Cedar reads an
 //!   attribute only by naming it (`context.x`, `context has x`), so one
@@ -17,7 +17,7 @@ use cedar_policy::Policy;
 use serde_json::Value;
 
 /// The context attributes an approval changes.
-const APPROVAL_FACTS: [&str; 2] = ["approved", "approval_channel"];
+const APPROVAL_FACTS: [&str; 3] = ["approved", "approval_channel", "approvers"];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct ContextReads {

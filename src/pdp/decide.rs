@@ -98,6 +98,7 @@ impl Engine {
             resource,
             facts,
             slice: slice.as_deref(),
+            approvers: query.approvers,
         };
         let decision = if query.approved {
             self.one_pass(&request, true, query.approval_channel)
@@ -331,9 +332,13 @@ impl Engine {
             ..
         } = *request;
         let context = match facts {
-            Facts::Tool(facts, input) => {
-                tool_context(facts, approved, approval_channel, input, only)
-            }
+            Facts::Tool(facts, input) => tool_context(
+                facts,
+                (approved, approval_channel, request.approvers),
+                self.tool_shape,
+                input,
+                only,
+            ),
             Facts::Command(facts, transport) => command_context(
                 facts,
                 transport,
@@ -440,6 +445,8 @@ struct Pass<'a> {
     /// The policies the request can meet (`ScopeIndex`), when placed;
     /// else the engine's whole set decides.
     slice: Option<&'a Slice>,
+    /// How many approve in the approved pass.
+    approvers: u32,
 }
 
 impl Pass<'_> {

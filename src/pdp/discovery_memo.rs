@@ -22,6 +22,7 @@ struct Key {
     tool: ToolId,
     transport: Transport,
     approval_channel: String,
+    approvers: u32,
 }
 
 impl Key {
@@ -39,6 +40,7 @@ impl Key {
                 },
             approved: false,
             approval_channel,
+            approvers,
         } = *query
         else {
             return None;
@@ -51,6 +53,7 @@ impl Key {
             tool: tool.clone(),
             transport: facts.transport,
             approval_channel: approval_channel.to_owned(),
+            approvers,
         })
     }
 }
@@ -224,6 +227,7 @@ mod tests {
                 },
                 approved: false,
                 approval_channel: "client_elicitation",
+                approvers: crate::pdp::ONE_APPROVER,
             },
         ];
         let asked = Cell::new(0);

@@ -11,7 +11,8 @@ use thiserror::Error;
 use super::assembly::{self, Actions, CommandTable};
 use super::bundle::PolicyBundle;
 use super::context::{
-    CommandShape, approve_context, command_context, policy_context, request_context, tool_context,
+    CommandShape, ToolShape, approve_context, command_context, policy_context, request_context,
+    tool_context,
 };
 use super::decision::PolicySetIdentity;
 use super::discovery_memo::DiscoveryMemo;
@@ -61,6 +62,7 @@ pub struct Engine {
     pub(super) shell: EntityUid,
     pub(super) policies_resource: EntityUid,
     pub(super) command_shape: CommandShape,
+    pub(super) tool_shape: ToolShape,
     tiers: Vec<String>,
     tier_capabilities: HashMap<String, Vec<String>>,
     /// The entities as JSON, kept for fixtures and audit records.
@@ -229,7 +231,7 @@ impl Engine {
             &bundle.tiers.display,
         )?;
         let names = assembly::Names::resolve(&compiled.schema, registry, clients, &types)?;
-        let command_shape = check_request_shape(
+        let (command_shape, tool_shape) = check_request_shape(
             &compiled.schema,
             &names.actions,
             &names.tools,
@@ -268,6 +270,7 @@ impl Engine {
             shell: names.shell,
             policies_resource: names.policies_resource,
             command_shape,
+            tool_shape,
             tiers: tables.tier_names.into_iter().collect(),
             tier_capabilities: tables.tier_capabilities,
             entity_index: index_entities(&store.json),
@@ -594,7 +597,7 @@ fn check_request_shape(
     tools: &HashMap<ToolId, EntityUid>,
     shell: &EntityUid,
     provenance: Provenance,
-) -> Result<CommandShape, LoadError> {
+) -> Result<(CommandShape, ToolShape), LoadError> {
     let refuse =
         |message: String| LoadError {
             problems: vec![Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
@@ -612,22 +615,32 @@ fn check_request_shape(
     };
     let mut facts = ToolFacts::without_paths(Transport::Stdio);
     facts.path_classes.insert("probe".to_owned());
-    for action in [&actions.discover_tool, &actions.call_tool] {
-        let context = tool_context(&facts, true, "probe", None, None)
-            .map_err(|err| refuse(err.to_string()))?;
-        Request::new(
-            principal.clone(),
-            action.clone(),
-            resource.clone(),
-            context,
-            Some(schema),
-        )
-        .map_err(|err| {
-            refuse(format!(
-                "the request portcullis builds for {action} does not match the schema: {err}"
-            ))
-        })?;
-    }
+    let tool_fits = |shape: ToolShape| -> Result<(), LoadError> {
+        for action in [&actions.discover_tool, &actions.call_tool] {
+            let context = tool_context(&facts, (true, "probe", 2), shape, None, None)
+                .map_err(|err| refuse(err.to_string()))?;
+            Request::new(
+                principal.clone(),
+                action.clone(),
+                resource.clone(),
+                context,
+                Some(schema),
+            )
+            .map_err(|err| {
+                refuse(format!(
+                    "the request portcullis builds for {action} does not match the schema: {err}"
+                ))
+            })?;
+        }
+        Ok(())
+    };
+    let tool_shape = match (tool_fits(ToolShape::Current), provenance) {
+        (Ok(()), _) => ToolShape::Current,
+        (Err(_), Provenance::Recorded) if tool_fits(ToolShape::WithoutApprovers).is_ok() => {
+            ToolShape::WithoutApprovers
+        }
+        (Err(err), _) => return Err(err),
+    };
     let command = CommandFacts {
         classes: BTreeSet::from(["probe".to_owned()]),
         programs: BTreeSet::from(["probe".to_owned()]),
@@ -655,11 +668,12 @@ fn check_request_shape(
             ))
         })
     };
-    match (fits(CommandShape::Current), provenance) {
-        (Ok(()), _) => Ok(CommandShape::Current),
+    let command_shape = match (fits(CommandShape::Current), provenance) {
+        (Ok(()), _) => CommandShape::Current,
         (Err(_), Provenance::Recorded) if fits(CommandShape::WithoutVcsMetadata).is_ok() => {
-            Ok(CommandShape::WithoutVcsMetadata)
+            CommandShape::WithoutVcsMetadata
         }
-        (Err(err), _) => Err(err),
-    }
+        (Err(err), _) => return Err(err),
+    };
+    Ok((command_shape, tool_shape))
 }

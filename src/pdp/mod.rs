@@ -53,7 +53,8 @@ pub use problem::LoadError;
 pub use problem::{Problem, ProblemKind};
 pub use proof::{PROPERTIES, Proof, ProofError, Property, prove};
 pub use query::{
-    ApproveAsked, Asked, Asker, INBOX_CHANNEL, NO_APPROVAL, Query, ToolAction, ToolRef,
+    ApproveAsked, Asked, Asker, INBOX_CHANNEL, INBOX_MAX_APPROVERS, NO_APPROVAL, ONE_APPROVER,
+    Query, ToolAction, ToolRef,
 };
 pub use schema_floor::schema_loosenings;
 pub use set_cache::SetCache;

@@ -89,6 +89,9 @@ pub struct Query<'a> {
     /// The channel a human approval would come through if one is needed;
     /// policies may refuse approvals from some channels.
     pub approval_channel: &'a str,
+    /// How many distinct people approve in the approved pass (a tool
+    /// request's `context.approvers`; 0 in the first pass).
+    pub approvers: u32,
 }
 
 impl<'a> Query<'a> {
@@ -109,6 +112,7 @@ impl<'a> Query<'a> {
             },
             approved: false,
             approval_channel,
+            approvers: ONE_APPROVER,
         }
     }
 
@@ -124,6 +128,7 @@ impl<'a> Query<'a> {
             asked: Asked::Command { facts, transport },
             approved: false,
             approval_channel,
+            approvers: ONE_APPROVER,
         }
     }
 
@@ -147,6 +152,7 @@ impl<'a> Query<'a> {
             },
             approved: false,
             approval_channel: INBOX_CHANNEL,
+            approvers: ONE_APPROVER,
         }
     }
 
@@ -157,6 +163,7 @@ impl<'a> Query<'a> {
             asked: Asked::Policies { transport },
             approved: false,
             approval_channel: NO_APPROVAL,
+            approvers: ONE_APPROVER,
         }
     }
 
@@ -176,6 +183,7 @@ impl<'a> Query<'a> {
             },
             approved: false,
             approval_channel: NO_APPROVAL,
+            approvers: ONE_APPROVER,
         }
     }
 
@@ -186,7 +194,22 @@ impl<'a> Query<'a> {
             ..self
         }
     }
+
+    /// The same question, `approvers` people approving in the approved
+    /// pass.
+    pub fn by(self, approvers: u32) -> Self {
+        Self { approvers, ..self }
+    }
 }
+
+/// Approvers of a decision with one approval: what a client's own channel
+/// gives, and what records from before quorums were decided with.
+pub const ONE_APPROVER: u32 = 1;
+
+/// The most approvers the inbox gathers for one question: its hypothetical
+/// pass counts this many, and a question needs the fewest of 1 to this that
+/// the policies allow.
+pub const INBOX_MAX_APPROVERS: u32 = 3;
 
 /// The channel of approvals given in the approval inbox.
 pub const INBOX_CHANNEL: &str = "inbox";

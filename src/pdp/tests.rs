@@ -642,6 +642,7 @@ fn cedar_request(engine: &Engine, client: &str, tool: &str) -> cedar_policy::Req
     let context = Context::from_pairs([
         ("approved".to_owned(), R::new_bool(false)),
         ("approval_channel".to_owned(), R::new_string("none".into())),
+        ("approvers".to_owned(), R::new_long(0)),
         (
             "transport".to_owned(),
             R::new_string(facts.transport.as_str().into()),
@@ -1080,8 +1081,14 @@ fn every_tool_action_and_its_built_context_fit_the_schema() {
         let (action, ty) = &engine.calls[&spec.id];
         let expression = input::record_expression(&ty.fields, &input.values).unwrap();
         let facts = ToolFacts::without_paths(Transport::Stdio);
-        let context =
-            context::tool_context(&facts, false, "none", Some(&expression), None).unwrap();
+        let context = context::tool_context(
+            &facts,
+            (false, "none", 0),
+            context::ToolShape::Current,
+            Some(&expression),
+            None,
+        )
+        .unwrap();
         cedar_policy::Request::new(
             client_uid("alice"),
             action.clone(),

@@ -90,6 +90,15 @@ impl Constraints {
         }];
         if env.principal().to_string() == CLIENT_TYPE {
             conditions.push(self.client());
+            // A tool request's approvers: none before an approval, and one
+            // in the approved pass (what `check` decides with; quorums of
+            // the inbox are outside the search).
+            if is_tool_request(env) {
+                conditions.push(match pass {
+                    Pass::Allow => "context.approvers == 0".to_owned(),
+                    Pass::Ask => "context.approvers == 1".to_owned(),
+                });
+            }
         }
         conditions.push(self.resource(env));
         if checkable && is_tool_request(env) {
