@@ -17,12 +17,14 @@
 //!   tool runs only with the keeper's `Authorized` proof.
 //! - [`keeper`]: the one path from a request to a run: discover, validate,
 //!   compute facts, decide, record, run, record the outcome.
-//! - [`approval`]: asking a human, sealed states, and the `Grant` only it
-//!   makes.
+//! - [`approval`]: asking a human, sealed states, the approval inbox, and
+//!   the `Grant` only it makes.
+//! - [`approval_http`]: the approval inbox over HTTP: the approvers' page,
+//!   the JSON API, the signed webhook.
 //! - [`audit`]: the hash-chained log (group commit, head, checkpoints),
 //!   policy snapshots, offline verify and replay.
-//! - [`auth`]: client tokens, the token store, and the directory a
-//!   running server checks a token against.
+//! - [`auth`]: client and approver tokens, the token store, and the
+//!   directory a running server checks a token against.
 //! - [`state`]: what a fleet of replicas shares in PostgreSQL (`--state`):
 //!   clients, approvals' spent nonces, the replicas' audit chains and the
 //!   bridge's sessions.
@@ -41,6 +43,8 @@
 //! - [`hook`]: the coding-agent hook adapter (Claude Code, Codex): one
 //!   harness event in, one answer out; it translates, it does not decide.
 //! - [`metrics`]: what a running portcullis counts, for Prometheus.
+//! - [`http_checks`]: the Host, Origin and bearer checks every endpoint
+//!   shares; [`html_text`]: escaping for the pages portcullis writes.
 //! - [`clock`]: the injected wall clock; [`atomic_file`]: crash-safe file
 //!   replacement; [`canonical`]: the RFC 8785 encoding and SHA-256 that
 //!   records, approvals and redacted arguments are hashed with.
