@@ -26,8 +26,8 @@
 //! - [`auth`]: client and approver tokens, the token store, and the
 //!   directory a running server checks a token against.
 //! - [`state`]: what a fleet of replicas shares in PostgreSQL (`--state`):
-//!   clients, approvals' spent nonces, the replicas' audit chains and the
-//!   bridge's sessions.
+//!   clients and approvers, approvals' spent nonces, the approval inbox's
+//!   questions, the replicas' audit chains and the bridge's sessions.
 //! - [`mcp`]: the MCP adapter (rmcp): it translates, it does not decide.
 //! - [`servers`]: downstream MCP servers: `servers.toml`, the pins in
 //!   `servers.lock`, their tools in the registry, and the connections a

@@ -16,15 +16,15 @@ use crate::postgres::Postgres;
 use crate::util::{ALLOW_BUILTIN, Tree, portcullis};
 
 /// A policy tree, a workspace and an approval key every replica is given.
-struct Fleet {
-    pg: Postgres,
-    tree: Tree,
-    root: tempfile::TempDir,
+pub(crate) struct Fleet {
+    pub pg: Postgres,
+    pub tree: Tree,
+    pub root: tempfile::TempDir,
     key: PathBuf,
 }
 
 impl Fleet {
-    fn start_or_skip() -> Option<Self> {
+    pub(crate) fn start_or_skip() -> Option<Self> {
         Self::on(Postgres::start_or_skip()?)
     }
 
@@ -57,13 +57,13 @@ impl Fleet {
         Some((fleet, alice))
     }
 
-    fn with_readme_and_alice(&self) -> String {
+    pub(crate) fn with_readme_and_alice(&self) -> String {
         fs::write(self.root.path().join("README.md"), "# fleet\n").unwrap();
         self.create("alice")
     }
 
     /// `portcullis token ARGS --state URL` (and the policy flags for create).
-    fn token(&self, args: &[&str]) -> crate::util::Run {
+    pub(crate) fn token(&self, args: &[&str]) -> crate::util::Run {
         let url = self.pg.url();
         let mut all: Vec<&str> = vec!["token"];
         all.extend(args);
@@ -82,12 +82,12 @@ impl Fleet {
     }
 
     /// Replica `n`: its own log and checkpoint key, the shared state.
-    fn replica_command(&self, n: usize) -> Command {
+    pub(crate) fn replica_command(&self, n: usize) -> Command {
         self.replica_command_of(n, &self.tree)
     }
 
     /// Replica `n`, loading the policies of `tree`.
-    fn replica_command_of(&self, n: usize, tree: &Tree) -> Command {
+    pub(crate) fn replica_command_of(&self, n: usize, tree: &Tree) -> Command {
         let own = self.tree.dir.path().join(format!("replica-{n}"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
         command
@@ -114,7 +114,7 @@ impl Fleet {
     }
 
     /// The records of replica `n`'s chain, through `audit export`.
-    fn records(&self, n: usize) -> Vec<Value> {
+    pub(crate) fn records(&self, n: usize) -> Vec<Value> {
         let out = tempfile::tempdir().unwrap();
         let chain = format!("replica-{n}");
         let run = portcullis(&[
@@ -135,7 +135,7 @@ impl Fleet {
     }
 
     /// The records of replica `n`'s chain that are `event`.
-    fn events(&self, n: usize, event: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, n: usize, event: &str) -> Vec<Value> {
         self.records(n)
             .into_iter()
             .filter(|r| r["body"]["event"] == event)
@@ -143,7 +143,7 @@ impl Fleet {
     }
 
     /// `portcullis audit ARGS` on the shared state, as JSON.
-    fn audit(&self, args: &[&str]) -> crate::util::Run {
+    pub(crate) fn audit(&self, args: &[&str]) -> crate::util::Run {
         let url = self.pg.url();
         let mut all = vec!["audit"];
         all.extend(args);

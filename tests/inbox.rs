@@ -12,7 +12,7 @@ use crate::http::{HttpServer, client, modern};
 use crate::util::{ALLOW_BUILTIN, Served, portcullis};
 
 /// Approvers of `security` may answer for writes asked by paired clients.
-const SECURITY_APPROVES_WRITES: &str = r#"
+pub(crate) const SECURITY_APPROVES_WRITES: &str = r#"
 @id("approve.security.writes")
 @reason("the security team approves writes")
 permit (
@@ -125,11 +125,22 @@ impl Inbox {
 
 /// A write from a 2026-07-28 client that declares no elicitation: nobody
 /// on it can be asked.
-async fn unattended_write(url: String, token: String, id: i64, path: &str) -> Value {
+pub(crate) async fn unattended_write(url: String, token: String, id: i64, path: &str) -> Value {
     let http = client();
     let params = json!({"name": "write_file", "arguments": {"path": path, "content": "x"}});
     let answer = modern(&http, &url, &token, id, "tools/call", params).await;
     answer.response(id)["result"].clone()
+}
+
+/// The call's result is a refusal as `approval_declined`, saying `said`.
+pub(crate) fn assert_declined(result: &Value, said: &str) {
+    assert_eq!(result["isError"], true, "{result}");
+    let refusal = &result["structuredContent"];
+    assert_eq!(refusal["reason_code"], "approval_declined", "{result}");
+    assert!(
+        refusal["reason"].as_str().unwrap().contains(said),
+        "{result}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,16 +225,9 @@ async fn an_unattended_call_waits_for_an_approver_the_policies_let_answer() {
         )
     });
     assert_eq!(denied.code, 0, "{denied:?}");
-    let result = call.await.unwrap();
-    assert_eq!(result["isError"], true, "{result}");
-    let refusal = &result["structuredContent"];
-    assert_eq!(refusal["reason_code"], "approval_declined", "{result}");
-    assert!(
-        refusal["reason"]
-            .as_str()
-            .unwrap()
-            .contains("denied by alice: not during the freeze"),
-        "{result}"
+    assert_declined(
+        &call.await.unwrap(),
+        "denied by alice: not during the freeze",
     );
     assert!(!inbox.served.root.path().join("denied.txt").exists());
 

@@ -266,7 +266,7 @@ impl Approvals {
 /// A call whose question goes to the inbox.
 struct InboxCall<'a> {
     keeper: &'a Keeper,
-    inbox: &'a Inbox,
+    inbox: &'a Arc<Inbox>,
     request_id: &'a str,
     decision: &'a Decision,
     digest: String,
@@ -312,13 +312,34 @@ impl Approvals {
             decision,
             asked,
         };
-        let posted = inbox.post(question, self.timeout);
+        let mut posted = match inbox.post(question, self.timeout).await {
+            Ok(posted) => posted,
+            Err(err) => {
+                tracing::error!(question = %id, error = %err, "a question cannot be posted in the inbox");
+                let detail = json!({"question": id, "unposted": err.to_string()});
+                let _ = keeper
+                    .record_approval_via(request_id, "withdrawn", &digest, INBOX_CHANNEL, detail)
+                    .await;
+                return Reply::Declined {
+                    why: "approval_unavailable",
+                    policies: asking,
+                    said: None,
+                };
+            }
+        };
         adapter
             .waiting(&format!("waiting for approval `{id}` in the inbox"))
             .await;
         let ended = tokio::select! {
-            ended = posted.answered(self.timeout) => ended,
-            () = adapter.stopped() => Ended::Withdrawn,
+            ended = posted.answered(self.timeout) => Some(ended),
+            () = adapter.stopped() => None,
+        };
+        let ended = match ended {
+            Some(ended) => ended,
+            None => {
+                posted.withdraw().await;
+                Ended::Withdrawn
+            }
         };
         let (event, detail) = match &ended {
             Ended::Approved(answers) => (

@@ -11,26 +11,31 @@
 //! recorded before it counts.
 //! A question whose call gives up (cancelled, disconnected, timed out) is
 //! closed too, and can no longer be answered.
+//!
+//! The questions live in a [`QuestionStore`]: this process's memory, or in
+//! a fleet the shared state, where a replica other than the asking one
+//! takes an answer (deciding `approve` for the asking client under the
+//! same policy set) and the asking replica hears of it.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
+use super::questions::{
+    AskingClient, MemoryQuestions, QuestionCall, QuestionStore, StoredQuestion, check_answer,
+    shown_at,
+};
 use crate::audit::ApproverRef;
 use crate::clock::Clock;
 use crate::keeper::{AskedCall, Keeper};
-use crate::pdp::{Decision, Outcome};
-
-/// Answered, expired and withdrawn questions kept for the page and the
-/// CLI to show, newest first; older ones are in the audit log.
-const CLOSED_KEPT: usize = 200;
+use crate::pdp::{Decision, INBOX_CHANNEL, Outcome};
 
 /// Where a question stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pending,
@@ -53,7 +58,7 @@ impl Status {
 }
 
 /// What an approver says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Approve,
@@ -61,7 +66,7 @@ pub enum Verdict {
 }
 
 /// One answer, as shown and recorded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnswerView {
     pub approver: String,
     pub fingerprint: String,
@@ -72,14 +77,14 @@ pub struct AnswerView {
 }
 
 /// A policy that asked for the approval.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AskingPolicy {
     pub id: String,
     pub reason: String,
 }
 
 /// A question as approvers see it: never an argument policies cannot see.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuestionView {
     pub id: String,
     pub status: Status,
@@ -134,6 +139,16 @@ pub enum AnswerError {
     AuditUnavailable,
     #[error("`{approver}` approved question `{id}` already; it needs another approver")]
     AlreadyApproved { id: String, approver: String },
+    #[error(
+        "question `{id}` was asked under policy set {asked}, and this replica serves {serving}: answer it where that set is served"
+    )]
+    OtherPolicySet {
+        id: String,
+        asked: String,
+        serving: String,
+    },
+    #[error("the shared inbox cannot be reached: {0}")]
+    Unavailable(String),
 }
 
 fn policies_text(policies: &[String]) -> String {
@@ -144,47 +159,24 @@ fn policies_text(policies: &[String]) -> String {
     }
 }
 
-/// A question as the inbox keeps it.
-struct Entry {
-    view: QuestionView,
+/// A call of this process waiting for its question's answer.
+struct Waiting {
     /// The asking call's keeper, pinned to the set it was decided under:
     /// `approve` is decided and recorded through it.
     keeper: Arc<Keeper>,
-    request_id: String,
-    asked: AskedCall,
-    expires: SystemTime,
     /// Tells the waiting call; taken when the question closes.
-    waiter: Option<oneshot::Sender<Ended>>,
-}
-
-impl Entry {
-    /// Whether `approver` may still answer: the question is open and they
-    /// have not approved it already.
-    fn answerable_by(&self, id: &str, approver: &ApproverRef) -> Result<(), AnswerError> {
-        if self.view.status != Status::Pending {
-            return Err(AnswerError::Closed {
-                id: id.to_owned(),
-                status: self.view.status,
-            });
-        }
-        if self
-            .view
-            .answers
-            .iter()
-            .any(|a| a.approver == approver.name)
-        {
-            return Err(AnswerError::AlreadyApproved {
-                id: id.to_owned(),
-                approver: approver.name.clone(),
-            });
-        }
-        Ok(())
-    }
+    waiter: oneshot::Sender<Ended>,
 }
 
 /// Something to tell when a question arrives (the webhook).
 pub trait Announce: Send + Sync {
     fn announce(&self, question: &QuestionView);
+}
+
+/// Makes the keeper through which a replica answers a question another
+/// replica asked: the asking client's, on this replica's policies.
+pub trait KeeperFor: Send + Sync {
+    fn keeper_for(&self, client: &AskingClient) -> Arc<Keeper>;
 }
 
 /// A question to post: its id, the asking call's keeper (pinned), and
@@ -200,60 +192,108 @@ pub struct NewQuestion<'a> {
     pub asked: AskedCall,
 }
 
-/// The inbox of one server.
+/// The inbox of one server, or one replica's door to the fleet's.
 pub struct Inbox {
     clock: Arc<dyn Clock>,
-    /// Pending and recently closed questions, by id.
-    questions: Mutex<BTreeMap<String, Entry>>,
-    /// The ids of closed questions, oldest first, for trimming.
-    closed: Mutex<Vec<String>>,
+    store: Arc<dyn QuestionStore>,
+    /// The calls of this process waiting on their questions, by id.
+    waiting: Mutex<HashMap<String, Waiting>>,
     announce: Option<Arc<dyn Announce>>,
+    /// In a fleet: the keeper for a question another replica asked.
+    others: Option<Arc<dyn KeeperFor>>,
 }
 
-/// A question posted for a call, closed (withdrawn) if the call stops
-/// waiting before it is answered: when the waiting future is dropped
-/// (cancelled, disconnected), `Drop` closes it.
-pub struct Posted<'a> {
-    inbox: &'a Inbox,
+/// A question posted for a call, closed (withdrawn, and recorded so) if
+/// the call stops waiting before it is answered: when the waiting future
+/// is dropped (the client disconnected), `Drop` closes it.
+pub struct Posted {
+    inbox: Arc<Inbox>,
     pub id: String,
+    keeper: Arc<Keeper>,
+    request_id: String,
+    digest: String,
     receiver: oneshot::Receiver<Ended>,
     /// Set once the question ended while the call still waited.
     settled: bool,
 }
 
-impl Posted<'_> {
+impl Posted {
     /// Waits for the answer, at most `timeout`; the question expires then.
-    pub async fn answered(mut self, timeout: Duration) -> Ended {
+    pub async fn answered(&mut self, timeout: Duration) -> Ended {
         let ended = tokio::select! {
             ended = &mut self.receiver => ended.unwrap_or(Ended::Withdrawn),
-            () = tokio::time::sleep(timeout) => self.inbox.close(&self.id, Status::Expired),
+            () = tokio::time::sleep(timeout) => self.inbox.close(&self.id, Status::Expired).await,
         };
         self.settled = true;
         ended
     }
+
+    /// Withdraws the question: its caller stopped waiting.
+    pub async fn withdraw(mut self) {
+        self.settled = true;
+        self.inbox.close(&self.id, Status::Withdrawn).await;
+    }
 }
 
-impl Drop for Posted<'_> {
+impl Drop for Posted {
     fn drop(&mut self) {
-        if !self.settled {
-            self.inbox.close(&self.id, Status::Withdrawn);
+        if self.settled {
+            return;
         }
+        // The waiting future was dropped: its client is gone. The question
+        // is closed and the end recorded on the runtime it was waiting on.
+        self.inbox.forget(&self.id);
+        let inbox = Arc::clone(&self.inbox);
+        let keeper = Arc::clone(&self.keeper);
+        let (id, request_id, digest) = (
+            std::mem::take(&mut self.id),
+            std::mem::take(&mut self.request_id),
+            std::mem::take(&mut self.digest),
+        );
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(question = %id, "a question outlived its runtime: it expires unanswered");
+            return;
+        };
+        runtime.spawn(async move {
+            inbox.close(&id, Status::Withdrawn).await;
+            let detail = json!({"question": id, "disconnected": true});
+            let _ = keeper
+                .record_approval_via(&request_id, "withdrawn", &digest, INBOX_CHANNEL, detail)
+                .await;
+        });
     }
 }
 
 impl Inbox {
+    /// An inbox in this process's memory.
     pub fn new(clock: Arc<dyn Clock>, announce: Option<Arc<dyn Announce>>) -> Self {
+        Self::over(clock, announce, Arc::new(MemoryQuestions::default()), None)
+    }
+
+    /// An inbox whose questions are in `store`; `others` makes the keeper
+    /// for questions other replicas asked.
+    pub fn over(
+        clock: Arc<dyn Clock>,
+        announce: Option<Arc<dyn Announce>>,
+        store: Arc<dyn QuestionStore>,
+        others: Option<Arc<dyn KeeperFor>>,
+    ) -> Self {
         Self {
             clock,
-            questions: Mutex::new(BTreeMap::new()),
-            closed: Mutex::new(Vec::new()),
+            store,
+            waiting: Mutex::new(HashMap::new()),
             announce,
+            others,
         }
     }
 
     /// Posts the question of a call that waits `timeout` for its answer.
     /// The caller has recorded the question first.
-    pub fn post(&self, question: NewQuestion<'_>, timeout: Duration) -> Posted<'_> {
+    pub async fn post(
+        self: &Arc<Self>,
+        question: NewQuestion<'_>,
+        timeout: Duration,
+    ) -> Result<Posted, AnswerError> {
         let NewQuestion {
             id,
             required,
@@ -292,60 +332,64 @@ impl Inbox {
             required,
             answers: Vec::new(),
         };
-        let (sender, receiver) = oneshot::channel();
-        let announced = view.clone();
+        let call = QuestionCall {
+            request_id: request_id.to_owned(),
+            client: AskingClient {
+                name: client.name.clone(),
+                tier: client.tier.clone(),
+                fingerprint: client.fingerprint.clone(),
+            },
+            asked,
+        };
+        let (waiter, receiver) = oneshot::channel();
+        // Waiting before it is stored: an answer that comes at once finds
+        // the keeper to decide it through.
         self.lock().insert(
             id.clone(),
-            Entry {
-                view,
-                keeper,
-                request_id: request_id.to_owned(),
-                asked,
-                expires,
-                waiter: Some(sender),
+            Waiting {
+                keeper: Arc::clone(&keeper),
+                waiter,
             },
         );
+        let announced = view.clone();
+        let stored = StoredQuestion {
+            view,
+            call,
+            expires,
+        };
+        if let Err(err) = self.store.insert(stored).await {
+            self.forget(&id);
+            return Err(err);
+        }
         if let Some(announce) = &self.announce {
             announce.announce(&announced);
         }
-        Posted {
-            inbox: self,
+        Ok(Posted {
+            inbox: Arc::clone(self),
             id,
+            keeper,
+            request_id: request_id.to_owned(),
+            digest: digest.to_owned(),
             receiver,
             settled: false,
-        }
+        })
     }
 
     /// Every question kept: pending ones first (oldest first), then the
     /// closed ones (newest first).
-    pub fn list(&self) -> Vec<QuestionView> {
-        let questions = self.lock();
-        let mut pending: Vec<QuestionView> = questions
-            .values()
-            .filter(|e| e.view.status == Status::Pending)
-            .map(|e| e.view.clone())
-            .collect();
-        pending.sort_by(|a, b| a.asked_at.cmp(&b.asked_at).then(a.id.cmp(&b.id)));
-        let closed = self
-            .closed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .rev()
-            .filter_map(|id| questions.get(id).map(|e| e.view.clone()))
-            .collect::<Vec<_>>();
-        pending.extend(closed);
-        pending
+    pub async fn list(&self) -> Result<Vec<QuestionView>, AnswerError> {
+        self.store.list(self.clock.now()).await
     }
 
-    pub fn get(&self, id: &str) -> Option<QuestionView> {
-        self.lock().get(id).map(|e| e.view.clone())
+    pub async fn get(&self, id: &str) -> Result<Option<QuestionView>, AnswerError> {
+        let now = self.clock.now();
+        Ok(self.store.get(id).await?.map(|q| shown_at(&q, now)))
     }
 
-    /// Takes an approver's answer: Cedar decides `approve` through the
-    /// asking call's keeper (recorded before the answer counts). A denial
-    /// let through closes the question; approvals close it once as many
-    /// distinct approvers as it requires approved. Closing wakes its call.
+    /// Takes an approver's answer: Cedar decides `approve` for the asking
+    /// call (recorded before the answer counts). A denial let through
+    /// closes the question; approvals close it once as many distinct
+    /// approvers as it requires approved. Closing wakes its call.
     pub async fn answer(
         &self,
         id: &str,
@@ -353,28 +397,37 @@ impl Inbox {
         verdict: Verdict,
         reason: &str,
     ) -> Result<QuestionView, AnswerError> {
-        let (keeper, request_id, asked) = {
-            let mut questions = self.lock();
-            let entry = questions
-                .get_mut(id)
-                .ok_or_else(|| AnswerError::NoSuchQuestion(id.to_owned()))?;
-            if entry.view.status == Status::Pending && self.clock.now() >= entry.expires {
-                drop(questions);
-                self.close(id, Status::Expired);
-                return Err(AnswerError::Closed {
-                    id: id.to_owned(),
-                    status: Status::Expired,
-                });
-            }
-            entry.answerable_by(id, approver)?;
-            (
-                Arc::clone(&entry.keeper),
-                entry.request_id.clone(),
-                entry.asked.clone(),
-            )
+        let question = self
+            .store
+            .get(id)
+            .await?
+            .ok_or_else(|| AnswerError::NoSuchQuestion(id.to_owned()))?;
+        let answer = |at: SystemTime| AnswerView {
+            approver: approver.name.clone(),
+            fingerprint: approver.fingerprint.clone(),
+            verdict,
+            reason: reason.to_owned(),
+            at: rfc3339(at),
         };
+        let now = self.clock.now();
+        if let Err(err) = check_answer(&question.view, question.expires, &answer(now), now) {
+            if question.view.status == Status::Pending
+                && matches!(
+                    err,
+                    AnswerError::Closed {
+                        status: Status::Expired,
+                        ..
+                    }
+                )
+            {
+                // Past its expiry, and its call has not noticed yet.
+                self.close(id, Status::Expired).await;
+            }
+            return Err(err);
+        }
+        let keeper = self.keeper_of(&question)?;
         let decision = keeper
-            .decide_approve(&request_id, approver, &asked)
+            .decide_approve(&question.call.request_id, approver, &question.call.asked)
             .await
             .map_err(|_| AnswerError::AuditUnavailable)?;
         if decision.outcome != Outcome::Allow {
@@ -384,94 +437,117 @@ impl Inbox {
                 policies: decision.policies.iter().map(|p| p.id.clone()).collect(),
             });
         }
-        let answer = AnswerView {
-            approver: approver.name.clone(),
-            fingerprint: approver.fingerprint.clone(),
-            verdict,
-            reason: reason.to_owned(),
-            at: rfc3339(self.clock.now()),
-        };
-        let (view, ended) = {
-            let mut questions = self.lock();
-            let entry = questions
-                .get_mut(id)
-                .ok_or_else(|| AnswerError::NoSuchQuestion(id.to_owned()))?;
-            // Another answer (or the call giving up) came first.
-            entry.answerable_by(id, approver)?;
-            entry.view.answers.push(answer.clone());
-            let approvals = entry.view.answers.len();
-            let ended = match verdict {
-                Verdict::Deny => Some((Status::Denied, Ended::Denied(answer))),
-                Verdict::Approve if approvals >= entry.view.required as usize => Some((
-                    Status::Approved,
-                    Ended::Approved(entry.view.answers.clone()),
-                )),
-                // Not enough yet: the question waits for the next approver.
-                Verdict::Approve => None,
-            };
-            let ended = ended.map(|(status, ended)| {
-                entry.view.status = status;
-                (entry.waiter.take(), ended)
-            });
-            (entry.view.clone(), ended)
-        };
-        if let Some((waiter, ended)) = ended {
-            self.closed_now(id);
-            if let Some(waiter) = waiter {
-                // The call may have stopped waiting this very moment: then
-                // the answer is recorded and nothing runs.
-                let _ = waiter.send(ended);
-            }
+        let now = self.clock.now();
+        // Another answer (or the call giving up) may have come first: the
+        // store checks again as it takes it.
+        let view = self.store.take(id, answer(now), now).await?;
+        if let Some(ended) = ended_of(&view) {
+            self.wake(id, ended);
         }
         Ok(view)
     }
 
-    /// Closes a pending question as `status` (expired, withdrawn); how it
-    /// ended, which is the answer when one came first.
-    fn close(&self, id: &str, status: Status) -> Ended {
-        let ended = {
-            let mut questions = self.lock();
-            let Some(entry) = questions.get_mut(id) else {
-                return Ended::Withdrawn;
-            };
-            if entry.view.status != Status::Pending {
-                return match (&entry.view.status, entry.view.answers.last()) {
-                    (Status::Approved, _) => Ended::Approved(entry.view.answers.clone()),
-                    (Status::Denied, Some(answer)) => Ended::Denied(answer.clone()),
-                    (Status::Expired, _) => Ended::Expired,
-                    _ => Ended::Withdrawn,
-                };
+    /// The question `id` changed elsewhere (another replica took an
+    /// answer): wakes its call here if it closed.
+    pub async fn heard(&self, id: &str) {
+        if !self.lock().contains_key(id) {
+            return;
+        }
+        match self.store.get(id).await {
+            Ok(Some(question)) => {
+                if let Some(ended) = ended_of(&question.view) {
+                    self.wake(id, ended);
+                }
             }
-            entry.view.status = status;
-            entry.waiter = None;
-            match status {
-                Status::Expired => Ended::Expired,
-                _ => Ended::Withdrawn,
-            }
-        };
-        self.closed_now(id);
-        ended
-    }
-
-    /// Keeps a closed question for showing, trimming the oldest.
-    fn closed_now(&self, id: &str) {
-        let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
-        closed.push(id.to_owned());
-        if closed.len() > CLOSED_KEPT {
-            let excess = closed.len() - CLOSED_KEPT;
-            let gone: Vec<String> = closed.drain(..excess).collect();
-            drop(closed);
-            let mut questions = self.lock();
-            for id in gone {
-                questions.remove(&id);
+            Ok(None) => {}
+            Err(err) => {
+                tracing::warn!(question = %id, error = %err, "a question's answer cannot be read: its call waits on");
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.questions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// The questions this process's calls wait on.
+    pub fn waited_on(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// The keeper to decide an answer to `question` through: its call's,
+    /// when it waits here; in a fleet, the asking client's on this
+    /// replica, if this replica serves the set it was asked under.
+    fn keeper_of(&self, question: &StoredQuestion) -> Result<Arc<Keeper>, AnswerError> {
+        let id = &question.view.id;
+        if let Some(waiting) = self.lock().get(id) {
+            return Ok(Arc::clone(&waiting.keeper));
+        }
+        let Some(others) = &self.others else {
+            // Pending, yet no call of this process waits on it: it is
+            // being withdrawn this very moment.
+            return Err(AnswerError::Closed {
+                id: id.clone(),
+                status: Status::Withdrawn,
+            });
+        };
+        let keeper = others.keeper_for(&question.call.client);
+        let serving = &keeper.engine().identity().hash;
+        if *serving != question.view.policy_set {
+            return Err(AnswerError::OtherPolicySet {
+                id: id.clone(),
+                asked: question.view.policy_set.clone(),
+                serving: serving.clone(),
+            });
+        }
+        Ok(keeper)
+    }
+
+    /// Closes a pending question as `status` (expired, withdrawn); how it
+    /// ended, which is the answer when one came first. When the store
+    /// cannot say, the call ends as `status` says, and nothing runs.
+    async fn close(&self, id: &str, status: Status) -> Ended {
+        self.forget(id);
+        let unanswered = match status {
+            Status::Expired => Ended::Expired,
+            _ => Ended::Withdrawn,
+        };
+        match self.store.close(id, status).await {
+            Ok(Some(view)) => ended_of(&view).unwrap_or(unanswered),
+            Ok(None) => unanswered,
+            Err(err) => {
+                tracing::warn!(question = %id, error = %err, "a question cannot be closed in the inbox: it expires there unanswered");
+                unanswered
+            }
+        }
+    }
+
+    /// Tells the call waiting on `id` how it ended.
+    fn wake(&self, id: &str, ended: Ended) {
+        if let Some(waiting) = self.lock().remove(id) {
+            // The call may have stopped waiting this very moment: then the
+            // answer is recorded and nothing runs.
+            let _ = waiting.waiter.send(ended);
+        }
+    }
+
+    /// No call here waits on `id` any more.
+    fn forget(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How a closed question ended; `None` while it is pending.
+fn ended_of(view: &QuestionView) -> Option<Ended> {
+    match view.status {
+        Status::Pending => None,
+        Status::Approved => Some(Ended::Approved(view.answers.clone())),
+        Status::Denied => Some(match view.answers.last() {
+            Some(answer) => Ended::Denied(answer.clone()),
+            None => Ended::Withdrawn,
+        }),
+        Status::Expired => Some(Ended::Expired),
+        Status::Withdrawn => Some(Ended::Withdrawn),
     }
 }
 

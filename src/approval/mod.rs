@@ -12,6 +12,7 @@ mod flow;
 mod grant;
 mod inbox;
 mod ledger;
+mod questions;
 mod seal;
 mod shared_key;
 
@@ -21,8 +22,13 @@ pub use command::{
 pub use flow::{Answer, Approvals, Asking, Era, Reply, Request, SealUnavailable};
 pub use grant::Grant;
 pub use inbox::{
-    Announce, AnswerError, AnswerView, AskingPolicy, Ended, Inbox, QuestionView, Status, Verdict,
+    Announce, AnswerError, AnswerView, AskingPolicy, Ended, Inbox, KeeperFor, QuestionView, Status,
+    Verdict,
 };
 pub use ledger::{LedgerUnavailable, NonceLedger, Spending, Spent};
+pub use questions::{
+    AskingClient, CLOSED_KEPT, QuestionCall, QuestionStore, Stored, StoredQuestion, check_answer,
+    closes_with, shown_at,
+};
 pub use seal::{ApprovalSeal, SealError, Unspent, action_digest};
 pub use shared_key::{APPROVAL_KEY_ENV, SharedKeyError, shared_key_from_file, shared_key_from_hex};

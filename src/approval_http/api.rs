@@ -54,19 +54,23 @@ fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
 }
 
 pub(super) async fn list(State(endpoint): State<Arc<ApprovalsEndpoint>>) -> Response {
-    json_response(StatusCode::OK, &json!({"questions": endpoint.inbox.list()}))
+    match endpoint.inbox.list().await {
+        Ok(questions) => json_response(StatusCode::OK, &json!({"questions": questions})),
+        Err(err) => json_response(refusal_status(&err), &json!({"error": err.to_string()})),
+    }
 }
 
 pub(super) async fn show(
     State(endpoint): State<Arc<ApprovalsEndpoint>>,
     Path(id): Path<String>,
 ) -> Response {
-    match endpoint.inbox.get(&id) {
-        Some(question) => json_response(StatusCode::OK, &json!(question)),
-        None => json_response(
+    match endpoint.inbox.get(&id).await {
+        Ok(Some(question)) => json_response(StatusCode::OK, &json!(question)),
+        Ok(None) => json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": AnswerError::NoSuchQuestion(id).to_string()}),
         ),
+        Err(err) => json_response(refusal_status(&err), &json!({"error": err.to_string()})),
     }
 }
 
@@ -115,6 +119,10 @@ pub(super) fn refusal_status(err: &AnswerError) -> StatusCode {
         AnswerError::NoSuchQuestion(_) => StatusCode::NOT_FOUND,
         AnswerError::Closed { .. } | AnswerError::AlreadyApproved { .. } => StatusCode::CONFLICT,
         AnswerError::NotPermitted { .. } => StatusCode::FORBIDDEN,
-        AnswerError::AuditUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        // Another replica can answer it; this one cannot, now.
+        AnswerError::OtherPolicySet { .. } => StatusCode::MISDIRECTED_REQUEST,
+        AnswerError::AuditUnavailable | AnswerError::Unavailable(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     }
 }

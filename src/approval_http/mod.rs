@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::Inbox;
 use crate::audit::ApproverRef;
-use crate::auth::{FileDirectory, authenticate_approver};
+use crate::auth::{ApproverDirectory, authenticate_approver};
 use crate::http_checks::{LOOPBACK_HOSTS, host_ambiguous, host_name, is_loopback_origin};
 use sessions::PageSessions;
 
@@ -48,7 +48,7 @@ const MAX_REASON: usize = 2_000;
 /// What the endpoint serves and whom it lets in.
 pub struct ApprovalsEndpoint {
     pub inbox: Arc<Inbox>,
-    pub approvers: Arc<FileDirectory>,
+    pub approvers: Arc<dyn ApproverDirectory>,
     /// Host names accepted besides the loopback ones, lower case.
     pub allowed_hosts: Vec<String>,
     sessions: PageSessions,
@@ -57,7 +57,7 @@ pub struct ApprovalsEndpoint {
 impl ApprovalsEndpoint {
     pub fn new(
         inbox: Arc<Inbox>,
-        approvers: Arc<FileDirectory>,
+        approvers: Arc<dyn ApproverDirectory>,
         allowed_hosts: Vec<String>,
     ) -> Self {
         Self {

@@ -123,7 +123,7 @@ pub(super) async fn inbox(
     headers: HeaderMap,
 ) -> Response {
     match session(&endpoint, &headers) {
-        Some((_, session)) => inbox_page(&endpoint, &session, StatusCode::OK, None),
+        Some((_, session)) => inbox_page(&endpoint, &session, StatusCode::OK, None).await,
         None => login_page(StatusCode::OK, None),
     }
 }
@@ -226,11 +226,11 @@ pub(super) async fn answer(
     }
     let Some(verdict) = form.verdict else {
         let message = "choose approve or deny";
-        return inbox_page(&endpoint, &session, StatusCode::BAD_REQUEST, Some(message));
+        return inbox_page(&endpoint, &session, StatusCode::BAD_REQUEST, Some(message)).await;
     };
     if form.reason.chars().count() > MAX_REASON {
         let message = format!("the reason is longer than {MAX_REASON} characters");
-        return inbox_page(&endpoint, &session, StatusCode::BAD_REQUEST, Some(&message));
+        return inbox_page(&endpoint, &session, StatusCode::BAD_REQUEST, Some(&message)).await;
     }
     match endpoint
         .inbox
@@ -238,22 +238,29 @@ pub(super) async fn answer(
         .await
     {
         Ok(_) => see_other("/"),
-        Err(err) => inbox_page(
-            &endpoint,
-            &session,
-            refusal_status(&err),
-            Some(&err.to_string()),
-        ),
+        Err(err) => {
+            inbox_page(
+                &endpoint,
+                &session,
+                refusal_status(&err),
+                Some(&err.to_string()),
+            )
+            .await
+        }
     }
 }
 
-fn inbox_page(
+async fn inbox_page(
     endpoint: &ApprovalsEndpoint,
     session: &PageSession,
     status: StatusCode,
     message: Option<&str>,
 ) -> Response {
-    let questions = endpoint.inbox.list();
+    let (questions, status, unlisted) = match endpoint.inbox.list().await {
+        Ok(questions) => (questions, status, None),
+        Err(err) => (Vec::new(), refusal_status(&err), Some(err.to_string())),
+    };
+    let message = message.or(unlisted.as_deref());
     let csrf = escape(&session.csrf);
     let mut body = format!(
         "<h1>portcullis approvals</h1><p class=\"who\">Logged in as <b id=\"approver\">{}</b> \

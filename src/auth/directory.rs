@@ -23,6 +23,14 @@ pub trait ClientDirectory: Send + Sync {
 /// The approvers as last known.
 pub type ApproverList = Arc<[StoredApprover]>;
 
+/// Where the approval inbox finds its approvers as they are now, asked at
+/// every request as the clients are.
+pub trait ApproverDirectory: Send + Sync {
+    /// Every approver as the directory holds it now; `None` when it cannot
+    /// be known, which refuses every answer.
+    fn approvers(&self) -> Option<ApproverList>;
+}
+
 /// The token store's file, read again only when it changed.
 pub struct FileDirectory {
     path: PathBuf,
@@ -67,10 +75,10 @@ impl FileDirectory {
         }
         cached.1.clone()
     }
+}
 
-    /// Every approver as the store holds it now; `None` when it cannot be
-    /// read, which refuses every answer.
-    pub fn approvers(&self) -> Option<ApproverList> {
+impl ApproverDirectory for FileDirectory {
+    fn approvers(&self) -> Option<ApproverList> {
         self.read().map(|(_, approvers)| approvers)
     }
 }

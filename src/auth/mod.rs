@@ -6,7 +6,7 @@ mod directory;
 mod store;
 mod token;
 
-pub use directory::{ApproverList, ClientDirectory, ClientList, FileDirectory};
+pub use directory::{ApproverDirectory, ApproverList, ClientDirectory, ClientList, FileDirectory};
 pub use store::{
     OWNER_TIER, Revoked, StoreError, StoredApprover, StoredClient, TokenStore, authenticate_among,
     authenticate_approver, default_store_path, new_approver, new_client,

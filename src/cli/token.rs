@@ -133,11 +133,6 @@ fn create(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
 /// An approver: its groups must be ones the policy set declares, or no
 /// policy could ever let it approve.
 fn create_approver(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
-    if args.state.url()?.is_some() {
-        anyhow::bail!(
-            "approvers live in the token store's file; a fleet's shared state keeps clients only"
-        );
-    }
     let bundle = args.policies.bundle()?;
     let engine = registry_for(&bundle)
         .and_then(|registry| Engine::load(&bundle, &registry, &[]))
@@ -156,11 +151,23 @@ fn create_approver(args: &CreateArgs, format: Format) -> anyhow::Result<Exit> {
             }
         );
     }
-    let path = store_path(&args.store)?;
-    let mut store = TokenStore::open_or_new(&path)?;
-    let (token, approver) = store.create_approver(&args.name, &args.approver)?;
+    let (token, approver, place) = match &args.state.url()? {
+        Some(url) => {
+            let (token, approver) = with_state(url, async |state| {
+                ClientTable::of(state)
+                    .create_approver(&args.name, &args.approver)
+                    .await
+            })?;
+            (token, approver, url.to_string())
+        }
+        None => {
+            let path = store_path(&args.store)?;
+            let mut store = TokenStore::open_or_new(&path)?;
+            let (token, approver) = store.create_approver(&args.name, &args.approver)?;
+            (token, approver, path.display().to_string())
+        }
+    };
     let fingerprint = approver.fingerprint();
-    let place = path.display().to_string();
     match format {
         Format::Json => print_json(&json!({
             "name": approver.name,
@@ -201,11 +208,13 @@ fn create_in_store(args: &CreateArgs) -> anyhow::Result<(Token, StoredClient, st
 
 fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
     let (clients, approvers, place) = match &args.state.url()? {
-        Some(url) => (
-            with_state(url, async |state| ClientTable::of(state).list().await)?,
-            Vec::new(),
-            url.to_string(),
-        ),
+        Some(url) => {
+            let (clients, approvers) = with_state(url, async |state| {
+                let table = ClientTable::of(state);
+                Ok((table.list().await?, table.approvers().await?))
+            })?;
+            (clients, approvers, url.to_string())
+        }
         None => {
             let path = store_path(&args.store)?;
             let store = TokenStore::open_or_new(&path)?;
@@ -267,17 +276,15 @@ fn list(args: &ListArgs, format: Format) -> anyhow::Result<Exit> {
 }
 
 fn revoke(args: &RevokeArgs, format: Format) -> anyhow::Result<Exit> {
-    let (name, fingerprint, what) = match &args.state.url()? {
-        Some(url) => {
-            let removed = with_state(url, async |state| {
-                ClientTable::of(state).revoke(&args.name).await
-            })?;
-            (removed.name.clone(), removed.fingerprint(), "client")
-        }
-        None => match TokenStore::open(&store_path(&args.store)?)?.revoke(&args.name)? {
-            Revoked::Client(c) => (c.name.clone(), c.fingerprint(), "client"),
-            Revoked::Approver(a) => (a.name.clone(), a.fingerprint(), "approver"),
-        },
+    let revoked = match &args.state.url()? {
+        Some(url) => with_state(url, async |state| {
+            ClientTable::of(state).revoke(&args.name).await
+        })?,
+        None => TokenStore::open(&store_path(&args.store)?)?.revoke(&args.name)?,
+    };
+    let (name, fingerprint, what) = match revoked {
+        Revoked::Client(c) => (c.name.clone(), c.fingerprint(), "client"),
+        Revoked::Approver(a) => (a.name.clone(), a.fingerprint(), "approver"),
     };
     match format {
         Format::Json => {

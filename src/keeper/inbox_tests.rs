@@ -54,6 +54,14 @@ impl crate::approval::Asking for Unattended {
     }
 }
 
+/// `answer` was refused: its question is closed as `status`.
+fn assert_closed(answer: &Result<crate::approval::QuestionView, AnswerError>, status: Status) {
+    assert!(
+        matches!(answer, Err(AnswerError::Closed { status: closed, .. }) if *closed == status),
+        "{answer:?}"
+    );
+}
+
 struct World {
     fixture: Fixture,
     approvals: Arc<Approvals>,
@@ -115,6 +123,8 @@ impl World {
             if let Some(question) = self
                 .inbox
                 .list()
+                .await
+                .unwrap()
                 .into_iter()
                 .find(|q| q.status == Status::Pending)
             {
@@ -122,6 +132,15 @@ impl World {
             }
             tokio::task::yield_now().await;
         }
+    }
+
+    /// An answer of alice's to a question closed as `status`: refused.
+    async fn answered_late(&self, id: &str, verdict: Verdict, status: Status) {
+        let late = self
+            .inbox
+            .answer(id, &approver("alice", "security"), verdict, "")
+            .await;
+        assert_closed(&late, status);
     }
 
     fn events(&self) -> Vec<String> {
@@ -162,7 +181,7 @@ async fn a_call_nobody_on_the_client_can_approve_waits_and_runs_once_approved() 
     let w = world();
     let call = w.start();
     let id = w.pending().await;
-    let shown = w.inbox.get(&id).unwrap();
+    let shown = w.inbox.get(&id).await.unwrap().unwrap();
     assert_eq!(
         (shown.client.as_str(), shown.tool.as_str()),
         ("agent", "builtin/write_file")
@@ -184,7 +203,10 @@ async fn a_call_nobody_on_the_client_can_approve_waits_and_runs_once_approved() 
         matches!(refused, Err(AnswerError::NotPermitted { .. })),
         "{refused:?}"
     );
-    assert_eq!(w.inbox.get(&id).unwrap().status, Status::Pending);
+    assert_eq!(
+        w.inbox.get(&id).await.unwrap().unwrap().status,
+        Status::Pending
+    );
 
     let taken = w
         .inbox
@@ -223,20 +245,7 @@ async fn a_call_nobody_on_the_client_can_approve_waits_and_runs_once_approved() 
     );
 
     // Answered once.
-    let again = w
-        .inbox
-        .answer(&id, &approver("alice", "security"), Verdict::Deny, "")
-        .await;
-    assert!(
-        matches!(
-            again,
-            Err(AnswerError::Closed {
-                status: Status::Approved,
-                ..
-            })
-        ),
-        "{again:?}"
-    );
+    w.answered_late(&id, Verdict::Deny, Status::Approved).await;
 }
 
 #[tokio::test]
@@ -272,20 +281,8 @@ async fn an_unanswered_question_expires_and_cannot_be_answered_after() {
         panic!("an expired question ran its call")
     };
     assert_eq!(why, "approval_expired");
-    let late = w
-        .inbox
-        .answer(&id, &approver("alice", "security"), Verdict::Approve, "")
+    w.answered_late(&id, Verdict::Approve, Status::Expired)
         .await;
-    assert!(
-        matches!(
-            late,
-            Err(AnswerError::Closed {
-                status: Status::Expired,
-                ..
-            })
-        ),
-        "{late:?}"
-    );
     assert_eq!(w.events(), ["asked", "expired"]);
     assert!(
         w.approves().is_empty(),
@@ -302,23 +299,47 @@ async fn a_cancelled_call_withdraws_its_question() {
     let Reply::Done(CallOutcome::Cancelled) = call.await.unwrap() else {
         panic!("a cancelled call did not end as cancelled")
     };
-    assert_eq!(w.inbox.get(&id).unwrap().status, Status::Withdrawn);
-    let late = w
-        .inbox
-        .answer(&id, &approver("alice", "security"), Verdict::Approve, "")
-        .await;
-    assert!(
-        matches!(
-            late,
-            Err(AnswerError::Closed {
-                status: Status::Withdrawn,
-                ..
-            })
-        ),
-        "{late:?}"
+    assert_eq!(
+        w.inbox.get(&id).await.unwrap().unwrap().status,
+        Status::Withdrawn
     );
+    w.answered_late(&id, Verdict::Approve, Status::Withdrawn)
+        .await;
     assert_eq!(w.events(), ["asked", "withdrawn"]);
     assert!(!w.fixture.dir.path().join("ws/inbox.txt").exists());
+}
+
+#[tokio::test]
+async fn a_call_whose_client_went_away_withdraws_its_question_and_says_so() {
+    let w = world();
+    let call = w.start();
+    let id = w.pending().await;
+    // The connection closed: the waiting future is dropped, not cancelled.
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    for _ in 0..10_000 {
+        if w.events() == ["asked", "withdrawn"] {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(w.events(), ["asked", "withdrawn"]);
+    assert_eq!(
+        w.inbox.get(&id).await.unwrap().unwrap().status,
+        Status::Withdrawn
+    );
+    let withdrawn = w
+        .fixture
+        .sink
+        .bodies(Kind::Approval)
+        .into_iter()
+        .find(|b| b["event"] == "withdrawn")
+        .unwrap();
+    assert_eq!(withdrawn["detail"]["question"], id.as_str());
+    assert_eq!(withdrawn["detail"]["disconnected"], true);
+    assert_eq!(withdrawn["channel"], "inbox");
+    w.answered_late(&id, Verdict::Approve, Status::Withdrawn)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,16 +359,7 @@ async fn two_approvals_at_once_count_once() {
         "{first:?} {second:?}"
     );
     let late = if first.is_ok() { second } else { first };
-    assert!(
-        matches!(
-            late,
-            Err(AnswerError::Closed {
-                status: Status::Approved,
-                ..
-            })
-        ),
-        "{late:?}"
-    );
+    assert_closed(&late, Status::Approved);
     assert!(matches!(
         call.await.unwrap(),
         Reply::Done(CallOutcome::Completed(_))
@@ -381,7 +393,7 @@ async fn a_policy_that_asks_for_two_approvers_gets_two_distinct_ones() {
     ));
     let call = w.start();
     let id = w.pending().await;
-    assert_eq!(w.inbox.get(&id).unwrap().required, 2);
+    assert_eq!(w.inbox.get(&id).await.unwrap().unwrap().required, 2);
     let alice = approver("alice", "security");
     let first = w
         .inbox

@@ -155,8 +155,9 @@ pub enum CallOutcome {
 }
 
 /// A call waiting for an approval, as the approval inbox shows it and
-/// asks Cedar about it: never an argument policies cannot see.
-#[derive(Debug, Clone)]
+/// asks Cedar about it: never an argument policies cannot see. Stored
+/// with the question, so that another replica of a fleet decides it too.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AskedCall {
     pub tool: ToolId,
     /// The tool's name as the client called it.

@@ -1,4 +1,4 @@
-//! The fleet's clients as one replica knows them: read whole at start and
+//! The fleet's clients and approvers as one replica knows them: read whole at start and
 //! again whenever the table's trigger says it changed (`LISTEN`), so a
 //! revocation reaches every replica in the time a notification takes.
 //!
@@ -15,7 +15,7 @@ use arc_swap::ArcSwapOption;
 
 use super::listen::listen;
 use super::{ClientTable, SharedState, StateError};
-use crate::auth::{ClientDirectory, ClientList};
+use crate::auth::{ApproverDirectory, ApproverList, ClientDirectory, ClientList};
 
 /// The channel the clients table's trigger notifies.
 const CHANNEL: &str = "portcullis_clients";
@@ -33,18 +33,32 @@ pub struct SharedDirectory {
     listening: AtomicBool,
 }
 
-/// The list, and when it was read.
+/// The lists, and when they were read.
 struct Read {
     clients: ClientList,
+    approvers: ApproverList,
     at: Instant,
+}
+
+impl SharedDirectory {
+    /// The lists as last read, while they can be trusted.
+    fn fresh(&self) -> Option<Arc<Read>> {
+        let read = self.clients.load_full()?;
+        let fresh = self.listening.load(Ordering::Acquire)
+            || read.at.elapsed() <= TRUSTED_WITHOUT_LISTENING;
+        fresh.then_some(read)
+    }
 }
 
 impl ClientDirectory for SharedDirectory {
     fn current(&self) -> Option<ClientList> {
-        let read = self.clients.load_full()?;
-        let fresh = self.listening.load(Ordering::Acquire)
-            || read.at.elapsed() <= TRUSTED_WITHOUT_LISTENING;
-        fresh.then(|| read.clients.clone())
+        self.fresh().map(|read| read.clients.clone())
+    }
+}
+
+impl ApproverDirectory for SharedDirectory {
+    fn approvers(&self) -> Option<ApproverList> {
+        self.fresh().map(|read| read.approvers.clone())
     }
 }
 
@@ -62,9 +76,12 @@ impl SharedDirectory {
     }
 
     async fn read(&self, state: &SharedState) -> Result<(), StateError> {
-        let clients = ClientTable::of(state).list().await?;
+        let table = ClientTable::of(state);
+        let clients = table.list().await?;
+        let approvers = table.approvers().await?;
         self.clients.store(Some(Arc::new(Read {
             clients: clients.into(),
+            approvers: approvers.into(),
             at: Instant::now(),
         })));
         Ok(())

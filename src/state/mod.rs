@@ -1,6 +1,7 @@
 //! The state a fleet of replicas shares, in PostgreSQL (`--state
-//! postgres://…`): the clients, the spent nonces of approvals, the
-//! replicas' audit chains, the bridge's sessions, and the tables' shape.
+//! postgres://…`): the clients and approvers, the spent nonces of
+//! approvals, the approval inbox's questions and answers, the replicas'
+//! audit chains, the bridge's sessions, and the tables' shape.
 //! One machine needs none of it: without `--state` the token store, the
 //! log and the session store stay files.
 //!
@@ -14,6 +15,7 @@ mod directory;
 mod export;
 mod listen;
 mod nonces;
+mod questions;
 mod schema;
 mod sessions;
 
@@ -29,6 +31,7 @@ pub use clients::ClientTable;
 pub use directory::SharedDirectory;
 pub use export::Exported;
 pub use nonces::SharedNonces;
+pub use questions::{SharedQuestions, follow_answers};
 pub use sessions::{SharedSessions, follow_cancels};
 
 /// The environment variable `--state` is read from.
@@ -60,6 +63,8 @@ pub enum StateError {
     Export { path: String, message: String },
     #[error(transparent)]
     Store(#[from] crate::auth::StoreError),
+    #[error("the shared state holds what this build cannot read: {0}")]
+    Corrupt(String),
 }
 
 impl StateError {

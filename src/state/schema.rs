@@ -10,7 +10,7 @@ const MIGRATION_LOCK: i64 = 0x706f_7274_6375;
 
 /// The version of the tables this build writes. A database made by a
 /// newer build is refused rather than written in a shape it does not know.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 const TABLES: &str = r"
 CREATE TABLE IF NOT EXISTS portcullis_schema (
@@ -80,6 +80,41 @@ CREATE TABLE IF NOT EXISTS portcullis_runners (
     host text NOT NULL,
     pid bigint NOT NULL,
     heartbeat_ms bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS portcullis_approvers (
+    name text PRIMARY KEY,
+    groups text[] NOT NULL,
+    token_sha256 text NOT NULL UNIQUE CHECK (token_sha256 ~ '^[0-9a-f]{64}$'),
+    created text NOT NULL
+);
+-- The approvers are read with the clients, on the same notification.
+CREATE OR REPLACE TRIGGER portcullis_approvers_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON portcullis_approvers
+    FOR EACH STATEMENT EXECUTE FUNCTION portcullis_clients_changed();
+CREATE TABLE IF NOT EXISTS portcullis_questions (
+    id text PRIMARY KEY,
+    replica text NOT NULL,
+    asked_ms bigint NOT NULL,
+    expires_ms bigint NOT NULL,
+    closed_ms bigint,
+    status text NOT NULL
+        CHECK (status IN ('pending', 'approved', 'denied', 'expired', 'withdrawn')),
+    required integer NOT NULL CHECK (required > 0),
+    view text NOT NULL,
+    call text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS portcullis_questions_by_status
+    ON portcullis_questions (status, asked_ms);
+CREATE TABLE IF NOT EXISTS portcullis_answers (
+    question_id text NOT NULL REFERENCES portcullis_questions (id) ON DELETE CASCADE,
+    n integer NOT NULL,
+    approver text NOT NULL,
+    fingerprint text NOT NULL,
+    verdict text NOT NULL CHECK (verdict IN ('approve', 'deny')),
+    reason text NOT NULL,
+    at text NOT NULL,
+    PRIMARY KEY (question_id, n),
+    UNIQUE (question_id, approver)
 );
 CREATE TABLE IF NOT EXISTS portcullis_policy_snapshots (
     hash text PRIMARY KEY,

@@ -55,8 +55,8 @@ impl fmt::Display for Effect {
 }
 
 /// A tool's id, `server/name`: the Cedar entity id of `Portcullis::Tool`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(into = "String")]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct ToolId {
     server: String,
     name: String,
@@ -91,6 +91,24 @@ impl From<ToolId> for String {
     }
 }
 
+/// A `server/name` id has no server of its own without its slash.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is no tool id: a tool id is `server/name`")]
+pub struct NotAToolId(String);
+
+impl TryFrom<String> for ToolId {
+    type Error = NotAToolId;
+
+    /// Split at the first slash, as every id is read: a server's name has
+    /// none.
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        match text.split_once('/') {
+            Some((server, name)) => Ok(Self::new(server, name)),
+            None => Err(NotAToolId(text)),
+        }
+    }
+}
+
 /// Everything portcullis knows about a tool before any call.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolSpec {
@@ -112,5 +130,23 @@ impl ToolSpec {
     /// A tool is read-only when nothing it declares can change the world.
     pub fn read_only(&self) -> bool {
         self.effects.iter().all(|effect| *effect == Effect::Read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+    use super::*;
+
+    #[test]
+    fn a_tool_id_reads_back_what_it_writes_and_refuses_one_without_a_server() {
+        let id = ToolId::new("github", "issues/create");
+        let written = serde_json::to_value(&id).unwrap();
+        assert_eq!(written, "github/issues/create");
+        let read: ToolId = serde_json::from_value(written).unwrap();
+        assert_eq!(read, id);
+        let err = serde_json::from_value::<ToolId>("write_file".into()).unwrap_err();
+        assert!(err.to_string().contains("is no tool id"), "{err}");
     }
 }

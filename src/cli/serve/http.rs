@@ -19,7 +19,7 @@ use crate::mcp::http::{
     Clients, ConnectionLimits, HttpOptions, MCP_PATH, raise_open_files, serve_http,
 };
 use crate::mcp::{Callers, NoticeRelay, PortcullisServer};
-use crate::state::{ClientTable, SharedDirectory};
+use crate::state::ClientTable;
 
 /// The largest request body accepted unless `--max-body` says otherwise.
 const DEFAULT_MAX_BODY: &str = "4MiB";
@@ -131,10 +131,8 @@ pub(super) fn refuse_remote(address: SocketAddr, args: &ServeArgs) -> anyhow::Re
 }
 
 pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyhow::Result<Exit> {
-    let directory: Arc<dyn ClientDirectory> = match &world.shared {
-        Some(state) => world
-            .runtime
-            .block_on(SharedDirectory::follow(state.clone()))?,
+    let directory: Arc<dyn ClientDirectory> = match &world.directory {
+        Some(directory) => Arc::clone(directory) as _,
         None => Arc::new(FileDirectory::new(
             args.store.resolve().context("no token store")?,
         )),

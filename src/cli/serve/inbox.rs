@@ -10,12 +10,15 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::ServeArgs;
+use super::keepers::KeeperMaker;
 use crate::approval::{Announce, Inbox};
 use crate::approval_http::{
     ApprovalsEndpoint, WEBHOOK_SECRET_ENV, Webhook, serve_approvals, webhook_secret_from_env,
     webhook_secret_from_file,
 };
-use crate::auth::FileDirectory;
+use crate::auth::ApproverDirectory;
+use crate::clock::SystemClock;
+use crate::state::{SharedQuestions, SharedState};
 
 /// The inbox's listener, bound, and what tells of each new question.
 pub(super) type Bound = (std::net::TcpListener, Option<Arc<dyn Announce>>);
@@ -37,6 +40,26 @@ pub(super) fn announcer(args: &ServeArgs, page: &str) -> anyhow::Result<Option<A
         ),
     };
     Ok(Some(Arc::new(Webhook::new(url, secret, page)?)))
+}
+
+/// The inbox: in this process's memory, or with `--state` in the shared
+/// state, where any replica's page answers a question asked through any
+/// other (each answer decided by a keeper of the asking client, made by
+/// `maker`).
+pub(super) fn kept(
+    announce: Option<Arc<dyn Announce>>,
+    shared: Option<&SharedState>,
+    maker: KeeperMaker,
+    args: &ServeArgs,
+) -> anyhow::Result<Arc<Inbox>> {
+    let clock = Arc::new(SystemClock);
+    Ok(Arc::new(match shared {
+        None => Inbox::new(clock, announce),
+        Some(state) => {
+            let questions = SharedQuestions::new(state.clone(), &super::replica_id(args)?);
+            Inbox::over(clock, announce, Arc::new(questions), Some(Arc::new(maker)))
+        }
+    }))
 }
 
 /// Binds the approvals address now, so a bad one stops `serve` before
@@ -68,7 +91,7 @@ pub(super) fn bind(
 pub(super) async fn serve(
     listener: std::net::TcpListener,
     inbox: Arc<Inbox>,
-    approvers: Arc<FileDirectory>,
+    approvers: Arc<dyn ApproverDirectory>,
     allowed_hosts: Vec<String>,
     stop: CancellationToken,
 ) {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::approval::{AskingClient, KeeperFor};
 use crate::audit::AuditLog;
 use crate::auth::StoredClient;
 use crate::bridge::Bridge;
@@ -26,9 +27,13 @@ pub(super) struct KeeperMaker {
 
 impl KeeperMaker {
     pub fn keeper(&self, client: StoredClient) -> Arc<Keeper> {
+        self.keeper_of(ClientIdentity::from(client))
+    }
+
+    fn keeper_of(&self, client: ClientIdentity) -> Arc<Keeper> {
         let keeper = Keeper::sharing(
             Arc::clone(&self.settings),
-            ClientIdentity::from(client),
+            client,
             self.transport,
             Arc::clone(&self.audit) as Arc<dyn AuditSink>,
             self.session.clone(),
@@ -41,6 +46,18 @@ impl KeeperMaker {
         Arc::new(match &self.bridge {
             Some(bridge) => keeper.with_bridge(Arc::clone(bridge)),
             None => keeper,
+        })
+    }
+}
+
+/// In a fleet, a question another replica asked is answered through a
+/// keeper of the asking client here.
+impl KeeperFor for KeeperMaker {
+    fn keeper_for(&self, client: &AskingClient) -> Arc<Keeper> {
+        self.keeper_of(ClientIdentity {
+            name: client.name.clone(),
+            tier: client.tier.clone(),
+            fingerprint: client.fingerprint.clone(),
         })
     }
 }

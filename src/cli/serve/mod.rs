@@ -28,14 +28,14 @@ use super::state_paths::{
 };
 use super::{Exit, Format, PolicyArgs};
 use crate::approval::{
-    APPROVAL_KEY_ENV, Announce, ApprovalSeal, Approvals, Inbox, NonceLedger, shared_key_from_file,
+    APPROVAL_KEY_ENV, ApprovalSeal, Approvals, Inbox, NonceLedger, shared_key_from_file,
     shared_key_from_hex,
 };
 use crate::audit::{
     ApplyTrust, AuditError, AuditLog, Kind, applied_path, read_public_key, snapshots_dir,
     store_snapshot,
 };
-use crate::auth::{AUTH_FAILED, FileDirectory, StoredClient};
+use crate::auth::{AUTH_FAILED, ApproverDirectory, FileDirectory, StoredClient};
 use crate::bridge::Bridge;
 use crate::clock::SystemClock;
 use crate::facts::{Root, Transport};
@@ -46,7 +46,8 @@ use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
 use crate::state::{
-    SharedChain, SharedNonces, SharedSessions, SharedState, follow_cancels, valid_chain_name,
+    SharedChain, SharedDirectory, SharedNonces, SharedSessions, SharedState, follow_answers,
+    follow_cancels, valid_chain_name,
 };
 use http::HttpArgs;
 use keepers::{Admission, KeeperMaker};
@@ -176,11 +177,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
         .metrics
         .map(|address| metrics::bind(address, args.http.allow_remote))
         .transpose()?;
-    if args.approvals.is_some() && args.state.url()?.is_some() {
-        anyhow::bail!(
-            "--approvals keeps the inbox in this process; with --state each replica would hold its own, so the two are refused together"
-        );
-    }
     let inbox = args
         .approvals
         .map(|address| inbox::bind(address, args.http.allow_remote))
@@ -232,6 +228,8 @@ struct World {
     clients: Vec<StoredClient>,
     /// The fleet's shared state, with `--state`.
     shared: Option<SharedState>,
+    /// The fleet's clients and approvers, followed, with `--state`.
+    directory: Option<Arc<SharedDirectory>>,
     audit: Arc<AuditLog>,
     /// Resolves if the log fails its check at start.
     checked: LogChecked,
@@ -256,7 +254,7 @@ struct World {
     /// `--approvals`, bound.
     inbox: Option<std::net::TcpListener>,
     /// Who may answer the inbox's questions.
-    approvers: Option<Arc<FileDirectory>>,
+    approvers: Option<Arc<dyn ApproverDirectory>>,
     /// Host names the endpoints accept besides the loopback ones.
     allowed_hosts: Vec<String>,
 }
@@ -362,8 +360,16 @@ fn open_audit(
     Ok((audit, checked, apply_trust))
 }
 
+/// The transport `serve` serves its clients over.
+fn transport_of(args: &ServeArgs) -> Transport {
+    match args.http.address {
+        Some(_) => Transport::Http,
+        None => Transport::Stdio,
+    }
+}
+
 /// The chain this replica appends to: `--replica-id`, or the host name.
-fn replica_id(args: &ServeArgs) -> anyhow::Result<String> {
+pub(super) fn replica_id(args: &ServeArgs) -> anyhow::Result<String> {
     let id = match &args.replica_id {
         Some(id) => id.clone(),
         None => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -409,7 +415,7 @@ fn fleet_key(args: &ServeArgs) -> anyhow::Result<Option<[u8; 64]>> {
 fn approvals(
     args: &ServeArgs,
     fleet: Option<([u8; 64], &SharedState)>,
-    with_inbox: Option<Option<Arc<dyn Announce>>>,
+    inbox: Option<Arc<Inbox>>,
 ) -> anyhow::Result<Arc<Approvals>> {
     let ttl = Duration::from_secs(args.approval_ttl);
     let clock = Arc::new(SystemClock);
@@ -427,7 +433,6 @@ fn approvals(
             )
         }
     };
-    let inbox = with_inbox.map(|announce| Arc::new(Inbox::new(Arc::new(SystemClock), announce)));
     Ok(Arc::new(Approvals {
         seal,
         timeout: Duration::from_secs(args.approval_timeout),
@@ -470,15 +475,23 @@ impl World {
             Some(url) => Some(runtime.block_on(SharedState::connect(url))?),
             None => None,
         };
-        let approvals = approvals(
-            args,
-            key.zip(shared.as_ref()),
-            inbox.is_some().then_some(announce.flatten()),
-        )?;
-        let approvers = match (&inbox, args.store.resolve()) {
-            (None, _) => None,
-            (Some(_), Some(path)) => Some(Arc::new(FileDirectory::new(path))),
-            (Some(_), None) => anyhow::bail!(
+        // Followed when someone asks it at every request: HTTP clients, or
+        // approvers (a stdio client was authenticated once, at start).
+        let directory = match &shared {
+            Some(state) if args.http.address.is_some() || inbox.is_some() => {
+                Some(runtime.block_on(SharedDirectory::follow(state.clone()))?)
+            }
+            _ => None,
+        };
+        let approvers: Option<Arc<dyn ApproverDirectory>> = match (
+            &inbox,
+            &directory,
+            args.store.resolve(),
+        ) {
+            (None, ..) => None,
+            (Some(_), Some(directory), _) => Some(Arc::clone(directory) as _),
+            (Some(_), None, Some(path)) => Some(Arc::new(FileDirectory::new(path))),
+            (Some(_), None, None) => anyhow::bail!(
                 "--approvals: no token store to find approvers in: set --store, PORTCULLIS_TOKEN_STORE, XDG_STATE_HOME or HOME"
             ),
         };
@@ -517,6 +530,26 @@ impl World {
                 .block_on(state.keep_snapshot(&snapshots_dir(&audit_path), &bundle.hash()))
                 .context("cannot keep the policy snapshot in the shared state")?;
         }
+        let settings = Arc::new(ArcSwap::from_pointee(setting));
+        let audit = Arc::new(audit);
+        let session = new_session_id()?;
+        let limits = Limits {
+            max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
+            walk_budget: Duration::from_secs(args.walk_budget),
+        };
+        let kept = announce.map(|announce| {
+            let maker = KeeperMaker {
+                settings: Arc::clone(&settings),
+                audit: Arc::clone(&audit),
+                session: session.clone(),
+                limits,
+                fleet: fleet.clone(),
+                bridge: bridge.as_ref().map(|(bridge, _)| Arc::clone(bridge)),
+                transport: transport_of(args),
+            };
+            inbox::kept(announce, shared.as_ref(), maker, args)
+        });
+        let approvals = approvals(args, key.zip(shared.as_ref()), kept.transpose()?)?;
         Ok(Some(Self {
             runtime,
             bundle,
@@ -524,17 +557,15 @@ impl World {
             live,
             fleet,
             bridge,
-            settings: Arc::new(ArcSwap::from_pointee(setting)),
+            settings,
             clients,
             shared,
-            audit: Arc::new(audit),
+            directory,
+            audit,
             checked,
-            session: new_session_id()?,
+            session,
             approvals,
-            limits: Limits {
-                max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
-                walk_budget: Duration::from_secs(args.walk_budget),
-            },
+            limits,
             policies: args.policies.clone(),
             records,
             proofs,
@@ -647,6 +678,9 @@ impl World {
                     allowed_hosts,
                     stop_inbox.clone(),
                 ));
+            }
+            if let (Some(state), Some(kept)) = (&shared, &approvals.inbox) {
+                tokio::spawn(follow_answers(state.clone(), Arc::clone(kept)));
             }
             if let (Some(state), Some((bridge, _))) = (&shared, &bridge) {
                 tokio::spawn(follow_cancels(state.clone(), Arc::clone(bridge)));
