@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::fleet::Fleet;
-use crate::http::HttpServer;
-use crate::inbox::{SECURITY_APPROVES_WRITES, assert_declined, unattended_write};
+use crate::http::{HttpServer, page_client};
+use crate::inbox::{SECURITY_APPROVES_WRITES, assert_declined, form, unattended_write};
 use crate::util::{ALLOW_BUILTIN, Run, Tree, portcullis};
 
 /// What a replica prints before the inbox's address.
@@ -198,4 +198,100 @@ async fn a_question_asked_through_one_replica_is_answered_through_another_once()
     assert_eq!(verified.code, 0, "{verified:?}");
     let replayed = fleet.audit(&["replay"]);
     assert_eq!(replayed.code, 0, "{replayed:?}");
+}
+
+/// The CSRF token in a page's forms.
+fn csrf_of(html: &str) -> String {
+    html.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no form on the page: {html}"))
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvers_page_session_goes_on_through_another_replica_until_logged_out() {
+    let Some(fleet) = Fleet::start_or_skip() else {
+        return;
+    };
+    fleet
+        .tree
+        .write_policy("45_approvers.cedar", SECURITY_APPROVES_WRITES);
+    let alice = fleet.with_readme_and_alice();
+    let carol = approver(&fleet, "carol", "security");
+    let (one, inbox_one) = with_inbox(fleet.replica_command(1));
+    let (two, inbox_two) = with_inbox(fleet.replica_command(2));
+    let (page_one, page_two) = (
+        inbox_one.trim_end_matches('/').to_owned(),
+        inbox_two.trim_end_matches('/').to_owned(),
+    );
+    let http = page_client();
+    let token = fs::read_to_string(carol.path()).unwrap();
+    let opened = http
+        .post(format!("{page_one}/login"))
+        .header("origin", &page_one)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", token.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 303);
+    let cookie = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let value = cookie.split_once('=').unwrap().1.to_owned();
+    // The table holds the cookie's hash, never the cookie.
+    let kept = fleet
+        .pg
+        .sql("SELECT id_sha256 || ' ' || approver FROM portcullis_page_sessions");
+    assert!(kept.contains(" carol"), "{kept}");
+    assert!(!kept.contains(&value), "{kept}");
+
+    // Asked through replica 1; the page of replica 2 knows carol's session
+    // and takes her answer.
+    let call = tokio::spawn(unattended_write(one.url(), alice, 1, "paged.txt"));
+    let id = tokio::task::block_in_place(|| pending(&inbox_two, &carol));
+    let page = |base: String| {
+        let request = http.get(format!("{base}/")).header("cookie", &cookie);
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    let shown = page(page_two.clone()).await;
+    assert!(shown.contains("id=\"approver\">carol<"), "{shown}");
+    assert!(shown.contains(&format!("id=\"q-{id}\"")), "{shown}");
+    let answered = http
+        .post(format!("{page_two}/questions/{id}/answer"))
+        .header("origin", &page_two)
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[
+            ("csrf", csrf_of(&shown).as_str()),
+            ("verdict", "approve"),
+            ("reason", "paged"),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 303);
+    let result = call.await.unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(fleet.root.path().join("paged.txt").exists());
+
+    // Logged out through replica 2: replica 1 asks for the token again.
+    let shown = page(page_two.clone()).await;
+    let out = http
+        .post(format!("{page_two}/logout"))
+        .header("origin", &page_two)
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", csrf_of(&shown).as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    let after = page(page_one).await;
+    assert!(after.contains("id=\"login\""), "{after}");
+    assert!(!after.contains("carol"), "{after}");
+    one.stop();
+    two.stop();
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::http::{HttpServer, client, modern};
+use crate::http::{HttpServer, client, modern, page_client};
 use crate::util::{ALLOW_BUILTIN, Served, portcullis};
 
 /// Approvers of `security` may answer for writes asked by paired clients.
@@ -382,7 +382,7 @@ fn a_webhook_without_a_secret_or_an_inbox_is_refused_before_serving() {
 }
 
 /// A form body, every byte but letters and digits percent-encoded.
-fn form(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn form(pairs: &[(&str, &str)]) -> String {
     let encode = |text: &str| -> String {
         text.bytes()
             .map(|b| {
@@ -406,10 +406,7 @@ fn form(pairs: &[(&str, &str)]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_logs_an_approver_in_and_refuses_forms_without_the_csrf_token() {
     let inbox = tokio::task::block_in_place(Inbox::start);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let http = page_client();
     let page = inbox.url.trim_end_matches('/').to_owned();
     let login = |token: String| {
         http.post(format!("{page}/login"))

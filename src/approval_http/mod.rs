@@ -39,6 +39,9 @@ use crate::audit::ApproverRef;
 use crate::auth::{ApproverDirectory, authenticate_approver};
 use crate::http_checks::{LOOPBACK_HOSTS, host_ambiguous, host_name, is_loopback_origin};
 use sessions::PageSessions;
+pub use sessions::{
+    MemorySessions, PageSession, SESSION_LIFE, SessionStore, SessionsPending, SessionsUnavailable,
+};
 
 /// The longest body taken: a verdict, a reason and a CSRF token.
 const MAX_BODY: usize = 16 * 1024;
@@ -55,16 +58,19 @@ pub struct ApprovalsEndpoint {
 }
 
 impl ApprovalsEndpoint {
+    /// `sessions` keeps the page's sessions: this process's memory, or
+    /// a fleet's shared state.
     pub fn new(
         inbox: Arc<Inbox>,
         approvers: Arc<dyn ApproverDirectory>,
         allowed_hosts: Vec<String>,
+        sessions: Arc<dyn SessionStore>,
     ) -> Self {
         Self {
             inbox,
             approvers,
             allowed_hosts,
-            sessions: PageSessions::default(),
+            sessions: PageSessions::in_store(sessions),
         }
     }
 

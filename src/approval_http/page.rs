@@ -89,11 +89,14 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The session of this request, while its approver is still one.
-fn session(endpoint: &ApprovalsEndpoint, headers: &HeaderMap) -> Option<(String, PageSession)> {
+async fn session(
+    endpoint: &ApprovalsEndpoint,
+    headers: &HeaderMap,
+) -> Option<(String, PageSession)> {
     let id = cookie(headers)?;
-    let session = endpoint.sessions.get(id)?;
+    let session = endpoint.sessions.get(id).await?;
     if !endpoint.still_approver(&session.approver) {
-        endpoint.sessions.close(id);
+        endpoint.sessions.close(id).await;
         return None;
     }
     Some((id.to_owned(), session))
@@ -122,7 +125,7 @@ pub(super) async fn inbox(
     State(endpoint): State<Arc<ApprovalsEndpoint>>,
     headers: HeaderMap,
 ) -> Response {
-    match session(&endpoint, &headers) {
+    match session(&endpoint, &headers).await {
         Some((_, session)) => inbox_page(&endpoint, &session, StatusCode::OK, None).await,
         None => login_page(StatusCode::OK, None),
     }
@@ -145,11 +148,9 @@ pub(super) async fn login(
             Some("that token is not an approver's (a client's token answers no question)"),
         );
     };
-    let Ok(id) = endpoint.sessions.open(approver) else {
-        return login_page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some("no randomness for a session: try again"),
-        );
+    let id = match endpoint.sessions.open(approver).await {
+        Ok(id) => id,
+        Err(err) => return login_page(StatusCode::SERVICE_UNAVAILABLE, Some(&err.to_string())),
     };
     let mut response = see_other("/");
     if let Ok(value) =
@@ -173,11 +174,11 @@ pub(super) async fn logout(
     headers: HeaderMap,
     Form(form): Form<Logout>,
 ) -> Response {
-    if let Some((id, session)) = session(&endpoint, &headers) {
+    if let Some((id, session)) = session(&endpoint, &headers).await {
         if !session.csrf_matches(&form.csrf) {
             return csrf_refused();
         }
-        endpoint.sessions.close(&id);
+        endpoint.sessions.close(&id).await;
     }
     let mut response = see_other("/");
     response.headers_mut().insert(
@@ -215,7 +216,7 @@ pub(super) async fn answer(
     Path(id): Path<String>,
     Form(form): Form<PageAnswer>,
 ) -> Response {
-    let Some((_, session)) = session(&endpoint, &headers) else {
+    let Some((_, session)) = session(&endpoint, &headers).await else {
         return login_page(
             StatusCode::UNAUTHORIZED,
             Some("log in to answer: the session ended or never began"),

@@ -1,6 +1,7 @@
 //! The state a fleet of replicas shares, in PostgreSQL (`--state
 //! postgres://…`): the clients and approvers, the spent nonces of
-//! approvals, the approval inbox's questions and answers, the replicas'
+//! approvals, the approval inbox's questions, answers and page sessions,
+//! the replicas'
 //! audit chains, the bridge's sessions, and the tables' shape.
 //! One machine needs none of it: without `--state` the token store, the
 //! log and the session store stay files.
@@ -15,6 +16,7 @@ mod directory;
 mod export;
 mod listen;
 mod nonces;
+mod page_sessions;
 mod questions;
 mod schema;
 mod sessions;
@@ -31,6 +33,7 @@ pub use clients::ClientTable;
 pub use directory::SharedDirectory;
 pub use export::Exported;
 pub use nonces::SharedNonces;
+pub use page_sessions::SharedPageSessions;
 pub use questions::{SharedQuestions, follow_answers};
 pub use sessions::{SharedSessions, follow_cancels};
 

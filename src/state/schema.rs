@@ -116,6 +116,14 @@ CREATE TABLE IF NOT EXISTS portcullis_answers (
     PRIMARY KEY (question_id, n),
     UNIQUE (question_id, approver)
 );
+CREATE TABLE IF NOT EXISTS portcullis_page_sessions (
+    id_sha256 text PRIMARY KEY CHECK (id_sha256 ~ '^[0-9a-f]{64}$'),
+    approver text NOT NULL,
+    fingerprint text NOT NULL,
+    groups text[] NOT NULL,
+    csrf text NOT NULL,
+    opened_ms bigint NOT NULL
+);
 CREATE TABLE IF NOT EXISTS portcullis_policy_snapshots (
     hash text PRIMARY KEY,
     snapshot text NOT NULL

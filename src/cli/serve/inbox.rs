@@ -13,12 +13,12 @@ use super::ServeArgs;
 use super::keepers::KeeperMaker;
 use crate::approval::{Announce, Inbox};
 use crate::approval_http::{
-    ApprovalsEndpoint, WEBHOOK_SECRET_ENV, Webhook, serve_approvals, webhook_secret_from_env,
-    webhook_secret_from_file,
+    ApprovalsEndpoint, MemorySessions, SessionStore, WEBHOOK_SECRET_ENV, Webhook, serve_approvals,
+    webhook_secret_from_env, webhook_secret_from_file,
 };
 use crate::auth::ApproverDirectory;
 use crate::clock::SystemClock;
-use crate::state::{SharedQuestions, SharedState};
+use crate::state::{SharedPageSessions, SharedQuestions, SharedState};
 
 /// The inbox's listener, bound, and what tells of each new question.
 pub(super) type Bound = (std::net::TcpListener, Option<Arc<dyn Announce>>);
@@ -92,6 +92,7 @@ pub(super) async fn serve(
     listener: std::net::TcpListener,
     inbox: Arc<Inbox>,
     approvers: Arc<dyn ApproverDirectory>,
+    shared: Option<SharedState>,
     allowed_hosts: Vec<String>,
     stop: CancellationToken,
 ) {
@@ -106,7 +107,11 @@ pub(super) async fn serve(
         .iter()
         .map(|name| name.to_ascii_lowercase())
         .collect();
-    let endpoint = ApprovalsEndpoint::new(inbox, approvers, allowed_hosts);
+    let sessions: Arc<dyn SessionStore> = match shared {
+        Some(state) => Arc::new(SharedPageSessions::new(state)),
+        None => Arc::new(MemorySessions::default()),
+    };
+    let endpoint = ApprovalsEndpoint::new(inbox, approvers, allowed_hosts, sessions);
     if let Err(err) = serve_approvals(listener, endpoint, stop).await {
         tracing::error!(error = %err, "the approvals listener stopped");
     }

@@ -675,6 +675,7 @@ impl World {
                     listener,
                     kept,
                     approvers,
+                    shared.clone(),
                     allowed_hosts,
                     stop_inbox.clone(),
                 ));
