@@ -92,6 +92,7 @@ fn sample_body(engine: &Engine, tool: &ToolId, facts: &ToolFacts, i: u64) -> ser
         shadow: None,
         confined: None,
         approver: None,
+        answer: None,
         approvers: None,
     };
     serde_json::to_value(record).unwrap()

@@ -185,6 +185,12 @@ async fn a_question_asked_through_one_replica_is_answered_through_another_once()
             .collect()
     };
     assert_eq!(approves(2), [("carol".to_owned(), "allow".to_owned())]);
+    let carols = fleet
+        .records(2)
+        .into_iter()
+        .find(|r| r["body"]["action"] == "approve")
+        .unwrap();
+    assert_eq!(carols["body"]["answer"]["reason"], "ticket 7", "{carols}");
     assert_eq!(approves(1), [("dave".to_owned(), "allow".to_owned())]);
     assert!(approves(3).is_empty());
     let answered = fleet.events(1, "answered");

@@ -253,6 +253,13 @@ async fn an_unattended_call_waits_for_an_approver_the_policies_let_answer() {
         [("bob", "deny"), ("alice", "allow"), ("alice", "allow")]
     );
     assert_eq!(approves[1]["body"]["client"]["name"], "agent");
+    // Each tried answer is in its decision's record, taken or not.
+    let tried = |n: usize| approves[n]["body"]["answer"].clone();
+    assert_eq!(tried(0)["verdict"], "approve", "{:?}", approves[0]);
+    assert_eq!(tried(1)["reason"], "ticket 42");
+    assert_eq!(tried(1)["question"], tried(0)["question"]);
+    assert_eq!(tried(2)["verdict"], "deny");
+    assert_eq!(tried(2)["reason"], "not during the freeze");
     let answered: Vec<&Value> = records
         .iter()
         .filter(|r| r["kind"] == "approval" && r["body"]["event"] == "answered")

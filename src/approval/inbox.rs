@@ -29,7 +29,7 @@ use super::questions::{
     AskingClient, MemoryQuestions, QuestionCall, QuestionStore, StoredQuestion, check_answer,
     shown_at,
 };
-use crate::audit::ApproverRef;
+use crate::audit::{ApproverRef, RecordedAnswer};
 use crate::clock::Clock;
 use crate::keeper::{AskedCall, Keeper};
 use crate::pdp::{Decision, INBOX_CHANNEL, Outcome};
@@ -63,6 +63,15 @@ impl Status {
 pub enum Verdict {
     Approve,
     Deny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::Deny => "deny",
+        }
+    }
 }
 
 /// One answer, as shown and recorded.
@@ -426,8 +435,18 @@ impl Inbox {
             return Err(err);
         }
         let keeper = self.keeper_of(&question)?;
+        let tried = RecordedAnswer {
+            question: id.to_owned(),
+            verdict: verdict.as_str().to_owned(),
+            reason: reason.to_owned(),
+        };
         let decision = keeper
-            .decide_approve(&question.call.request_id, approver, &question.call.asked)
+            .decide_approve(
+                &question.call.request_id,
+                approver,
+                &question.call.asked,
+                tried,
+            )
             .await
             .map_err(|_| AnswerError::AuditUnavailable)?;
         if decision.outcome != Outcome::Allow {

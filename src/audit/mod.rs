@@ -31,8 +31,8 @@ pub use head::{Head, HeadFile, Mark, head_path};
 pub use log::{AuditError, AuditLog};
 pub use record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
 pub use replay::{
-    ApproverRef, Change, ClientRef, DecisionRecord, RecordedAction, RecordedPolicy, Replay,
-    ReplayError, ReplaySummary, ShadowRecord,
+    ApproverRef, Change, ClientRef, DecisionRecord, RecordedAction, RecordedAnswer, RecordedPolicy,
+    Replay, ReplayError, ReplaySummary, ShadowRecord,
 };
 pub use snapshot::{load as load_snapshot, snapshots_dir, store as store_snapshot};
 pub use verify::{

@@ -38,6 +38,17 @@ pub struct ApproverRef {
     pub groups: Vec<String>,
 }
 
+/// An approver's answer to a question of the inbox, as recorded with the
+/// `approve` decision about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedAnswer {
+    pub question: String,
+    /// `approve` or `deny`.
+    pub verdict: String,
+    pub reason: String,
+}
+
 /// A determining policy as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedPolicy {
@@ -106,6 +117,10 @@ pub struct DecisionRecord {
     /// is the client that asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver: Option<ApproverRef>,
+    /// For `approve`: the answer the approver gave, whether or not the
+    /// decision let it count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<RecordedAnswer>,
     /// How many distinct people the approved pass counted
     /// (`context.approvers`) when not one: an inbox question's
     /// hypothetical pass, or a call approved by a quorum.
@@ -820,6 +835,7 @@ mod tests {
             shadow: None,
             confined: None,
             approver: None,
+            answer: None,
             approvers: None,
         }
     }

@@ -4,7 +4,7 @@
 //! the asking client in the record beside the approver.
 
 use super::{AskedCall, AuditUnavailable, Keeper};
-use crate::audit::{ApproverRef, RecordedAction};
+use crate::audit::{ApproverRef, RecordedAction, RecordedAnswer};
 use crate::pdp::{ApproveAsked, ApproverRecord, Decision, INBOX_CHANNEL};
 
 impl Keeper {
@@ -16,6 +16,7 @@ impl Keeper {
         request_id: &str,
         approver: &ApproverRef,
         asked: &AskedCall,
+        answer: RecordedAnswer,
     ) -> Result<Decision, AuditUnavailable> {
         let record = ApproverRecord {
             name: approver.name.clone(),
@@ -47,6 +48,7 @@ impl Keeper {
         recorded.resource = Some(asked.tool.to_string());
         recorded.facts = Some(asked.facts.clone());
         recorded.approver = Some(approver.clone());
+        recorded.answer = Some(answer);
         self.record_decision(recorded).await?;
         Ok(decision)
     }

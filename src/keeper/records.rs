@@ -154,6 +154,7 @@ impl Keeper {
             shadow,
             confined: None,
             approver: None,
+            answer: None,
             approvers: (trail.approvers != crate::pdp::ONE_APPROVER).then_some(trail.approvers),
         };
         serde_json::to_value(record).map_err(|err| {
@@ -198,6 +199,7 @@ impl Keeper {
             shadow: shadow_record(decision),
             confined: None,
             approver: None,
+            answer: None,
             approvers: None,
         }
     }

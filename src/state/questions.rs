@@ -176,10 +176,7 @@ impl SharedQuestions {
         check_answer(&question.view, question.expires, &answer, now)?;
         let closes = closes_with(&question.view, &answer);
         let n = i32::try_from(question.view.answers.len()).unwrap_or(i32::MAX);
-        let verdict = match answer.verdict {
-            Verdict::Approve => "approve",
-            Verdict::Deny => "deny",
-        };
+        let verdict = answer.verdict.as_str();
         let inserted = transaction
             .execute(
                 "INSERT INTO portcullis_answers (question_id, n, approver, fingerprint, verdict, reason, at) \
