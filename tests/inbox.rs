@@ -502,7 +502,44 @@ async fn the_page_logs_an_approver_in_and_refuses_forms_without_the_csrf_token()
     .await
     .unwrap();
     assert_eq!(foreign.status(), 403);
+    // A sandboxed frame's or a file's `Origin: null` is no page of this
+    // machine.
+    let null = answer(
+        vec![("verdict", "approve".into()), ("csrf", csrf.clone())],
+        "null".into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(null.status(), 403);
     assert!(!inbox.served.root.path().join("<b>page</b>.txt").exists());
+
+    // Another site cannot log the browser in as its own approver (login
+    // CSRF), with any origin but this machine's.
+    let bob = fs::read_to_string(inbox.bob.path()).unwrap();
+    for origin in ["https://evil.example", "null"] {
+        let planted = http
+            .post(format!("{page}/login"))
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("token", bob.as_str())]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(planted.status(), 403, "{origin}");
+        assert!(planted.headers().get("set-cookie").is_none());
+    }
+    // Two session cookies (one planted beside the real one): neither is
+    // trusted.
+    let doubled = http
+        .get(format!("{page}/"))
+        .header("cookie", format!("{cookie}; {cookie}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(doubled.contains("name=\"token\""), "{doubled}");
 
     let taken = answer(
         vec![
