@@ -21,105 +21,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::questions::{
-    AskingClient, MemoryQuestions, QuestionCall, QuestionStore, StoredQuestion, check_answer,
-    shown_at,
+    AnswerError, AnswerView, AskingClient, AskingPolicy, MemoryQuestions, QuestionCall,
+    QuestionStore, QuestionView, Status, StoredQuestion, Verdict, check_answer, shown_at,
 };
 use crate::audit::{ApproverRef, RecordedAnswer};
 use crate::clock::Clock;
 use crate::keeper::{AskedCall, Keeper};
 use crate::pdp::{Decision, INBOX_CHANNEL, Outcome};
-
-/// Where a question stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pending,
-    Approved,
-    Denied,
-    Expired,
-    Withdrawn,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::Approved => "approved",
-            Status::Denied => "denied",
-            Status::Expired => "expired",
-            Status::Withdrawn => "withdrawn",
-        }
-    }
-}
-
-/// What an approver says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Approve,
-    Deny,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Approve => "approve",
-            Verdict::Deny => "deny",
-        }
-    }
-}
-
-/// One answer, as shown and recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AnswerView {
-    pub approver: String,
-    pub fingerprint: String,
-    pub verdict: Verdict,
-    pub reason: String,
-    /// RFC 3339, UTC.
-    pub at: String,
-}
-
-/// A policy that asked for the approval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AskingPolicy {
-    pub id: String,
-    pub reason: String,
-}
-
-/// A question as approvers see it: never an argument policies cannot see.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuestionView {
-    pub id: String,
-    pub status: Status,
-    /// RFC 3339, UTC.
-    pub asked_at: String,
-    pub expires_at: String,
-    pub client: String,
-    pub client_tier: String,
-    pub transport: String,
-    pub tool: String,
-    /// The tool's name as the client called it.
-    pub name: String,
-    pub paths: Vec<(String, String)>,
-    pub arguments: Map<String, Value>,
-    /// Arguments policies cannot see: named, never shown.
-    pub hidden: Vec<String>,
-    pub policies: Vec<AskingPolicy>,
-    pub policy_set: String,
-    pub digest: String,
-    /// How many distinct approvers must approve (`context.approvers` in
-    /// the policies).
-    pub required: u32,
-    /// The answers taken, in order: approvals until there are enough, or
-    /// the one denial that closed it.
-    pub answers: Vec<AnswerView>,
-}
 
 /// How a question ended, for the waiting call.
 #[derive(Debug, Clone)]
@@ -129,43 +41,6 @@ pub enum Ended {
     Denied(AnswerView),
     Expired,
     Withdrawn,
-}
-
-/// Why an answer was not taken.
-#[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
-    #[error("no question `{0}` in the inbox")]
-    NoSuchQuestion(String),
-    #[error("question `{id}` is {} already; an answer counts once", .status.as_str())]
-    Closed { id: String, status: Status },
-    #[error("the policies do not let `{approver}` answer question `{id}`{}", policies_text(.policies))]
-    NotPermitted {
-        id: String,
-        approver: String,
-        policies: Vec<String>,
-    },
-    #[error("the audit log is unavailable: the answer is not taken")]
-    AuditUnavailable,
-    #[error("`{approver}` approved question `{id}` already; it needs another approver")]
-    AlreadyApproved { id: String, approver: String },
-    #[error(
-        "question `{id}` was asked under policy set {asked}, and this replica serves {serving}: answer it where that set is served"
-    )]
-    OtherPolicySet {
-        id: String,
-        asked: String,
-        serving: String,
-    },
-    #[error("the shared inbox cannot be reached: {0}")]
-    Unavailable(String),
-}
-
-fn policies_text(policies: &[String]) -> String {
-    if policies.is_empty() {
-        " (no policy permits it)".to_owned()
-    } else {
-        format!(" (refused by {})", policies.join(", "))
-    }
 }
 
 /// A call of this process waiting for its question's answer.

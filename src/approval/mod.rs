@@ -21,14 +21,11 @@ pub use command::{
 };
 pub use flow::{Answer, Approvals, Asking, Era, Reply, Request, SealUnavailable};
 pub use grant::Grant;
-pub use inbox::{
-    Announce, AnswerError, AnswerView, AskingPolicy, Ended, Inbox, KeeperFor, QuestionView, Status,
-    Verdict,
-};
+pub use inbox::{Announce, Ended, Inbox, KeeperFor};
 pub use ledger::{LedgerUnavailable, NonceLedger, Spending, Spent};
 pub use questions::{
-    AskingClient, CLOSED_KEPT, QuestionCall, QuestionStore, Stored, StoredQuestion, check_answer,
-    closes_with, shown_at,
+    AnswerError, AnswerView, AskingClient, AskingPolicy, CLOSED_KEPT, QuestionCall, QuestionStore,
+    QuestionView, Status, Stored, StoredQuestion, Verdict, check_answer, closes_with, shown_at,
 };
 pub use seal::{ApprovalSeal, SealError, Unspent, action_digest};
 pub use shared_key::{APPROVAL_KEY_ENV, SharedKeyError, shared_key_from_file, shared_key_from_hex};

@@ -1,4 +1,5 @@
-//! Where the inbox keeps its questions and their answers: in this
+//! A question of the approval inbox as approvers see it, its answers and
+//! why one is refused; and where the inbox keeps them: in this
 //! process (one machine), or where every replica of a fleet sees them
 //! (`state::SharedQuestions`), so that a question asked through one
 //! replica is answered through another's page.
@@ -15,13 +16,137 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::inbox::{AnswerError, AnswerView, QuestionView, Status, Verdict};
 use crate::keeper::AskedCall;
 
 /// Answered, expired and withdrawn questions kept for the page and the
 /// CLI to show, newest first; older ones are in the audit log.
 pub const CLOSED_KEPT: usize = 200;
+
+/// Where a question stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    Withdrawn,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Approved => "approved",
+            Status::Denied => "denied",
+            Status::Expired => "expired",
+            Status::Withdrawn => "withdrawn",
+        }
+    }
+}
+
+/// What an approver says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Approve,
+    Deny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// One answer, as shown and recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerView {
+    pub approver: String,
+    pub fingerprint: String,
+    pub verdict: Verdict,
+    pub reason: String,
+    /// RFC 3339, UTC.
+    pub at: String,
+}
+
+/// A policy that asked for the approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskingPolicy {
+    pub id: String,
+    pub reason: String,
+}
+
+/// A question as approvers see it: never an argument policies cannot see.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionView {
+    pub id: String,
+    pub status: Status,
+    /// RFC 3339, UTC.
+    pub asked_at: String,
+    pub expires_at: String,
+    pub client: String,
+    pub client_tier: String,
+    pub transport: String,
+    pub tool: String,
+    /// The tool's name as the client called it.
+    pub name: String,
+    pub paths: Vec<(String, String)>,
+    pub arguments: Map<String, Value>,
+    /// Arguments policies cannot see: named, never shown.
+    pub hidden: Vec<String>,
+    pub policies: Vec<AskingPolicy>,
+    pub policy_set: String,
+    pub digest: String,
+    /// How many distinct approvers must approve (`context.approvers` in
+    /// the policies).
+    pub required: u32,
+    /// The answers taken, in order: approvals until there are enough, or
+    /// the one denial that closed it.
+    pub answers: Vec<AnswerView>,
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("no question `{0}` in the inbox")]
+    NoSuchQuestion(String),
+    #[error("question `{id}` is {} already; an answer counts once", .status.as_str())]
+    Closed { id: String, status: Status },
+    #[error("the policies do not let `{approver}` answer question `{id}`{}", policies_text(.policies))]
+    NotPermitted {
+        id: String,
+        approver: String,
+        policies: Vec<String>,
+    },
+    #[error("the audit log is unavailable: the answer is not taken")]
+    AuditUnavailable,
+    #[error("`{approver}` approved question `{id}` already; it needs another approver")]
+    AlreadyApproved { id: String, approver: String },
+    #[error(
+        "question `{id}` was asked under policy set {asked}, and this replica serves {serving}: answer it where that set is served"
+    )]
+    OtherPolicySet {
+        id: String,
+        asked: String,
+        serving: String,
+    },
+    #[error("the shared inbox cannot be reached: {0}")]
+    Unavailable(String),
+}
+
+fn policies_text(policies: &[String]) -> String {
+    if policies.is_empty() {
+        " (no policy permits it)".to_owned()
+    } else {
+        format!(" (refused by {})", policies.join(", "))
+    }
+}
 
 pub type Stored<'a, T> = Pin<Box<dyn Future<Output = Result<T, AnswerError>> + Send + 'a>>;
 
