@@ -279,67 +279,31 @@ impl Approvals {
     /// and only an approval that Cedar let through runs the call, decided
     /// again with the approval through the inbox's channel.
     async fn through_inbox(&self, call: InboxCall<'_>, adapter: &impl Asking) -> Reply {
-        let InboxCall {
-            keeper,
-            inbox,
-            request_id,
-            decision,
-            digest,
-            asked,
-        } = call;
-        let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
-        let Ok(id) = question_id() else {
-            return Reply::Declined {
-                why: "approval_unavailable",
-                policies: asking,
-                said: None,
-            };
+        let asking: Vec<String> = call
+            .decision
+            .policies
+            .iter()
+            .map(|p| p.id.clone())
+            .collect();
+        let declined = |why| Reply::Declined {
+            why,
+            policies: asking.clone(),
+            said: None,
         };
-        let detail = json!({"question": id, "policies": asking, "tool": asked.tool.to_string()});
+        let Ok(id) = question_id() else {
+            return declined("approval_unavailable");
+        };
+        let (keeper, request_id, digest) = (call.keeper, call.request_id, call.digest.clone());
+        let detail =
+            json!({"question": id, "policies": asking, "tool": call.asked.tool.to_string()});
         let recorded = keeper
             .record_approval_via(request_id, "asked", &digest, INBOX_CHANNEL, detail)
             .await;
         if recorded.is_err() {
             return Reply::Done(CallOutcome::AuditUnavailable);
         }
-        let required = keeper.inbox_quorum(&asked);
-        let question = NewQuestion {
-            id: id.clone(),
-            required,
-            keeper: Arc::new(keeper.pinned()),
-            request_id,
-            digest: &digest,
-            decision,
-            asked,
-        };
-        let mut posted = match inbox.post(question, self.timeout).await {
-            Ok(posted) => posted,
-            Err(err) => {
-                tracing::error!(question = %id, error = %err, "a question cannot be posted in the inbox");
-                let detail = json!({"question": id, "unposted": err.to_string()});
-                let _ = keeper
-                    .record_approval_via(request_id, "withdrawn", &digest, INBOX_CHANNEL, detail)
-                    .await;
-                return Reply::Declined {
-                    why: "approval_unavailable",
-                    policies: asking,
-                    said: None,
-                };
-            }
-        };
-        adapter
-            .waiting(&format!("waiting for approval `{id}` in the inbox"))
-            .await;
-        let ended = tokio::select! {
-            ended = posted.answered(self.timeout) => Some(ended),
-            () = adapter.stopped() => None,
-        };
-        let ended = match ended {
-            Some(ended) => ended,
-            None => {
-                posted.withdraw().await;
-                Ended::Withdrawn
-            }
+        let Some(ended) = self.wait_in_inbox(&id, call, adapter).await else {
+            return declined("approval_unavailable");
         };
         let (event, detail) = match &ended {
             Ended::Approved(answers) => (
@@ -371,13 +335,62 @@ impl Approvals {
                     format!("denied by {}: {}", answer.approver, answer.reason)
                 }),
             },
-            Ended::Expired => Reply::Declined {
-                why: "approval_expired",
-                policies: asking,
-                said: None,
-            },
+            Ended::Expired => declined("approval_expired"),
             Ended::Withdrawn => Reply::Done(CallOutcome::Cancelled),
         }
+    }
+
+    /// Posts question `id` and waits for how it ends: answered, expired,
+    /// or withdrawn when the caller stops. `None` when it cannot be posted
+    /// (recorded as withdrawn).
+    async fn wait_in_inbox(
+        &self,
+        id: &str,
+        call: InboxCall<'_>,
+        adapter: &impl Asking,
+    ) -> Option<Ended> {
+        let InboxCall {
+            keeper,
+            inbox,
+            request_id,
+            decision,
+            digest,
+            asked,
+        } = call;
+        let question = NewQuestion {
+            id: id.to_owned(),
+            required: keeper.inbox_quorum(&asked),
+            keeper: Arc::new(keeper.pinned()),
+            request_id,
+            digest: &digest,
+            decision,
+            asked,
+        };
+        let mut posted = match inbox.post(question, self.timeout).await {
+            Ok(posted) => posted,
+            Err(err) => {
+                tracing::error!(question = %id, error = %err, "a question cannot be posted in the inbox");
+                let detail = json!({"question": id, "unposted": err.to_string()});
+                let _ = keeper
+                    .record_approval_via(request_id, "withdrawn", &digest, INBOX_CHANNEL, detail)
+                    .await;
+                return None;
+            }
+        };
+        adapter
+            .waiting(&format!("waiting for approval `{id}` in the inbox"))
+            .await;
+        let ended = tokio::select! {
+            ended = posted.answered(self.timeout) => Some(ended),
+            () = adapter.stopped() => None,
+        };
+        Some(match ended {
+            Some(ended) => ended,
+            None => {
+                posted.withdraw().await;
+                Ended::Withdrawn
+            }
+        })
     }
 
     /// Opens a state and spends its nonce where the states of this

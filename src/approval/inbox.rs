@@ -76,6 +76,55 @@ pub struct NewQuestion<'a> {
     pub asked: AskedCall,
 }
 
+impl NewQuestion<'_> {
+    /// The question as it is stored, asked at `now`.
+    fn stored(&self, now: SystemTime, expires: SystemTime) -> StoredQuestion {
+        let client = self.keeper.client();
+        let asked = &self.asked;
+        let view = QuestionView {
+            id: self.id.clone(),
+            status: Status::Pending,
+            asked_at: rfc3339(now),
+            expires_at: rfc3339(expires),
+            client: client.name.clone(),
+            client_tier: client.tier.clone(),
+            transport: asked.facts.transport.as_str().to_owned(),
+            tool: asked.tool.to_string(),
+            name: asked.name.clone(),
+            paths: asked.paths.clone(),
+            arguments: asked.arguments.clone(),
+            hidden: asked.hidden.clone(),
+            policies: self
+                .decision
+                .policies
+                .iter()
+                .map(|p| AskingPolicy {
+                    id: p.id.clone(),
+                    reason: p.reason.to_string(),
+                })
+                .collect(),
+            policy_set: self.decision.policy_set.hash.clone(),
+            digest: self.digest.to_owned(),
+            required: self.required,
+            answers: Vec::new(),
+        };
+        let call = QuestionCall {
+            request_id: self.request_id.to_owned(),
+            client: AskingClient {
+                name: client.name.clone(),
+                tier: client.tier.clone(),
+                fingerprint: client.fingerprint.clone(),
+            },
+            asked: asked.clone(),
+        };
+        StoredQuestion {
+            view,
+            call,
+            expires,
+        }
+    }
+}
+
 /// The inbox of one server, or one replica's door to the fleet's.
 pub struct Inbox {
     clock: Arc<dyn Clock>,
@@ -178,53 +227,16 @@ impl Inbox {
         question: NewQuestion<'_>,
         timeout: Duration,
     ) -> Result<Posted, AnswerError> {
+        let now = self.clock.now();
+        let expires = now + timeout;
+        let stored = question.stored(now, expires);
         let NewQuestion {
             id,
-            required,
             keeper,
             request_id,
             digest,
-            decision,
-            asked,
+            ..
         } = question;
-        let now = self.clock.now();
-        let expires = now + timeout;
-        let client = keeper.client();
-        let view = QuestionView {
-            id: id.clone(),
-            status: Status::Pending,
-            asked_at: rfc3339(now),
-            expires_at: rfc3339(expires),
-            client: client.name.clone(),
-            client_tier: client.tier.clone(),
-            transport: asked.facts.transport.as_str().to_owned(),
-            tool: asked.tool.to_string(),
-            name: asked.name.clone(),
-            paths: asked.paths.clone(),
-            arguments: asked.arguments.clone(),
-            hidden: asked.hidden.clone(),
-            policies: decision
-                .policies
-                .iter()
-                .map(|p| AskingPolicy {
-                    id: p.id.clone(),
-                    reason: p.reason.to_string(),
-                })
-                .collect(),
-            policy_set: decision.policy_set.hash.clone(),
-            digest: digest.to_owned(),
-            required,
-            answers: Vec::new(),
-        };
-        let call = QuestionCall {
-            request_id: request_id.to_owned(),
-            client: AskingClient {
-                name: client.name.clone(),
-                tier: client.tier.clone(),
-                fingerprint: client.fingerprint.clone(),
-            },
-            asked,
-        };
         let (waiter, receiver) = oneshot::channel();
         // Waiting before it is stored: an answer that comes at once finds
         // the keeper to decide it through.
@@ -235,12 +247,7 @@ impl Inbox {
                 waiter,
             },
         );
-        let announced = view.clone();
-        let stored = StoredQuestion {
-            view,
-            call,
-            expires,
-        };
+        let announced = stored.view.clone();
         if let Err(err) = self.store.insert(stored).await {
             self.forget(&id);
             return Err(err);

@@ -310,6 +310,33 @@ fn question_html(out: &mut String, q: &QuestionView, csrf: &str) {
         escape(&q.asked_at),
         escape(&q.expires_at),
     );
+    facts_html(out, q);
+    out.push_str("</dl>");
+    answers_html(out, q);
+    if q.status == Status::Pending {
+        if q.required > 1 {
+            let _ = write!(
+                out,
+                "<p class=\"quorum\">needs {} distinct approvers; {} so far</p>",
+                q.required,
+                q.answers.len()
+            );
+        }
+        let _ = write!(
+            out,
+            "<form method=\"post\" action=\"/questions/{id}/answer\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label>Reason (recorded; told to the client on a denial)<textarea name=\"reason\"></textarea></label>\
+             <button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>\
+             <button type=\"submit\" name=\"verdict\" value=\"deny\">Deny</button></form>"
+        );
+    }
+    out.push_str("</section>");
+}
+
+/// The call's paths, the arguments policies see (and those they do not,
+/// named), and the policies that asked.
+fn facts_html(out: &mut String, q: &QuestionView) {
     for (name, shown) in &q.paths {
         let _ = write!(
             out,
@@ -342,7 +369,10 @@ fn question_html(out: &mut String, q: &QuestionView, csrf: &str) {
             escape(&policy.id)
         );
     }
-    out.push_str("</dl>");
+}
+
+/// The answers taken so far, each with who gave it, when and why.
+fn answers_html(out: &mut String, q: &QuestionView) {
     for answer in &q.answers {
         let verdict = match answer.verdict {
             Verdict::Approve => "approved",
@@ -361,25 +391,6 @@ fn question_html(out: &mut String, q: &QuestionView, csrf: &str) {
             },
         );
     }
-    if q.status == Status::Pending {
-        if q.required > 1 {
-            let _ = write!(
-                out,
-                "<p class=\"quorum\">needs {} distinct approvers; {} so far</p>",
-                q.required,
-                q.answers.len()
-            );
-        }
-        let _ = write!(
-            out,
-            "<form method=\"post\" action=\"/questions/{id}/answer\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <label>Reason (recorded; told to the client on a denial)<textarea name=\"reason\"></textarea></label>\
-             <button type=\"submit\" name=\"verdict\" value=\"approve\">Approve</button>\
-             <button type=\"submit\" name=\"verdict\" value=\"deny\">Deny</button></form>"
-        );
-    }
-    out.push_str("</section>");
 }
 
 #[cfg(test)]

@@ -181,11 +181,7 @@ fn print_list(body: &Value, format: Format) -> anyhow::Result<Exit> {
         print_json(body)?;
         return Ok(Exit::Ok);
     }
-    let questions = body
-        .get("questions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let questions: Vec<&Value> = items(body, "questions").collect();
     if questions.is_empty() {
         println!("no questions in the inbox");
         return Ok(Exit::Ok);
@@ -194,7 +190,7 @@ fn print_list(body: &Value, format: Format) -> anyhow::Result<Exit> {
         "{:<14} {:<10} {:<16} {:<28} EXPIRES",
         "ID", "STATUS", "CLIENT", "TOOL"
     );
-    for q in &questions {
+    for q in questions {
         println!(
             "{:<14} {:<10} {:<16} {:<28} {}",
             printable(text(q, "id")),
@@ -205,6 +201,11 @@ fn print_list(body: &Value, format: Format) -> anyhow::Result<Exit> {
         );
     }
     Ok(Exit::Ok)
+}
+
+/// The elements of the array `key` of `q`; none when it is not one.
+fn items<'a>(q: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
+    q.get(key).and_then(Value::as_array).into_iter().flatten()
 }
 
 fn print_question(q: &Value, format: Format) -> anyhow::Result<Exit> {
@@ -230,12 +231,7 @@ fn print_question(q: &Value, format: Format) -> anyhow::Result<Exit> {
         printable(text(q, "asked_at")),
         printable(text(q, "expires_at"))
     );
-    for path in q
-        .get("paths")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for path in items(q, "paths") {
         let name = path.get(0).and_then(Value::as_str).unwrap_or("");
         let shown = path.get(1).and_then(Value::as_str).unwrap_or("");
         println!("  path `{}`: {}", printable(name), printable(shown));
@@ -249,23 +245,13 @@ fn print_question(q: &Value, format: Format) -> anyhow::Result<Exit> {
             );
         }
     }
-    for hidden in q
-        .get("hidden")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for hidden in items(q, "hidden") {
         println!(
             "  argument `{}`: hidden from policies, not shown",
             printable(hidden.as_str().unwrap_or(""))
         );
     }
-    for policy in q
-        .get("policies")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for policy in items(q, "policies") {
         println!(
             "  asks because: {} ({})",
             printable(text(policy, "reason")),
@@ -276,12 +262,7 @@ fn print_question(q: &Value, format: Format) -> anyhow::Result<Exit> {
     if required > 1 {
         println!("  needs {required} distinct approvers");
     }
-    for answer in q
-        .get("answers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for answer in items(q, "answers") {
         println!(
             "  answered {} by {} ({}) at {}: {}",
             printable(text(answer, "verdict")),

@@ -360,6 +360,41 @@ fn open_audit(
     Ok((audit, checked, apply_trust))
 }
 
+/// With `--state`: the shared state, and its clients and approvers
+/// followed when something asks them at every request (HTTP clients, or
+/// approvers; a stdio client was authenticated once, at start).
+fn connect_shared(
+    args: &ServeArgs,
+    runtime: &tokio::runtime::Runtime,
+    with_inbox: bool,
+) -> anyhow::Result<(Option<SharedState>, Option<Arc<SharedDirectory>>)> {
+    let Some(url) = args.state.url()? else {
+        return Ok((None, None));
+    };
+    let state = runtime.block_on(SharedState::connect(&url))?;
+    let directory = if args.http.address.is_some() || with_inbox {
+        Some(runtime.block_on(SharedDirectory::follow(state.clone()))?)
+    } else {
+        None
+    };
+    Ok((Some(state), directory))
+}
+
+/// Where the inbox finds its approvers: the fleet's tables, or the token
+/// store's file.
+fn approvers_of(
+    args: &ServeArgs,
+    directory: Option<&Arc<SharedDirectory>>,
+) -> anyhow::Result<Arc<dyn ApproverDirectory>> {
+    if let Some(directory) = directory {
+        return Ok(Arc::clone(directory) as _);
+    }
+    let path = args.store.resolve().context(
+        "--approvals: no token store to find approvers in: set --store, PORTCULLIS_TOKEN_STORE, XDG_STATE_HOME or HOME",
+    )?;
+    Ok(Arc::new(FileDirectory::new(path)))
+}
+
 /// The transport `serve` serves its clients over.
 fn transport_of(args: &ServeArgs) -> Transport {
     match args.http.address {
@@ -471,30 +506,11 @@ impl World {
         let root =
             Root::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
         let runtime = runtime_for(args)?;
-        let shared = match &args.state.url()? {
-            Some(url) => Some(runtime.block_on(SharedState::connect(url))?),
-            None => None,
-        };
-        // Followed when someone asks it at every request: HTTP clients, or
-        // approvers (a stdio client was authenticated once, at start).
-        let directory = match &shared {
-            Some(state) if args.http.address.is_some() || inbox.is_some() => {
-                Some(runtime.block_on(SharedDirectory::follow(state.clone()))?)
-            }
-            _ => None,
-        };
-        let approvers: Option<Arc<dyn ApproverDirectory>> = match (
-            &inbox,
-            &directory,
-            args.store.resolve(),
-        ) {
-            (None, ..) => None,
-            (Some(_), Some(directory), _) => Some(Arc::clone(directory) as _),
-            (Some(_), None, Some(path)) => Some(Arc::new(FileDirectory::new(path))),
-            (Some(_), None, None) => anyhow::bail!(
-                "--approvals: no token store to find approvers in: set --store, PORTCULLIS_TOKEN_STORE, XDG_STATE_HOME or HOME"
-            ),
-        };
+        let (shared, directory) = connect_shared(args, &runtime, inbox.is_some())?;
+        let approvers = inbox
+            .as_ref()
+            .map(|_| approvers_of(args, directory.as_ref()))
+            .transpose()?;
         // The downstream servers start first, in parallel: the tools they list
         // that nobody pinned become entities too, so that a call to one is
         // decided and refused as not pinned.
@@ -502,27 +518,23 @@ impl World {
         let (fleet, live) = start_fleet(&runtime, &servers, &workspace);
         let records: Vec<ClientRecord> = clients.iter().map(ClientRecord::from).collect();
         let proofs = set_cache(&args.store);
+        let stop_fleet = || {
+            if let Some(fleet) = &fleet {
+                runtime.block_on(fleet.shut_down());
+            }
+        };
         let setting =
             match reload::setting(&bundle, &servers, &live, &records, proofs.as_ref(), root) {
                 Ok(setting) => setting,
                 Err(problems) => {
-                    if let Some(fleet) = &fleet {
-                        runtime.block_on(fleet.shut_down());
-                    }
+                    stop_fleet();
                     // Human format: stdout is the protocol channel, even for errors.
                     report_problems(&problems, Format::Human)?;
                     return Ok(None);
                 }
             };
-        let bridge = match open_bridge(args, &servers, &workspace, shared.as_ref()) {
-            Ok(bridge) => bridge,
-            Err(err) => {
-                if let Some(fleet) = &fleet {
-                    runtime.block_on(fleet.shut_down());
-                }
-                return Err(err);
-            }
-        };
+        let bridge = open_bridge(args, &servers, &workspace, shared.as_ref())
+            .inspect_err(|_| stop_fleet())?;
         let (audit, checked, apply_trust) =
             open_audit(args, &audit_path, &bundle, shared.as_ref())?;
         if let Some(state) = &shared {
