@@ -181,6 +181,21 @@ impl Approvals {
             };
             return Ok(self.through_inbox(waiting, adapter).await);
         }
+        self.through_client(keeper, adapter, &request, &decision, (digest, question))
+            .await
+    }
+
+    /// Asks the client itself: a sealed state for a 2026-07-28 client to
+    /// retry with, or, on a legacy session, the question now (elicitation
+    /// or the harness's prompt). Recorded asked and answered.
+    async fn through_client(
+        &self,
+        keeper: &Keeper,
+        adapter: &impl Asking,
+        request: &Request<'_>,
+        decision: &Decision,
+        (digest, question): (String, String),
+    ) -> Result<Reply, SealUnavailable> {
         let asking: Vec<String> = decision.policies.iter().map(|p| p.id.clone()).collect();
         let id = request.request_id;
         if request.era == Era::Modern {

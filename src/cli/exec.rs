@@ -125,6 +125,30 @@ fn confined(args: &ConfinedArgs) -> Exit {
     })
 }
 
+/// The set loaded and proven for this one client (the proof cached with
+/// the token store).
+fn engine_for(
+    args: &ExecArgs,
+    bundle: &crate::pdp::PolicyBundle,
+    registry: &Registry,
+    client: &ClientIdentity,
+) -> anyhow::Result<Engine> {
+    let record = crate::pdp::ClientRecord {
+        name: client.name.clone(),
+        tier: client.tier.clone(),
+    };
+    let cache = set_cache(&args.store);
+    let (engine, _) = Engine::load_proven(
+        bundle,
+        registry,
+        &[record],
+        cache.as_ref(),
+        Audience::LoadedClientsOnly,
+    )
+    .map_err(load_failed)?;
+    Ok(engine)
+}
+
 pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
     let (command, argv) = command_line(args)?;
     let client = identity(args)?;
@@ -134,19 +158,7 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir()
         .and_then(std::fs::canonicalize)
         .context("the current folder cannot be read")?;
-    let record = crate::pdp::ClientRecord {
-        name: client.name.clone(),
-        tier: client.tier.clone(),
-    };
-    let cache = set_cache(&args.store);
-    let (engine, _) = Engine::load_proven(
-        &bundle,
-        &registry,
-        &[record],
-        cache.as_ref(),
-        Audience::LoadedClientsOnly,
-    )
-    .map_err(load_failed)?;
+    let engine = engine_for(args, &bundle, &registry, &client)?;
     let secret_classes = engine.path_classes().clone();
     let approved = redeemed(args, &client.name, &command, &root, &cwd)?;
     let (_, audit) = audit_for_one_decision(&args.store, args.audit.as_deref(), &bundle)?;

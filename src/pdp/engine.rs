@@ -598,27 +598,46 @@ fn check_request_shape(
     shell: &EntityUid,
     provenance: Provenance,
 ) -> Result<(CommandShape, ToolShape), LoadError> {
-    let refuse =
-        |message: String| LoadError {
-            problems: vec![Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
-            "the schema's ToolFacts must declare exactly the attributes portcullis computes; \
-             compare with `portcullis init`"
-                .to_owned(),
-        ))],
-        };
     let principal = entities::entity_uid(entities::CLIENT_TYPE, "probe")
-        .map_err(|err| refuse(err.to_string()))?;
+        .map_err(|err| shape_refused(err.to_string()))?;
+    let tool_shape = tool_shape(schema, actions, tools, &principal, provenance)?;
+    let command_shape = command_shape(schema, actions, shell, &principal, provenance)?;
+    Ok((command_shape, tool_shape))
+}
+
+/// The schema does not declare the request portcullis builds.
+fn shape_refused(message: String) -> LoadError {
+    LoadError {
+        problems: vec![
+            Problem::new(ProblemKind::Context, "schemas", message).with_help(Some(
+                "the schema's ToolFacts must declare exactly the attributes portcullis computes; \
+                 compare with `portcullis init`"
+                    .to_owned(),
+            )),
+        ],
+    }
+}
+
+/// The shape of a tool request's context the schema declares: today's,
+/// or for a recorded set the one before `approvers`.
+fn tool_shape(
+    schema: &Schema,
+    actions: &Actions,
+    tools: &HashMap<ToolId, EntityUid>,
+    principal: &EntityUid,
+    provenance: Provenance,
+) -> Result<ToolShape, LoadError> {
     let resource = match tools.values().next() {
         Some(uid) => uid.clone(),
         None => entities::entity_uid(entities::TOOL_TYPE, "probe/probe")
-            .map_err(|err| refuse(err.to_string()))?,
+            .map_err(|err| shape_refused(err.to_string()))?,
     };
     let mut facts = ToolFacts::without_paths(Transport::Stdio);
     facts.path_classes.insert("probe".to_owned());
-    let tool_fits = |shape: ToolShape| -> Result<(), LoadError> {
+    let fits = |shape: ToolShape| -> Result<(), LoadError> {
         for action in [&actions.discover_tool, &actions.call_tool] {
             let context = tool_context(&facts, (true, "probe", 2), shape, None, None)
-                .map_err(|err| refuse(err.to_string()))?;
+                .map_err(|err| shape_refused(err.to_string()))?;
             Request::new(
                 principal.clone(),
                 action.clone(),
@@ -627,20 +646,31 @@ fn check_request_shape(
                 Some(schema),
             )
             .map_err(|err| {
-                refuse(format!(
+                shape_refused(format!(
                     "the request portcullis builds for {action} does not match the schema: {err}"
                 ))
             })?;
         }
         Ok(())
     };
-    let tool_shape = match (tool_fits(ToolShape::Current), provenance) {
-        (Ok(()), _) => ToolShape::Current,
-        (Err(_), Provenance::Recorded) if tool_fits(ToolShape::WithoutApprovers).is_ok() => {
-            ToolShape::WithoutApprovers
+    match (fits(ToolShape::Current), provenance) {
+        (Ok(()), _) => Ok(ToolShape::Current),
+        (Err(_), Provenance::Recorded) if fits(ToolShape::WithoutApprovers).is_ok() => {
+            Ok(ToolShape::WithoutApprovers)
         }
-        (Err(err), _) => return Err(err),
-    };
+        (Err(err), _) => Err(err),
+    }
+}
+
+/// The shape of a command request's context the schema declares: today's,
+/// or for a recorded set the one before the VCS metadata facts.
+fn command_shape(
+    schema: &Schema,
+    actions: &Actions,
+    shell: &EntityUid,
+    principal: &EntityUid,
+    provenance: Provenance,
+) -> Result<CommandShape, LoadError> {
     let command = CommandFacts {
         classes: BTreeSet::from(["probe".to_owned()]),
         programs: BTreeSet::from(["probe".to_owned()]),
@@ -652,7 +682,7 @@ fn check_request_shape(
     };
     let fits = |shape: CommandShape| -> Result<(), LoadError> {
         let context = command_context(&command, Transport::Stdio, true, "probe", shape, None)
-            .map_err(|err| refuse(err.to_string()))?;
+            .map_err(|err| shape_refused(err.to_string()))?;
         Request::new(
             principal.clone(),
             actions.run_command.clone(),
@@ -662,18 +692,17 @@ fn check_request_shape(
         )
         .map(|_| ())
         .map_err(|err| {
-            refuse(format!(
+            shape_refused(format!(
                 "the request portcullis builds for {} does not match the schema: {err}",
                 actions.run_command
             ))
         })
     };
-    let command_shape = match (fits(CommandShape::Current), provenance) {
-        (Ok(()), _) => CommandShape::Current,
+    match (fits(CommandShape::Current), provenance) {
+        (Ok(()), _) => Ok(CommandShape::Current),
         (Err(_), Provenance::Recorded) if fits(CommandShape::WithoutVcsMetadata).is_ok() => {
-            CommandShape::WithoutVcsMetadata
+            Ok(CommandShape::WithoutVcsMetadata)
         }
-        (Err(err), _) => return Err(err),
-    };
-    Ok((command_shape, tool_shape))
+        (Err(err), _) => Err(err),
+    }
 }

@@ -676,28 +676,14 @@ impl World {
                 live: &live,
             }
             .record(&audit, start)?;
-            if let Some(listener) = metrics {
-                tokio::spawn(metrics::serve(listener));
+            let stop_inbox = Beside {
+                metrics,
+                inbox: inbox.zip(approvers).zip(approvals.inbox.clone()),
+                shared: shared.as_ref(),
+                bridge: bridge.as_ref().map(|(bridge, _)| bridge),
+                allowed_hosts,
             }
-            let stop_inbox = CancellationToken::new();
-            if let (Some(listener), Some(approvers), Some(kept)) =
-                (inbox, approvers, approvals.inbox.clone())
-            {
-                tokio::spawn(inbox::serve(
-                    listener,
-                    kept,
-                    approvers,
-                    shared.clone(),
-                    allowed_hosts,
-                    stop_inbox.clone(),
-                ));
-            }
-            if let (Some(state), Some(kept)) = (&shared, &approvals.inbox) {
-                tokio::spawn(follow_answers(state.clone(), Arc::clone(kept)));
-            }
-            if let (Some(state), Some((bridge, _))) = (&shared, &bridge) {
-                tokio::spawn(follow_cancels(state.clone(), Arc::clone(bridge)));
-            }
+            .spawn();
             let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
             let reloading = tokio::spawn(reloader.run(reload, hangups));
             tokio::pin!(serving);
@@ -725,6 +711,57 @@ impl World {
         runtime.shutdown_background();
         served?;
         Ok(Exit::Ok)
+    }
+}
+
+/// The inbox's endpoint: its listener, who may answer, the inbox.
+type ServedInbox = (
+    (std::net::TcpListener, Arc<dyn ApproverDirectory>),
+    Arc<Inbox>,
+);
+
+/// What runs beside the calls: the metrics endpoint, the approval inbox's
+/// endpoint, and in a fleet what follows the other replicas (answers to
+/// this replica's questions, cancels of its agent turns).
+struct Beside<'a> {
+    metrics: Option<std::net::TcpListener>,
+    inbox: Option<ServedInbox>,
+    shared: Option<&'a SharedState>,
+    bridge: Option<&'a Arc<Bridge>>,
+    allowed_hosts: Vec<String>,
+}
+
+impl Beside<'_> {
+    /// Spawns each on the current runtime; what stops the inbox's endpoint.
+    fn spawn(self) -> CancellationToken {
+        let Beside {
+            metrics: counted,
+            inbox: kept,
+            shared,
+            bridge,
+            allowed_hosts,
+        } = self;
+        if let Some(listener) = counted {
+            tokio::spawn(metrics::serve(listener));
+        }
+        let stop_inbox = CancellationToken::new();
+        if let Some(((listener, approvers), kept)) = kept {
+            if let Some(state) = shared {
+                tokio::spawn(follow_answers(state.clone(), Arc::clone(&kept)));
+            }
+            tokio::spawn(inbox::serve(
+                listener,
+                kept,
+                approvers,
+                shared.cloned(),
+                allowed_hosts,
+                stop_inbox.clone(),
+            ));
+        }
+        if let (Some(state), Some(bridge)) = (shared, bridge) {
+            tokio::spawn(follow_cancels(state.clone(), Arc::clone(bridge)));
+        }
+        stop_inbox
     }
 }
 
