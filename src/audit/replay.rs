@@ -669,6 +669,20 @@ impl Redecider {
             }
             _ => return Ok(None),
         };
+        self.decide_as_recorded(recorded, &principal, resource, asked, approved)
+            .map(Some)
+    }
+
+    /// Decides `asked` by `principal` as the record's policy set (or the
+    /// candidate) decides it now, with the record's entities.
+    fn decide_as_recorded(
+        &mut self,
+        recorded: &DecisionRecord,
+        principal: &cedar_policy::EntityUid,
+        resource: &str,
+        asked: Asked<'_>,
+        approved: bool,
+    ) -> Result<Redecided, RecordProblem> {
         let engine = self
             .engine_for(&recorded.policy_set.hash)
             .map_err(|err| RecordProblem::PolicySet(Box::new(err)))?;
@@ -676,7 +690,7 @@ impl Redecider {
         let decision = engine.decide(&Query {
             asker: Asker::Recorded {
                 entities,
-                principal: &principal,
+                principal,
             },
             asked,
             approved,
@@ -689,12 +703,12 @@ impl Redecider {
             .candidate
             .is_none()
             .then(|| shadow_reproduced(&decision, recorded));
-        Ok(Some((
+        Ok((
             decision.outcome,
             decision.cause,
             decision.policies.into_iter().map(|p| p.id).collect(),
             shadow_reproduced,
-        )))
+        ))
     }
 
     /// The entities of a record, built once per policy set, session,
