@@ -21,6 +21,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import BIN, Setup, portcullis
 
@@ -75,10 +77,22 @@ def browser() -> webdriver.Chrome:
     return webdriver.Chrome(service=service, options=options)
 
 
+def submitted(driver: webdriver.Chrome, button) -> None:
+    """Clicks a form's button and waits for the page the form leads to: the
+    old document gone and the new one loaded (read earlier, an element of
+    the old one goes stale under the reader)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    button.click()
+    WebDriverWait(driver, 60).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 60).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+
+
 def log_in(driver: webdriver.Chrome, page: str, token: str) -> None:
     driver.get(page)
     driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "login").click()
+    submitted(driver, driver.find_element(By.ID, "login"))
     assert driver.find_element(By.ID, "approver").text in ("alice", "bob"), driver.page_source
 
 
@@ -95,9 +109,9 @@ def pending_question(driver: webdriver.Chrome, page: str, deadline: float = 120)
     raise AssertionError(f"no question came: {driver.page_source}")
 
 
-def answer(section, verdict: str, reason: str) -> None:
+def answer(driver: webdriver.Chrome, section, verdict: str, reason: str) -> None:
     section.find_element(By.NAME, "reason").send_keys(reason)
-    section.find_element(By.CSS_SELECTOR, f"button[name=verdict][value={verdict}]").click()
+    submitted(driver, section.find_element(By.CSS_SELECTOR, f"button[name=verdict][value={verdict}]"))
 
 
 def approve_from_the_browser(page: str, tokens: dict, screenshot: str | None) -> None:
@@ -107,10 +121,10 @@ def approve_from_the_browser(page: str, tokens: dict, screenshot: str | None) ->
         log_in(driver, page, tokens["bob"])
         question = pending_question(driver, page)
         question_id = question.get_attribute("id")
-        answer(question, "approve", "looks fine to me")
+        answer(driver, question, "approve", "looks fine to me")
         message = driver.find_element(By.ID, "message").text
         assert "do not let `bob` answer" in message, driver.page_source
-        driver.find_element(By.CSS_SELECTOR, "form[action='/logout'] button").click()
+        submitted(driver, driver.find_element(By.CSS_SELECTOR, "form[action='/logout'] button"))
 
         # alice (security) approves it.
         log_in(driver, page, tokens["alice"])
@@ -121,7 +135,7 @@ def approve_from_the_browser(page: str, tokens: dict, screenshot: str | None) ->
         assert "approval.writes" in text, text
         if screenshot:
             driver.save_screenshot(screenshot)
-        answer(question, "approve", "ticket 42")
+        answer(driver, question, "approve", "ticket 42")
         done = driver.find_element(By.ID, question_id)
         assert "approved by alice" in done.text, done.text
     finally:
@@ -135,10 +149,10 @@ def deny_and_forge_from_the_browser(page: str, tokens: dict) -> None:
         question = pending_question(driver, page)
         # A form whose CSRF token is not the session's is refused.
         driver.execute_script("arguments[0].querySelector('input[name=csrf]').value = 'forged'", question)
-        answer(question, "deny", "forged")
+        answer(driver, question, "deny", "forged")
         assert "CSRF" in driver.find_element(By.ID, "message").text, driver.page_source
         question = pending_question(driver, page)
-        answer(question, "deny", "not during the freeze")
+        answer(driver, question, "deny", "not during the freeze")
         page_text = driver.find_element(By.TAG_NAME, "body").text
         assert "denied by alice" in page_text, page_text
     finally:
