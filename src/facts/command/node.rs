@@ -132,11 +132,15 @@ pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
         }
         Kind::String => {
             let mut value = String::new();
-            let mut cursor = node.walk();
-            for child in node.named_children(&mut cursor) {
-                match kind(child) {
-                    Kind::StringContent => value.push_str(&unescape_double(text(child, source))),
-                    _ => return None,
+            for part in string_parts(node, source)? {
+                match part {
+                    StringPart::Text(raw) => value.push_str(&unescape_double(raw)),
+                    StringPart::Node(child) => match kind(child) {
+                        Kind::StringContent => {
+                            value.push_str(&unescape_double(text(child, source)));
+                        }
+                        _ => return None,
+                    },
                 }
             }
             Some(value)
@@ -151,6 +155,40 @@ pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// A piece of a double-quoted string: text no node holds, or a node.
+pub(super) enum StringPart<'t> {
+    Text(&'t str),
+    Node(Node<'t>),
+}
+
+/// A double-quoted string's pieces in order: its named children and the
+/// text between them that tree-sitter gives to no node (whitespace alone:
+/// `" "` has no `string_content`, and bash keeps the space). `None` for a
+/// string that is not `"…"` as written.
+pub(super) fn string_parts<'t>(node: Node<'t>, source: &'t str) -> Option<Vec<StringPart<'t>>> {
+    let quoted = text(node, source);
+    if quoted.len() < 2 || !quoted.starts_with('"') || !quoted.ends_with('"') {
+        return None;
+    }
+    let end = node.end_byte() - 1;
+    let mut at = node.start_byte() + 1;
+    let mut parts = Vec::new();
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        let gap = source.get(at..child.start_byte())?;
+        if !gap.is_empty() {
+            parts.push(StringPart::Text(gap));
+        }
+        parts.push(StringPart::Node(child));
+        at = child.end_byte();
+    }
+    let gap = source.get(at..end)?;
+    if !gap.is_empty() {
+        parts.push(StringPart::Text(gap));
+    }
+    Some(parts)
 }
 
 fn unescape(word: &str) -> String {

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::{Language, Node, Parser, Tree};
 
-use super::node::{Kind, kind, literal, text, unescape_double};
+use super::node::{Kind, StringPart, kind, literal, string_parts, text, unescape_double};
 use super::values::{Expanded, Origin, Use, Values, origin_of, read_variables, uses_in};
 
 /// Longest command text accepted, in bytes.
@@ -177,13 +177,13 @@ fn pieces(node: Node<'_>, source: &str) -> Option<Vec<Piece>> {
         }
         Kind::String => {
             let mut out = Vec::new();
-            let mut cursor = node.walk();
-            for child in node.named_children(&mut cursor) {
-                match kind(child) {
-                    Kind::StringContent => {
+            for part in string_parts(node, source)? {
+                match part {
+                    StringPart::Text(raw) => out.push(Piece::Text(unescape_double(raw))),
+                    StringPart::Node(child) if kind(child) == Kind::StringContent => {
                         out.push(Piece::Text(unescape_double(text(child, source))));
                     }
-                    _ => out.extend(pieces(child, source)?),
+                    StringPart::Node(child) => out.extend(pieces(child, source)?),
                 }
             }
             Some(out)
@@ -772,6 +772,19 @@ mod tests {
 
     fn lit(words: &[&str]) -> Vec<Option<String>> {
         words.iter().map(|w| Some((*w).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_double_quoted_string_of_whitespace_keeps_it() {
+        for (source, words) in [
+            ("echo \" \"", &["echo", " "][..]),
+            ("echo x\" \"y", &["echo", "x y"]),
+            ("find . \"\"\" \"t", &["find", ".", " t"]),
+            ("echo \"\t \"x", &["echo", "\t x"]),
+            ("echo \" a \"", &["echo", " a "]),
+        ] {
+            assert_eq!(argvs(source), [lit(words)], "{source}");
+        }
     }
 
     #[test]
