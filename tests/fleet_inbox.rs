@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::fleet::Fleet;
-use crate::http::{HttpServer, page_client};
-use crate::inbox::{SECURITY_APPROVES_WRITES, assert_declined, form, unattended_write};
+use crate::http::HttpServer;
+use crate::inbox::{SECURITY_APPROVES_WRITES, assert_declined, unattended_write};
+use crate::page::{csrf_of, page_client, page_text, post_form, session_cookie};
 use crate::util::{ALLOW_BUILTIN, Run, Tree, portcullis};
 
 /// What a replica prints before the inbox's address.
@@ -32,6 +33,37 @@ fn approver(fleet: &Fleet, name: &str, group: &str) -> tempfile::NamedTempFile {
     let file = tempfile::NamedTempFile::new().unwrap();
     fs::write(file.path(), run.json()["token"].as_str().unwrap()).unwrap();
     file
+}
+
+/// What both tests start from: the security group approves writes, alice
+/// asks, carol approves, and two replicas each serve an inbox.
+struct Asking {
+    alice: String,
+    carol: tempfile::NamedTempFile,
+    one: HttpServer,
+    inbox_one: String,
+    two: HttpServer,
+    inbox_two: String,
+}
+
+impl Asking {
+    fn start(fleet: &Fleet) -> Self {
+        fleet
+            .tree
+            .write_policy("45_approvers.cedar", SECURITY_APPROVES_WRITES);
+        let alice = fleet.with_readme_and_alice();
+        let carol = approver(fleet, "carol", "security");
+        let (one, inbox_one) = with_inbox(fleet.replica_command(1));
+        let (two, inbox_two) = with_inbox(fleet.replica_command(2));
+        Self {
+            alice,
+            carol,
+            one,
+            inbox_one,
+            two,
+            inbox_two,
+        }
+    }
 }
 
 /// `portcullis approvals ARGS` through the inbox at `inbox`.
@@ -69,11 +101,14 @@ async fn a_question_asked_through_one_replica_is_answered_through_another_once()
     let Some(fleet) = Fleet::start_or_skip() else {
         return;
     };
-    fleet
-        .tree
-        .write_policy("45_approvers.cedar", SECURITY_APPROVES_WRITES);
-    let alice = fleet.with_readme_and_alice();
-    let carol = approver(&fleet, "carol", "security");
+    let Asking {
+        alice,
+        carol,
+        one,
+        inbox_one,
+        two,
+        inbox_two,
+    } = Asking::start(&fleet);
     let dave = approver(&fleet, "dave", "security");
     // One name space for clients and approvers, in the table as in a file.
     let taken = fleet.token(&["create", "carol", "--tier", "paired"]);
@@ -82,9 +117,6 @@ async fn a_question_asked_through_one_replica_is_answered_through_another_once()
     let listed = fleet.token(&["list"]).json();
     assert_eq!(listed["approvers"][0]["name"], "carol", "{listed}");
     assert_eq!(listed["approvers"][0]["approver_groups"][0], "security");
-
-    let (one, inbox_one) = with_inbox(fleet.replica_command(1));
-    let (two, inbox_two) = with_inbox(fleet.replica_command(2));
 
     // Asked through replica 1, approved through replica 2's inbox.
     let call = tokio::spawn(unattended_write(
@@ -206,46 +238,29 @@ async fn a_question_asked_through_one_replica_is_answered_through_another_once()
     assert_eq!(replayed.code, 0, "{replayed:?}");
 }
 
-/// The CSRF token in a page's forms.
-fn csrf_of(html: &str) -> String {
-    html.split("name=\"csrf\" value=\"")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no form on the page: {html}"))
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approvers_page_session_goes_on_through_another_replica_until_logged_out() {
     let Some(fleet) = Fleet::start_or_skip() else {
         return;
     };
-    fleet
-        .tree
-        .write_policy("45_approvers.cedar", SECURITY_APPROVES_WRITES);
-    let alice = fleet.with_readme_and_alice();
-    let carol = approver(&fleet, "carol", "security");
-    let (one, inbox_one) = with_inbox(fleet.replica_command(1));
-    let (two, inbox_two) = with_inbox(fleet.replica_command(2));
+    let Asking {
+        alice,
+        carol,
+        one,
+        inbox_one,
+        two,
+        inbox_two,
+    } = Asking::start(&fleet);
     let (page_one, page_two) = (
         inbox_one.trim_end_matches('/').to_owned(),
         inbox_two.trim_end_matches('/').to_owned(),
     );
     let http = page_client();
     let token = fs::read_to_string(carol.path()).unwrap();
-    let opened = http
-        .post(format!("{page_one}/login"))
-        .header("origin", &page_one)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&[("token", token.as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let login = format!("{page_one}/login");
+    let opened = post_form(&http, &login, &page_one, None, &[("token", &token)]).await;
     assert_eq!(opened.status(), 303);
-    let cookie = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
-    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let (cookie, _) = session_cookie(&opened);
     let value = cookie.split_once('=').unwrap().1.to_owned();
     // The table holds the cookie's hash, never the cookie.
     let kept = fleet
@@ -258,44 +273,28 @@ async fn an_approvers_page_session_goes_on_through_another_replica_until_logged_
     // and takes her answer.
     let call = tokio::spawn(unattended_write(one.url(), alice, 1, "paged.txt"));
     let id = tokio::task::block_in_place(|| pending(&inbox_two, &carol));
-    let page = |base: String| {
-        let request = http.get(format!("{base}/")).header("cookie", &cookie);
-        async move { request.send().await.unwrap().text().await.unwrap() }
-    };
-    let shown = page(page_two.clone()).await;
+    let shown = page_text(&http, &page_two, &cookie).await;
     assert!(shown.contains("id=\"approver\">carol<"), "{shown}");
     assert!(shown.contains(&format!("id=\"q-{id}\"")), "{shown}");
-    let answered = http
-        .post(format!("{page_two}/questions/{id}/answer"))
-        .header("origin", &page_two)
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&[
-            ("csrf", csrf_of(&shown).as_str()),
-            ("verdict", "approve"),
-            ("reason", "paged"),
-        ]))
-        .send()
-        .await
-        .unwrap();
+    let csrf = csrf_of(&shown);
+    let fields = [
+        ("csrf", csrf.as_str()),
+        ("verdict", "approve"),
+        ("reason", "paged"),
+    ];
+    let answer = format!("{page_two}/questions/{id}/answer");
+    let answered = post_form(&http, &answer, &page_two, Some(&cookie), &fields).await;
     assert_eq!(answered.status(), 303);
     let result = call.await.unwrap();
     assert_eq!(result["isError"], false, "{result}");
     assert!(fleet.root.path().join("paged.txt").exists());
 
     // Logged out through replica 2: replica 1 asks for the token again.
-    let shown = page(page_two.clone()).await;
-    let out = http
-        .post(format!("{page_two}/logout"))
-        .header("origin", &page_two)
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&[("csrf", csrf_of(&shown).as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let csrf = csrf_of(&page_text(&http, &page_two, &cookie).await);
+    let logout = format!("{page_two}/logout");
+    let out = post_form(&http, &logout, &page_two, Some(&cookie), &[("csrf", &csrf)]).await;
     assert_eq!(out.status(), 303);
-    let after = page(page_one).await;
+    let after = page_text(&http, &page_one, &cookie).await;
     assert!(after.contains("id=\"login\""), "{after}");
     assert!(!after.contains("carol"), "{after}");
     one.stop();

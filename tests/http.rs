@@ -123,17 +123,6 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
-/// A client that follows no redirect, as a test of a page's answers
-/// needs (a `303` is what it checks).
-pub fn page_client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
 pub struct Answer {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,

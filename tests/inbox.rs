@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::http::{HttpServer, client, modern, page_client};
+use crate::http::{HttpServer, client, modern};
+use crate::page::{csrf_of, page_client, page_text, post_form, session_cookie};
 use crate::util::{ALLOW_BUILTIN, Served, portcullis};
 
 /// Approvers of `security` may answer for writes asked by paired clients.
@@ -388,26 +389,6 @@ fn a_webhook_without_a_secret_or_an_inbox_is_refused_before_serving() {
     assert_eq!(run.code, 64, "{run:?}");
 }
 
-/// A form body, every byte but letters and digits percent-encoded.
-pub(crate) fn form(pairs: &[(&str, &str)]) -> String {
-    let encode = |text: &str| -> String {
-        text.bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect()
-    };
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
 /// A browser's view of the page, by hand: the cookie it keeps and the
 /// forms it posts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,25 +396,25 @@ async fn the_page_logs_an_approver_in_and_refuses_forms_without_the_csrf_token()
     let inbox = tokio::task::block_in_place(Inbox::start);
     let http = page_client();
     let page = inbox.url.trim_end_matches('/').to_owned();
-    let login = |token: String| {
-        http.post(format!("{page}/login"))
-            .header("origin", page.clone())
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(&[("token", token.as_str())]))
-            .send()
-    };
+    let login_url = format!("{page}/login");
     // A client's token opens no session.
-    let refused = login(inbox.served.token.clone()).await.unwrap();
+    let refused = post_form(
+        &http,
+        &login_url,
+        &page,
+        None,
+        &[("token", &inbox.served.token)],
+    )
+    .await;
     assert_eq!(refused.status(), 401);
     let alice = fs::read_to_string(inbox.alice.path()).unwrap();
-    let opened = login(alice).await.unwrap();
+    let opened = post_form(&http, &login_url, &page, None, &[("token", &alice)]).await;
     assert_eq!(opened.status(), 303);
-    let cookie = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let (cookie, set) = session_cookie(&opened);
     assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-        "{cookie}"
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
     );
-    let cookie = cookie.split(';').next().unwrap().to_owned();
 
     let call = tokio::spawn(unattended_write(
         inbox.server.url(),
@@ -461,128 +442,57 @@ async fn the_page_logs_an_approver_in_and_refuses_forms_without_the_csrf_token()
         html.contains("&lt;b&gt;page&lt;/b&gt;.txt") && !html.contains("<b>page</b>"),
         "{html}"
     );
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned();
+    let csrf = csrf_of(&html);
 
-    // Without the CSRF token, or with another, or from another site: refused.
-    let answer = |fields: Vec<(&'static str, String)>, origin: String| {
-        http.post(format!("{page}/questions/{id}/answer"))
-            .header("cookie", &cookie)
-            .header("origin", origin)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(
-                &fields
-                    .iter()
-                    .map(|(k, v)| (*k, v.as_str()))
-                    .collect::<Vec<_>>(),
-            ))
-            .send()
-    };
-    let no_csrf = answer(vec![("verdict", "approve".into())], page.clone())
-        .await
-        .unwrap();
-    assert_eq!(no_csrf.status(), 403);
-    let wrong = answer(
-        vec![("verdict", "approve".into()), ("csrf", "0".repeat(64))],
-        page.clone(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(wrong.status(), 403);
-    let foreign = answer(
-        vec![("verdict", "approve".into()), ("csrf", csrf.clone())],
-        "https://evil.example".into(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(foreign.status(), 403);
-    // A sandboxed frame's or a file's `Origin: null` is no page of this
-    // machine.
-    let null = answer(
-        vec![("verdict", "approve".into()), ("csrf", csrf.clone())],
-        "null".into(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(null.status(), 403);
+    // Without the CSRF token, or with another, or from another site, or
+    // from a sandboxed frame's or a file's `Origin: null` (no page of this
+    // machine): refused.
+    let answer_url = format!("{page}/questions/{id}/answer");
+    let wrong = "0".repeat(64);
+    let forged: [(&[(&str, &str)], &str); 4] = [
+        (&[("verdict", "approve")], &page),
+        (&[("verdict", "approve"), ("csrf", &wrong)], &page),
+        (
+            &[("verdict", "approve"), ("csrf", &csrf)],
+            "https://evil.example",
+        ),
+        (&[("verdict", "approve"), ("csrf", &csrf)], "null"),
+    ];
+    for (fields, origin) in forged {
+        let refused = post_form(&http, &answer_url, origin, Some(&cookie), fields).await;
+        assert_eq!(refused.status(), 403, "{fields:?} from {origin}");
+    }
     assert!(!inbox.served.root.path().join("<b>page</b>.txt").exists());
 
     // Another site cannot log the browser in as its own approver (login
     // CSRF), with any origin but this machine's.
     let bob = fs::read_to_string(inbox.bob.path()).unwrap();
     for origin in ["https://evil.example", "null"] {
-        let planted = http
-            .post(format!("{page}/login"))
-            .header("origin", origin)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(&[("token", bob.as_str())]))
-            .send()
-            .await
-            .unwrap();
+        let planted = post_form(&http, &login_url, origin, None, &[("token", &bob)]).await;
         assert_eq!(planted.status(), 403, "{origin}");
         assert!(planted.headers().get("set-cookie").is_none());
     }
     // Two session cookies (one planted beside the real one): neither is
     // trusted.
-    let doubled = http
-        .get(format!("{page}/"))
-        .header("cookie", format!("{cookie}; {cookie}"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let doubled = page_text(&http, &page, &format!("{cookie}; {cookie}")).await;
     assert!(doubled.contains("name=\"token\""), "{doubled}");
 
-    let taken = answer(
-        vec![
-            ("verdict", "approve".into()),
-            ("csrf", csrf.clone()),
-            ("reason", "looks fine".into()),
-        ],
-        page.clone(),
-    )
-    .await
-    .unwrap();
+    let fields = [
+        ("verdict", "approve"),
+        ("csrf", csrf.as_str()),
+        ("reason", "looks fine"),
+    ];
+    let taken = post_form(&http, &answer_url, &page, Some(&cookie), &fields).await;
     assert_eq!(taken.status(), 303);
     assert_eq!(call.await.unwrap()["isError"], false);
-    let after = http
-        .get(format!("{page}/"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let after = page_text(&http, &page, &cookie).await;
     assert!(after.contains("approved by <b>alice</b>"), "{after}");
 
     // Logged out: the cookie opens nothing any more.
-    let out = http
-        .post(format!("{page}/logout"))
-        .header("cookie", &cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form(&[("csrf", csrf.as_str())]))
-        .send()
-        .await
-        .unwrap();
+    let logout_url = format!("{page}/logout");
+    let out = post_form(&http, &logout_url, &page, Some(&cookie), &[("csrf", &csrf)]).await;
     assert_eq!(out.status(), 303);
-    let login_again = http
-        .get(format!("{page}/"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let login_again = page_text(&http, &page, &cookie).await;
     assert!(login_again.contains("name=\"token\""), "{login_again}");
     inbox.server.stop();
 }

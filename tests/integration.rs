@@ -40,6 +40,7 @@ mod mcp_client;
 mod mcp_raw;
 mod metrics;
 mod oracle;
+mod page;
 mod policy_diff;
 mod policy_review;
 mod postgres;

@@ -5,6 +5,7 @@
 //! both: creating either takes one advisory lock and looks in both.
 
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::{SharedState, StateError};
 use crate::auth::{
@@ -60,14 +61,8 @@ impl<'a> ClientTable<'a> {
             "SELECT 1 FROM portcullis_approvers WHERE name = $1",
             StoreError::NameTaken(name.to_owned()),
             StoreError::Exists(name.to_owned()),
-            async |transaction| {
-                transaction
-                    .execute(
-                        "INSERT INTO portcullis_clients (name, tier, token_sha256, created) VALUES ($1, $2, $3, $4)",
-                        &[&stored.name, &stored.tier, &stored.token_sha256, &stored.created],
-                    )
-                    .await
-            },
+            "INSERT INTO portcullis_clients (name, tier, token_sha256, created) VALUES ($1, $2, $3, $4)",
+            &[&stored.name, &stored.tier, &stored.token_sha256, &stored.created],
         )
         .await?;
         Ok((token, stored))
@@ -86,30 +81,23 @@ impl<'a> ClientTable<'a> {
             "SELECT 1 FROM portcullis_clients WHERE name = $1",
             StoreError::Exists(name.to_owned()),
             StoreError::ApproverExists(name.to_owned()),
-            async |transaction| {
-                transaction
-                    .execute(
-                        "INSERT INTO portcullis_approvers (name, groups, token_sha256, created) VALUES ($1, $2, $3, $4)",
-                        &[&stored.name, &stored.groups, &stored.token_sha256, &stored.created],
-                    )
-                    .await
-            },
+            "INSERT INTO portcullis_approvers (name, groups, token_sha256, created) VALUES ($1, $2, $3, $4)",
+            &[&stored.name, &stored.groups, &stored.token_sha256, &stored.created],
         )
         .await?;
         Ok((token, stored))
     }
 
-    /// Runs `insert` unless `other` (a query of the other table) finds the
-    /// name, under the lock every creation takes.
+    /// Runs `insert` with `params` unless `other` (a query of the other
+    /// table) finds the name, under the lock every creation takes.
     async fn insert_named(
         &self,
         name: &str,
         other: &str,
         taken: StoreError,
         exists: StoreError,
-        insert: impl AsyncFnOnce(
-            &deadpool_postgres::Transaction<'_>,
-        ) -> Result<u64, tokio_postgres::Error>,
+        insert: &str,
+        params: &[&(dyn ToSql + Sync)],
     ) -> Result<(), StateError> {
         let mut client = self.state.client().await?;
         let transaction = client.transaction().await?;
@@ -119,7 +107,7 @@ impl<'a> ClientTable<'a> {
         if transaction.query_opt(other, &[&name]).await?.is_some() {
             return Err(taken.into());
         }
-        match insert(&transaction).await {
+        match transaction.execute(insert, params).await {
             Ok(_) => {}
             Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                 return Err(exists.into());
