@@ -147,12 +147,12 @@ pub(super) fn serve(world: World, args: &ServeArgs, address: SocketAddr) -> anyh
     };
     let handler = PortcullisServer::new(
         Callers::PerRequest,
-        &world.bundle,
+        &world.set.bundle,
         Arc::clone(&world.approvals),
-        world.surface,
+        world.set.surface,
     )?;
     // A downstream's tool that drifts is news for every client watching.
-    if let Some(fleet) = &world.fleet {
+    if let Some(fleet) = &world.set.fleet {
         fleet.set_relay(Arc::new(NoticeRelay {
             watchers: handler.watchers(),
         }));

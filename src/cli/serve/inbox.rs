@@ -56,7 +56,7 @@ pub(super) fn kept(
     Ok(Arc::new(match shared {
         None => Inbox::new(clock, announce),
         Some(state) => {
-            let questions = SharedQuestions::new(state.clone(), &super::replica_id(args)?);
+            let questions = SharedQuestions::new(state.clone(), &super::args::replica_id(args)?);
             Inbox::over(clock, announce, Arc::new(questions), Some(Arc::new(maker)))
         }
     }))

@@ -35,9 +35,9 @@ pub(super) fn serve(world: World, _args: &ServeArgs) -> anyhow::Result<Exit> {
     };
     let handler = PortcullisServer::new(
         Callers::One(Arc::clone(&keeper)),
-        &world.bundle,
+        &world.set.bundle,
         Arc::clone(&world.approvals),
-        world.surface,
+        world.set.surface,
     )?;
     let serving = crate::mcp::serve_stdio(keeper, handler, signals.first());
     let fields = start.as_object().cloned().unwrap_or_default();
