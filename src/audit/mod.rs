@@ -7,6 +7,7 @@
 mod applied;
 mod chain;
 mod checkpoint;
+mod decision_record;
 mod divergence;
 mod file_chain;
 mod head;
@@ -25,15 +26,16 @@ pub use checkpoint::{
     Checkpoint, KeyError, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, Signer, fingerprint,
     load_or_create as load_or_create_signer, public_key_text, read_public_key,
 };
+pub use decision_record::{
+    ApproverRef, ClientRef, DecisionRecord, RecordedAction, RecordedAnswer, RecordedPolicy,
+    ShadowRecord,
+};
 pub use divergence::{Divergence, Served, divergences, served};
 pub use file_chain::FileChain;
 pub use head::{Head, HeadFile, Mark, head_path};
 pub use log::{AuditError, AuditLog};
 pub use record::{GENESIS, Kind, Record, StoredRecord, line_hash_is_valid};
-pub use replay::{
-    ApproverRef, Change, ClientRef, DecisionRecord, RecordedAction, RecordedAnswer, RecordedPolicy,
-    Replay, ReplayError, ReplaySummary, ShadowRecord,
-};
+pub use replay::{Change, Replay, ReplayError, ReplaySummary};
 pub use snapshot::{load as load_snapshot, snapshots_dir, store as store_snapshot};
 pub use verify::{
     Break, Chain, Line, Records, Scan, Trust, Verified, check_end, scan, scan_trusting, verify,

@@ -7,10 +7,14 @@
 //! variable, a substitution) is kept as `None`: in command position it
 //! makes the command opaque.
 
-use std::cell::RefCell;
-use std::sync::OnceLock;
+mod known;
 
-use tree_sitter::{Language, Node, Parser, Tree};
+pub use known::KNOWN_NODE_KINDS;
+use known::only_known_nodes;
+
+use std::cell::RefCell;
+
+use tree_sitter::{Node, Parser, Tree};
 
 use super::node::{Kind, StringPart, kind, literal, string_parts, text, unescape_double};
 use super::values::{Expanded, Origin, Use, Values, origin_of, read_variables, uses_in};
@@ -32,70 +36,6 @@ pub const QUOTED_EXPANSION: &str = "\"$…\"";
 pub fn is_quoted_expansion(word: &str) -> bool {
     word.starts_with(QUOTED_EXPANSION)
 }
-
-/// The named node kinds of tree-sitter-bash the gate knows how to read.
-/// A tree with any other named node (an `ERROR`, a kind a newer grammar
-/// adds, `$"..."` translation) is unparseable, so it is never allowed.
-pub const KNOWN_NODE_KINDS: &[&str] = &[
-    "ansi_c_string",
-    "arithmetic_expansion",
-    "array",
-    "binary_expression",
-    "brace_expression",
-    "c_style_for_statement",
-    "case_item",
-    "case_statement",
-    "command",
-    "command_name",
-    "command_substitution",
-    "comment",
-    "compound_statement",
-    "concatenation",
-    "declaration_command",
-    "do_group",
-    "elif_clause",
-    "else_clause",
-    "expansion",
-    "extglob_pattern",
-    "file_descriptor",
-    "file_redirect",
-    "for_statement",
-    "function_definition",
-    "heredoc_body",
-    "heredoc_content",
-    "heredoc_end",
-    "heredoc_redirect",
-    "heredoc_start",
-    "herestring_redirect",
-    "if_statement",
-    "list",
-    "negated_command",
-    "number",
-    "parenthesized_expression",
-    "pipeline",
-    "postfix_expression",
-    "process_substitution",
-    "program",
-    "raw_string",
-    "redirected_statement",
-    "regex",
-    "simple_expansion",
-    "special_variable_name",
-    "string",
-    "string_content",
-    "subscript",
-    "subshell",
-    "ternary_expression",
-    "test_command",
-    "test_operator",
-    "unary_expression",
-    "unset_command",
-    "variable_assignment",
-    "variable_assignments",
-    "variable_name",
-    "while_statement",
-    "word",
-];
 
 /// One simple command as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,106 +218,6 @@ pub fn parse(source: &str) -> Parsed {
         }
     }
     parsed
-}
-
-/// `KNOWN_NODE_KINDS` by the grammar's numeric kind ids, built once:
-/// checked for every node of every command.
-fn known_kind_ids() -> &'static [bool] {
-    static KNOWN: OnceLock<Vec<bool>> = OnceLock::new();
-    KNOWN.get_or_init(|| {
-        let language: Language = tree_sitter_bash::LANGUAGE.into();
-        // A kind name can have several ids (aliases): every named id whose
-        // name is known counts.
-        (0..language.node_kind_count())
-            .map(|id| {
-                u16::try_from(id).is_ok_and(|id| {
-                    language.node_kind_is_named(id)
-                        && language
-                            .node_kind_for_id(id)
-                            .is_some_and(|kind| KNOWN_NODE_KINDS.contains(&kind))
-                })
-            })
-            .collect()
-    })
-}
-
-/// Whether every named node of the tree is of a kind the gate reads, and
-/// no expansion uses the `@P` (prompt) operator.
-fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
-    let known = known_kind_ids();
-    let mut cursor = root.walk();
-    loop {
-        let node = cursor.node();
-        // A `$` the grammar leaves as a bare token is a literal dollar to
-        // bash (`a$`, `"5$"`, `a$}b`), which the grammar drops or splits
-        // the word at: the words it reads are not the ones bash passes.
-        if !node.is_named()
-            && node.kind() == "$"
-            && node.parent().is_some_and(|parent| {
-                matches!(
-                    kind(parent),
-                    Kind::Concatenation | Kind::String | Kind::Command
-                )
-            })
-        {
-            return false;
-        }
-        if node.is_named() || node.is_error() || node.is_missing() {
-            let id = usize::from(node.kind_id());
-            if node.is_error() || node.is_missing() || !known.get(id).copied().unwrap_or(false) {
-                return false;
-            }
-            if kind(node) == Kind::Expansion && text(node, source).contains("@P") {
-                return false;
-            }
-            // An unquoted word never holds a newline in bash, which ends
-            // the command there; the grammar sometimes reads one into a
-            // word (`ls a` newline `\d x`), hiding the next command.
-            if kind(node) == Kind::Word && text(node, source).contains('\n') {
-                return false;
-            }
-            if kind(node) == Kind::Command && reads_words_otherwise(node, source) {
-                return false;
-            }
-        }
-        if cursor.goto_first_child() || cursor.goto_next_sibling() {
-            continue;
-        }
-        loop {
-            if !cursor.goto_parent() {
-                return true;
-            }
-            if cursor.goto_next_sibling() {
-                break;
-            }
-        }
-    }
-}
-
-/// Whether the grammar reads a simple command's words otherwise than
-/// bash. Bash splits words only at blanks (and before a redirect), and
-/// every other byte belongs to a word or a redirect; so two words with
-/// nothing between them are one word to bash (`sort a]\\]b` passes
-/// `a]]b`, where the grammar reads `a]` and `]b`), and anything but blanks
-/// between two parts is a part the grammar dropped (`echo \\ d` passes
-/// ` d`, where the grammar reads `d`).
-fn reads_words_otherwise(command: Node<'_>, source: &str) -> bool {
-    let mut cursor = command.walk();
-    let parts: Vec<Node<'_>> = command.children(&mut cursor).collect();
-    parts.windows(2).any(|pair| {
-        let gap = source
-            .get(pair[0].end_byte()..pair[1].start_byte())
-            .unwrap_or("");
-        let words = |node: Node<'_>| {
-            node.is_named()
-                && !matches!(
-                    kind(node),
-                    Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
-                )
-        };
-        gap.chars().any(|c| c != ' ' && c != '\t')
-            || (gap.is_empty() && words(pair[0]) && words(pair[1]))
-    })
 }
 
 fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
@@ -760,6 +600,7 @@ fn argument(node: Node<'_>, source: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::known::known_kind_ids;
     use super::*;
 
     fn argvs(source: &str) -> Vec<Vec<Option<String>>> {
