@@ -23,6 +23,7 @@ mod downstream;
 mod exec;
 mod filesystem_races;
 mod fleet;
+mod fleet_apply;
 mod fleet_inbox;
 mod floor;
 mod gate_corpus;

@@ -19,7 +19,7 @@ fn read() -> Value {
 }
 
 /// Whether a read_file call of `token` was allowed.
-async fn reads(http: &reqwest::Client, url: &str, token: &str) -> bool {
+pub(crate) async fn reads(http: &reqwest::Client, url: &str, token: &str) -> bool {
     let answer = modern(http, url, token, 1, "tools/call", read()).await;
     let response = answer.response(1);
     response["result"]["isError"] == false
@@ -30,7 +30,12 @@ async fn reads(http: &reqwest::Client, url: &str, token: &str) -> bool {
 /// so a call made the moment the record appears may still meet the old
 /// set: this calls again until the answer is the expected one, for at most
 /// a generous minute, and says whether it came.
-async fn comes_to(http: &reqwest::Client, url: &str, token: &str, allowed: bool) -> bool {
+pub(crate) async fn comes_to(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    allowed: bool,
+) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::time::Instant::now() < deadline {
         if reads(http, url, token).await == allowed {

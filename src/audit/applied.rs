@@ -71,6 +71,18 @@ pub fn apply_record(hash: &str, operator: Option<&Signer>) -> Value {
     record
 }
 
+/// Whether `body` is a `policy_apply` record of the set `hash` that the
+/// operator key `key` signed: what a fleet's shared records are held to,
+/// where no replica's log key covers them.
+pub fn operator_signed(body: &Value, hash: &str, key: &VerifyingKey) -> bool {
+    body["event"] == APPLY_EVENT
+        && body["policy_set"] == hash
+        && body["key"] == fingerprint(key)
+        && body["signature"]
+            .as_str()
+            .is_some_and(|s| signature_valid(key, &apply_message(hash), s))
+}
+
 /// Whether the log at `log` lets `hash` through under `trust`. Only the
 /// intact part of the chain counts: a record after a break is not read.
 pub fn signed_apply(log: &Path, hash: &str, trust: &ApplyTrust) -> io::Result<bool> {
@@ -102,11 +114,7 @@ pub fn signed_apply(log: &Path, hash: &str, trust: &ApplyTrust) -> io::Result<bo
                     continue;
                 }
                 if let ApplyTrust::Operator(key) = trust {
-                    let signed = body["key"] == fingerprint(key)
-                        && body["signature"]
-                            .as_str()
-                            .is_some_and(|s| signature_valid(key, &apply_message(hash), s));
-                    if signed {
+                    if operator_signed(&body, hash, key) {
                         return Ok(true);
                     }
                 } else {
@@ -171,6 +179,33 @@ pub fn apply(path: &Path, hash: &str, at: SystemTime) -> io::Result<bool> {
 mod tests {
     use super::*;
     use crate::audit::{AuditLog, load_or_create_signer};
+
+    #[test]
+    fn a_shared_record_counts_only_signed_by_the_operator_for_that_exact_set() {
+        let (dir, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let operator = load_or_create_signer(dir.path()).unwrap();
+        let stranger = load_or_create_signer(other.path()).unwrap();
+        let key = operator.verifying_key();
+        let signed = apply_record("abc", Some(&operator));
+        assert!(operator_signed(&signed, "abc", &key));
+        assert!(!operator_signed(&signed, "abd", &key), "another set");
+        let foreign = apply_record("abc", Some(&stranger));
+        assert!(!operator_signed(&foreign, "abc", &key), "another key");
+        let mut claimed = foreign.clone();
+        claimed["key"] = json!(fingerprint(&key));
+        assert!(
+            !operator_signed(&claimed, "abc", &key),
+            "a key named, not signed by"
+        );
+        assert!(
+            !operator_signed(&apply_record("abc", None), "abc", &key),
+            "unsigned"
+        );
+        let mut other_event = signed.clone();
+        other_event["event"] = json!("policy_reload");
+        assert!(!operator_signed(&other_event, "abc", &key));
+        assert!(!operator_signed(&json!("abc"), "abc", &key), "not a record");
+    }
 
     #[test]
     fn a_set_is_listed_once_and_a_damaged_list_is_an_error_not_an_empty_one() {

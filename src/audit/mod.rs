@@ -19,7 +19,7 @@ mod verify;
 
 pub use applied::{
     APPLY_EVENT, Applied, ApplyTrust, applied, applied_path, apply as apply_set, apply_record,
-    signed_apply,
+    operator_signed, signed_apply,
 };
 pub use chain::{Batch, ChainError, ChainStore, Check, Failed};
 pub use checkpoint::{

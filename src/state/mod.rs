@@ -1,8 +1,8 @@
 //! The state a fleet of replicas shares, in PostgreSQL (`--state
 //! postgres://…`): the clients and approvers, the spent nonces of
 //! approvals, the approval inbox's questions, answers and page sessions,
-//! the replicas'
-//! audit chains, the bridge's sessions, and the tables' shape.
+//! the replicas' audit chains, the operators' signed `policy apply`
+//! records, the bridge's sessions, and the tables' shape.
 //! One machine needs none of it: without `--state` the token store, the
 //! log and the session store stay files.
 //!
@@ -10,6 +10,7 @@
 //! nonce once whichever replica tries, a trigger tells every listening
 //! replica that the clients changed. Nothing here is replicated by hand.
 
+mod applies;
 mod audit_chain;
 mod clients;
 mod directory;
@@ -32,6 +33,7 @@ pub use audit_chain::{SharedChain, valid_chain_name};
 pub use clients::ClientTable;
 pub use directory::SharedDirectory;
 pub use export::Exported;
+pub use listen::Listening;
 pub use nonces::SharedNonces;
 pub use page_sessions::SharedPageSessions;
 pub use questions::{SharedQuestions, follow_answers};
@@ -198,6 +200,14 @@ impl SharedState {
             .await
             .map_err(|err| StateError::unreachable(&self.url, err))
     }
+}
+
+/// `time` as milliseconds since the epoch, the tables' time column.
+fn millis(time: std::time::SystemTime) -> i64 {
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
 }
 
 #[cfg(test)]

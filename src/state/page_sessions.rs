@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use super::{SharedState, StateError};
+use super::{SharedState, StateError, millis};
 use crate::approval_http::{
     PageSession, SESSION_LIFE, SessionStore, SessionsPending, SessionsUnavailable,
 };
@@ -101,12 +101,6 @@ impl SessionStore for SharedPageSessions {
 
 fn hashed(id: &str) -> String {
     hex::encode(Sha256::digest(id.as_bytes()))
-}
-
-fn millis(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-    })
 }
 
 fn unavailable(err: StateError) -> SessionsUnavailable {

@@ -15,7 +15,7 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::error::SqlState;
 
 use super::listen::listen;
-use super::{SharedState, StateError};
+use super::{SharedState, StateError, millis};
 use crate::approval::{
     AnswerError, AnswerView, CLOSED_KEPT, Inbox, QuestionCall, QuestionStore, QuestionView, Status,
     Stored, StoredQuestion, Verdict, check_answer, closes_with, shown_at,
@@ -287,12 +287,6 @@ fn question_of(row: &tokio_postgres::Row) -> Result<StoredQuestion, StateError> 
         view,
         call,
         expires,
-    })
-}
-
-fn millis(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
     })
 }
 

@@ -10,7 +10,7 @@ const MIGRATION_LOCK: i64 = 0x706f_7274_6375;
 
 /// The version of the tables this build writes. A database made by a
 /// newer build is refused rather than written in a shape it does not know.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 const TABLES: &str = r"
 CREATE TABLE IF NOT EXISTS portcullis_schema (
@@ -128,6 +128,13 @@ CREATE TABLE IF NOT EXISTS portcullis_policy_snapshots (
     hash text PRIMARY KEY,
     snapshot text NOT NULL
 );
+-- A row is a claim, not a proof: each replica checks its signature.
+CREATE TABLE IF NOT EXISTS portcullis_policy_applies (
+    policy_set text NOT NULL,
+    record text NOT NULL,
+    applied_ms bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS portcullis_policy_applies_set ON portcullis_policy_applies (policy_set);
 ";
 
 /// Brings the tables to [`SCHEMA_VERSION`].

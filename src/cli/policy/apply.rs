@@ -18,8 +18,9 @@ use crate::audit::{
     AuditLog, Kind, PUBLIC_KEY_FILE, applied_path, apply_record, apply_set, load_or_create_signer,
 };
 use crate::cli::policy_set::load;
-use crate::cli::state_paths::{StoreArgs, audit_path, signer_for};
+use crate::cli::state_paths::{StateArgs, StoreArgs, audit_path, signer_for, with_state};
 use crate::cli::{Exit, Format, PolicyArgs, print_json};
+use crate::state::StateUrl;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -37,6 +38,11 @@ pub struct ApplyArgs {
     /// kept beside the token store.
     #[arg(long, value_name = "DIR")]
     pub apply_keys: Option<PathBuf>,
+    /// A fleet's shared state: the signed approval is stored there, where
+    /// every replica given `--apply-key` finds it (and is told at once).
+    /// Needs --apply-keys: no replica's log key is trusted by the others.
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
@@ -45,6 +51,9 @@ pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     let hash = engine.identity().hash.clone();
+    if let Some(url) = args.state.url()? {
+        return apply_in_fleet(args, &url, &hash, format);
+    }
     let log = audit_path(args.audit.as_deref())?;
     let (record, writer) = match &args.apply_keys {
         Some(dir) => {
@@ -91,6 +100,39 @@ pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
                 );
             }
         }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `policy apply --state`: the record, signed with the operator key, stored
+/// in the shared state for every replica.
+fn apply_in_fleet(
+    args: &ApplyArgs,
+    url: &StateUrl,
+    hash: &str,
+    format: Format,
+) -> anyhow::Result<Exit> {
+    let Some(dir) = &args.apply_keys else {
+        anyhow::bail!(
+            "a fleet's `policy apply` is signed with an operator key every replica trusts: give --apply-keys DIR, and each replica --apply-key DIR/{PUBLIC_KEY_FILE}"
+        );
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let operator = load_or_create_signer(dir)?;
+    let record = apply_record(hash, Some(&operator));
+    with_state(url, async |state| state.add_apply(hash, &record).await)?;
+    let key = dir.join(PUBLIC_KEY_FILE);
+    match format {
+        Format::Json => print_json(&json!({
+            "policy_set": hash,
+            "state": url.to_string(),
+            "operator_key": key,
+        }))?,
+        Format::Human => println!(
+            "applied: policy set {hash}, signed with the operator key {}, in the shared state {url}; every `serve --reload tighten-only --apply-key {}` of the fleet loads it now",
+            key.display(),
+            key.display()
+        ),
     }
     Ok(Exit::Ok)
 }

@@ -19,7 +19,8 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::super::PolicyArgs;
 use crate::audit::{
-    ApplyTrust, AuditLog, Kind, applied, load_snapshot, signed_apply, store_snapshot,
+    ApplyTrust, AuditLog, Kind, applied, load_snapshot, operator_signed, signed_apply,
+    store_snapshot,
 };
 use crate::file_stamp::FileStamp;
 use crate::keeper::Setting;
@@ -28,6 +29,7 @@ use crate::pdp::{
     self, Audience, ClientRecord, Engine, PolicyBundle, Problem, ProblemKind, SetCache,
 };
 use crate::servers::{Fleet, Servers};
+use crate::state::Listening;
 
 /// How often the watched folders are looked at.
 const POLL: Duration = Duration::from_millis(500);
@@ -152,8 +154,26 @@ impl Reloader {
         let mut last = known.clone();
         let mut every = tokio::time::interval(POLL);
         let mut clients_every = tokio::time::interval(POLL);
+        // In a fleet, `policy apply` reaches every replica through the
+        // shared state; a lost connection is made again at the next look.
+        let mut applies: Option<Listening> = None;
         loop {
+            if tighten_only
+                && applies.is_none()
+                && let Some(state) = &self.shared
+            {
+                applies = state
+                    .follow_applies()
+                    .await
+                    .inspect_err(|err| tracing::warn!(error = %err, "cannot follow the fleet's `policy apply`: looking again soon"))
+                    .ok();
+            }
+            let mut lost = false;
             tokio::select! {
+                heard = next_apply(&mut applies), if applies.is_some() => match heard {
+                    Some(_) => self.reload("policy apply", tighten_only).await,
+                    None => lost = true,
+                },
                 _ = clients_every.tick(), if self.admission.is_some() => self.follow_clients().await,
                 _ = every.tick(), if watching && !folders.is_empty() => {
                     let now = fingerprint(&folders);
@@ -173,6 +193,9 @@ impl Reloader {
                     }
                     ReloadMode::Never => tracing::warn!("SIGHUP ignored: --reload never"),
                 },
+            }
+            if lost {
+                applies = None;
             }
         }
     }
@@ -361,9 +384,7 @@ impl Reloader {
     /// nothing through (and is logged as ignored).
     async fn signed_apply_for(&self, hash: &str) -> bool {
         let Some(log) = self.audit.file().map(Path::to_owned) else {
-            tracing::error!(policy_set = %hash,
-                "a fleet's shared log is not searched for a signed `policy apply` yet: the wider set is refused");
-            return false;
+            return self.shared_apply_for(hash).await;
         };
         let (trust, wanted) = (self.apply_trust.clone(), hash.to_owned());
         let signed = tokio::task::spawn_blocking(move || signed_apply(&log, &wanted, &trust)).await;
@@ -385,6 +406,43 @@ impl Reloader {
             }
         }
         false
+    }
+
+    /// In a fleet: whether the shared state holds a `policy apply` of the
+    /// set `hash` signed by the operator key this replica was given. A
+    /// replica's own log key signs nothing the others trust, so without
+    /// `--apply-key` no wider set comes through.
+    async fn shared_apply_for(&self, hash: &str) -> bool {
+        let (Some(state), ApplyTrust::Operator(key)) = (&self.shared, &self.apply_trust) else {
+            tracing::error!(policy_set = %hash,
+                "a fleet lets a wider set through only with an operator's signed `policy apply`: give every replica --apply-key; the wider set is refused");
+            return false;
+        };
+        match state.applies_of(hash).await {
+            Ok(records) => {
+                let signed = records
+                    .iter()
+                    .any(|record| operator_signed(record, hash, key));
+                if !signed && !records.is_empty() {
+                    tracing::warn!(policy_set = %hash,
+                        "the shared state lists the set as applied, but no record is signed by the operator key: ignored");
+                }
+                signed
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "the shared state cannot be read for a signed `policy apply`: the wider set is refused");
+                false
+            }
+        }
+    }
+}
+
+/// The next set applied in the fleet; `None` once the connection that
+/// listens is lost.
+async fn next_apply(applies: &mut Option<Listening>) -> Option<String> {
+    match applies {
+        Some(listening) => listening.heard.recv().await,
+        None => std::future::pending().await,
     }
 }
 
