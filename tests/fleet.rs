@@ -247,10 +247,10 @@ fn tokens_live_in_the_shared_table_as_hashes_and_every_mistake_is_told() {
 }
 
 /// A loopback port nothing listens on.
-struct TcpPort;
+pub(crate) struct TcpPort;
 
 impl TcpPort {
-    fn closed() -> u16 {
+    pub(crate) fn closed() -> u16 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     }

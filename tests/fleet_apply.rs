@@ -134,3 +134,25 @@ async fn only_the_operators_signed_apply_in_the_shared_state_lets_a_wider_set_th
     let verified = fleet.audit(&["verify"]);
     assert_eq!(verified.code, 0, "{verified:?}");
 }
+
+/// A fleet's apply that cannot reach the database fails, names where,
+/// and never shows the password; the operator key is made all the same.
+#[test]
+fn an_apply_to_a_database_that_cannot_be_reached_fails_and_says_so() {
+    let tree = crate::util::Tree::new();
+    tree.write_policy("20_allowlist.cedar", ALLOW_BUILTIN);
+    let keys = tree.dir.path().join("operator");
+    let url = format!(
+        "postgres://u:s3cret@127.0.0.1:{}/p",
+        crate::fleet::TcpPort::closed()
+    );
+    let flags = tree.flags();
+    let mut args = vec!["policy", "apply", "--state", url.as_str()];
+    args.extend(flags.iter().map(String::as_str));
+    args.extend(["--apply-keys", keys.to_str().unwrap()]);
+    let run = portcullis(&args);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("cannot be reached"), "{run:?}");
+    assert!(!run.stderr.contains("s3cret"), "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+}
