@@ -33,6 +33,8 @@ use crate::state::Listening;
 
 /// How often the watched folders are looked at.
 const POLL: Duration = Duration::from_millis(500);
+/// How long a replica waits to start following the fleet's applies.
+const FOLLOW_WITHIN: Duration = Duration::from_secs(2);
 
 /// When `serve` reloads its policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -162,11 +164,21 @@ impl Reloader {
                 && applies.is_none()
                 && let Some(state) = &self.shared
             {
-                applies = state
-                    .follow_applies()
-                    .await
-                    .inspect_err(|err| tracing::warn!(error = %err, "cannot follow the fleet's `policy apply`: looking again soon"))
-                    .ok();
+                // Bounded: a database whose packets vanish must not hold up
+                // the watcher and the clients' following behind it.
+                applies = match tokio::time::timeout(FOLLOW_WITHIN, state.follow_applies()).await {
+                    Ok(Ok(listening)) => Some(listening),
+                    Ok(Err(err)) => {
+                        tracing::warn!(error = %err, "cannot follow the fleet's `policy apply`: looking again soon");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(
+                            "the shared state did not answer in time to follow the fleet's `policy apply`: looking again soon"
+                        );
+                        None
+                    }
+                };
             }
             let mut lost = false;
             tokio::select! {
