@@ -18,10 +18,10 @@ import anyio
 import pytest
 from mcp import Client
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import BIN, Setup, portcullis
@@ -77,13 +77,29 @@ def browser() -> webdriver.Chrome:
     return webdriver.Chrome(service=service, options=options)
 
 
+def gone(element) -> bool:
+    """Whether `element`'s document has been left. Chromedriver says so in
+    two ways: a stale element, or (asked while the new document replaces
+    the old) an inspector error that the node "does not belong to the
+    document", which Selenium's own `staleness_of` does not take for one."""
+    try:
+        element.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in (error.msg or ""):
+            return True
+        raise
+
+
 def submitted(driver: webdriver.Chrome, button) -> None:
     """Clicks a form's button and waits for the page the form leads to: the
     old document gone and the new one loaded (read earlier, an element of
     the old one goes stale under the reader)."""
     old = driver.find_element(By.TAG_NAME, "html")
     button.click()
-    WebDriverWait(driver, 60).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 60).until(lambda _: gone(old))
     WebDriverWait(driver, 60).until(
         lambda d: d.execute_script("return document.readyState") == "complete"
     )
