@@ -25,6 +25,9 @@ pub struct SharedChain {
     /// while the writer waits on the database.
     runtime: tokio::runtime::Runtime,
     client: Option<tokio_postgres::Client>,
+    /// The batch `INSERT`, prepared once per connection: prepared again
+    /// for every batch, it cost a round trip and a plan each time.
+    insert: Option<tokio_postgres::Statement>,
     tail: Option<Mark>,
     /// A batch whose commit was never answered (the connection broke): it
     /// may have landed, so where the chain ends is read again first.
@@ -50,6 +53,7 @@ impl SharedChain {
             chain: chain.to_owned(),
             runtime,
             client: None,
+            insert: None,
             tail: None,
             unsure: false,
         })
@@ -78,6 +82,29 @@ impl SharedChain {
                 }
             });
             self.client = Some(client);
+            self.insert = None;
+        }
+        Ok(())
+    }
+
+    /// Connects and prepares the batch `INSERT`, unless both are done.
+    fn prepare_insert(&mut self) -> Result<(), String> {
+        self.connect()?;
+        if self.insert.is_none() {
+            let client = self.client()?;
+            let statement = self
+                .runtime
+                .block_on(client.prepare(
+                    "INSERT INTO portcullis_audit (chain, seq, hash, line) \
+                     SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[])",
+                ))
+                .map_err(|err| {
+                    if err.as_db_error().is_none() {
+                        self.client = None;
+                    }
+                    err.to_string()
+                })?;
+            self.insert = Some(statement);
         }
         Ok(())
     }
@@ -209,13 +236,13 @@ impl ChainStore for SharedChain {
             .map_err(|err| failed(err.to_string()))?;
         let hashes: Vec<&str> = batch.marks.iter().map(|mark| mark.hash.as_str()).collect();
         let chain = self.chain.clone();
-        self.connect().map_err(failed)?;
-        let client = self.client().map_err(failed)?;
-        let inserted = self.runtime.block_on(client.execute(
-            "INSERT INTO portcullis_audit (chain, seq, hash, line) \
-             SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[])",
-            &[&chain, &seqs, &hashes, &rows],
-        ));
+        self.prepare_insert().map_err(failed)?;
+        let (Some(client), Some(insert)) = (&self.client, &self.insert) else {
+            return Err(failed("no connection to the shared state".to_owned()));
+        };
+        let inserted = self
+            .runtime
+            .block_on(client.execute(insert, &[&chain, &seqs, &hashes, &rows]));
         match inserted {
             Ok(_) => {
                 self.tail = Some(end);
