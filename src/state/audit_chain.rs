@@ -6,7 +6,6 @@
 //! the effect. Each replica appends to a chain of its own, so no replica
 //! waits on another; the primary key refuses a second writer on one chain.
 
-use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
 use super::StateUrl;
@@ -74,7 +73,7 @@ impl SharedChain {
         {
             let (client, connection) = self
                 .runtime
-                .block_on(self.url.config.connect(NoTls))
+                .block_on(self.url.connect())
                 .map_err(|err| format!("PostgreSQL at {} cannot be reached: {err}", self.url))?;
             self.runtime.spawn(async move {
                 if let Err(err) = connection.await {

@@ -24,6 +24,7 @@ mod sessions;
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use thiserror::Error;
@@ -46,6 +47,27 @@ pub const STATE_ENV: &str = "PORTCULLIS_STATE";
 /// statements, and PostgreSQL's own limit (100 by default) is shared by
 /// every replica.
 const POOL_SIZE: usize = 8;
+
+/// How long a connection may take to be made and answer its start-up,
+/// unless the URL's `connect_timeout` says otherwise: a database whose
+/// packets vanish, or a port that accepts and never speaks, must fail a
+/// replica's connection (closed, and tried again), not hold it forever.
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long sent bytes may go unacknowledged before the connection is
+/// dropped (TCP's own give-up is about a quarter of an hour), unless the
+/// URL's `tcp_user_timeout` says otherwise. A slow answer is not cut: the
+/// server's kernel acknowledges what it received.
+const UNACKNOWLEDGED_WITHIN: Duration = Duration::from_secs(30);
+
+/// A connection that was not made.
+#[derive(Debug, Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("no answer within {} s", .0.as_secs_f32())]
+    Silent(Duration),
+}
 
 #[derive(Debug, Error)]
 pub enum StateError {
@@ -93,10 +115,45 @@ impl FromStr for StateUrl {
     type Err = StateError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let config = tokio_postgres::Config::from_str(text)
+        let mut config = tokio_postgres::Config::from_str(text)
             .map_err(|err| StateError::BadUrl(err.to_string()))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_WITHIN);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(UNACKNOWLEDGED_WITHIN);
+        }
         let shown = shown(&config);
         Ok(Self { config, shown })
+    }
+}
+
+impl StateUrl {
+    /// How long making a connection may take, start-up included.
+    fn connect_within(&self) -> Duration {
+        self.config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_WITHIN)
+    }
+
+    /// A connection of its own, made within [`Self::connect_within`]
+    /// (`tokio_postgres` bounds only the socket's connect, not the
+    /// start-up a silent server never answers).
+    pub(crate) async fn connect(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        ),
+        ConnectError,
+    > {
+        let within = self.connect_within();
+        tokio::time::timeout(within, self.config.connect(NoTls))
+            .await
+            .map_err(|_| ConnectError::Silent(within))?
+            .map_err(ConnectError::from)
     }
 }
 
@@ -159,6 +216,7 @@ impl SharedState {
         );
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
+            .create_timeout(Some(url.connect_within()))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|err| StateError::unreachable(url, err))?;
@@ -195,8 +253,7 @@ impl SharedState {
         StateError,
     > {
         self.url
-            .config
-            .connect(NoTls)
+            .connect()
             .await
             .map_err(|err| StateError::unreachable(&self.url, err))
     }
@@ -248,5 +305,43 @@ mod tests {
             assert!(matches!(err, StateError::BadUrl(..)));
             assert!(!err.to_string().contains("s3cret"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_connection_is_bounded_unless_the_url_bounds_it_itself() {
+        let plain: StateUrl = "postgres://app@db/p".parse().unwrap();
+        assert_eq!(plain.config.get_connect_timeout(), Some(&CONNECT_WITHIN));
+        assert_eq!(
+            plain.config.get_tcp_user_timeout(),
+            Some(&UNACKNOWLEDGED_WITHIN)
+        );
+        for given in [
+            "postgres://app@db/p?connect_timeout=3&tcp_user_timeout=4",
+            "host=db user=app dbname=p connect_timeout=3 tcp_user_timeout=4",
+        ] {
+            let url: StateUrl = given.parse().unwrap();
+            assert_eq!(url.connect_within(), Duration::from_secs(3), "{given}");
+            assert_eq!(
+                url.config.get_tcp_user_timeout(),
+                Some(&Duration::from_secs(4)),
+                "{given}"
+            );
+        }
+    }
+
+    /// A port that takes the connection and never answers its start-up
+    /// (a wedged server, a proxy with nothing behind it) fails it.
+    #[tokio::test]
+    async fn a_server_that_never_answers_fails_the_connection() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let url: StateUrl = format!("postgres://app:s3cret@127.0.0.1:{port}/p?connect_timeout=1")
+            .parse()
+            .unwrap();
+        let err = url.connect().await.err().unwrap();
+        assert!(matches!(err, ConnectError::Silent(within) if within == Duration::from_secs(1)));
+        let err = SharedState::connect(&url).await.err().unwrap();
+        assert!(matches!(err, StateError::Unreachable { .. }), "{err}");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
     }
 }

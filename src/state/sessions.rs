@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use super::StateUrl;
 use crate::bridge::{
@@ -55,7 +55,7 @@ fn connect(
     runtime: &tokio::runtime::Runtime,
 ) -> Result<tokio_postgres::Client, StoreError> {
     let (client, connection) = runtime
-        .block_on(url.config.connect(NoTls))
+        .block_on(url.connect())
         .map_err(|err| shared(format!("PostgreSQL at {url} cannot be reached: {err}")))?;
     runtime.spawn(async move {
         if let Err(err) = connection.await {
