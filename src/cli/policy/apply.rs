@@ -56,12 +56,7 @@ pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
     }
     let log = audit_path(args.audit.as_deref())?;
     let (record, writer) = match &args.apply_keys {
-        Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            let operator = load_or_create_signer(dir)?;
-            (apply_record(&hash, Some(&operator)), None)
-        }
+        Some(dir) => (apply_record(&hash, Some(&operator_signer(dir)?)), None),
         None => (
             apply_record(&hash, None),
             Some(signer_for(&args.store, &log)?),
@@ -104,6 +99,12 @@ pub fn run(args: &ApplyArgs, format: Format) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// The operator's key in `dir`, made there (and the folder) the first time.
+fn operator_signer(dir: &std::path::Path) -> anyhow::Result<crate::audit::Signer> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(load_or_create_signer(dir)?)
+}
+
 /// `policy apply --state`: the record, signed with the operator key, stored
 /// in the shared state for every replica.
 fn apply_in_fleet(
@@ -117,9 +118,7 @@ fn apply_in_fleet(
             "a fleet's `policy apply` is signed with an operator key every replica trusts: give --apply-keys DIR, and each replica --apply-key DIR/{PUBLIC_KEY_FILE}"
         );
     };
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let operator = load_or_create_signer(dir)?;
-    let record = apply_record(hash, Some(&operator));
+    let record = apply_record(hash, Some(&operator_signer(dir)?));
     with_state(url, async |state| state.add_apply(hash, &record).await)?;
     let key = dir.join(PUBLIC_KEY_FILE);
     match format {
