@@ -138,6 +138,27 @@ struct ServedSet {
 }
 
 impl ServedSet {
+    /// What makes a keeper of a client over `transport`, sharing this
+    /// set's servers and bridge, the policies and the log.
+    fn keeper_maker(
+        &self,
+        settings: &Arc<ArcSwap<Setting>>,
+        audit: &Arc<AuditLog>,
+        session: &str,
+        limits: Limits,
+        transport: Transport,
+    ) -> KeeperMaker {
+        KeeperMaker {
+            settings: Arc::clone(settings),
+            audit: Arc::clone(audit),
+            session: session.to_owned(),
+            limits,
+            fleet: self.fleet.clone(),
+            bridge: self.bridge.as_ref().map(|(bridge, _)| Arc::clone(bridge)),
+            transport,
+        }
+    }
+
     /// Reads the set, starts its downstream servers (in parallel: the tools
     /// they list that nobody pinned become entities too, so that a call to
     /// one is decided and refused as not pinned), builds the first setting
@@ -249,15 +270,7 @@ impl World {
             max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
             walk_budget: Duration::from_secs(args.walk_budget),
         };
-        let maker = KeeperMaker {
-            settings: Arc::clone(&settings),
-            audit: Arc::clone(&audit),
-            session: session.clone(),
-            limits,
-            fleet: set.fleet.clone(),
-            bridge: set.bridge.as_ref().map(|(bridge, _)| Arc::clone(bridge)),
-            transport: transport_of(args),
-        };
+        let maker = set.keeper_maker(&settings, &audit, &session, limits, transport_of(args));
         let kept = announce.map(|announce| inbox::kept(announce, shared.as_ref(), maker, args));
         let approvals = approvals(args, key.zip(shared.as_ref()), kept.transpose()?)?;
         let reloading = ReloadFiles {
@@ -292,19 +305,13 @@ impl World {
 
     /// What makes a keeper of a client, sharing the policies, tools and log.
     fn keeper_maker(&self, transport: Transport) -> KeeperMaker {
-        KeeperMaker {
-            settings: Arc::clone(&self.settings),
-            audit: Arc::clone(&self.audit),
-            session: self.session.clone(),
-            limits: self.limits,
-            fleet: self.set.fleet.clone(),
-            bridge: self
-                .set
-                .bridge
-                .as_ref()
-                .map(|(bridge, _)| Arc::clone(bridge)),
+        self.set.keeper_maker(
+            &self.settings,
+            &self.audit,
+            &self.session,
+            self.limits,
             transport,
-        }
+        )
     }
 
     /// The keeper of each client, sharing the policies, tools and log.
