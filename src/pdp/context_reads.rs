@@ -11,6 +11,8 @@
 //! A policy that uses `context` in any other way (comparing the whole
 //! record, say) reads all of it.
 
+mod scan;
+
 use std::collections::BTreeSet;
 
 use cedar_policy::Policy;
@@ -26,9 +28,19 @@ pub(super) struct ContextReads {
 }
 
 impl ContextReads {
-    /// What `policy`'s conditions read. A policy whose form cannot be read
-    /// is taken to read everything.
+    /// What `policy`'s conditions read: from its text's tokens (`scan.rs`),
+    /// or, where they cannot say, from its JSON form.
     pub(super) fn of(policy: &Policy) -> Self {
+        policy
+            .to_cedar()
+            .and_then(|text| scan::scanned(&text))
+            .unwrap_or_else(|| Self::of_form(policy))
+    }
+
+    /// What `policy`'s conditions read, from Cedar's JSON form of it (a
+    /// second parse of a policy read from text). A policy whose form cannot
+    /// be read is taken to read everything.
+    fn of_form(policy: &Policy) -> Self {
         let mut reads = Self::default();
         match policy.to_json() {
             Ok(json) => {
