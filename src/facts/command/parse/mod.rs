@@ -345,6 +345,9 @@ fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_in
     let mut uses = Vec::new();
     let mut cursor = node.walk();
     for child in node.children(&mut cursor) {
+        if child.is_named() && glued_descriptor(child, source) {
+            continue;
+        }
         if child.is_named() {
             words.push(literal(child, source).or_else(|| {
                 (kind(child) == Kind::VariableAssignment).then(|| text(child, source).to_owned())
@@ -555,8 +558,12 @@ fn push_simple(
             Kind::CommandName => {
                 let mut c = child.walk();
                 let word = child.named_children(&mut c).next();
+                if word.is_some_and(|w| glued_descriptor(w, source)) {
+                    continue;
+                }
                 words.push(word.and_then(|w| argument(w, source)));
             }
+            _ if glued_descriptor(child, source) => {}
             _ => {
                 uses_in(child, source, &mut uses);
                 words.push(argument(child, source));
@@ -577,6 +584,18 @@ fn push_simple(
         assignments,
         expanded: Vec::new(),
     });
+}
+
+/// Whether `node` is the descriptor of the redirection right after it,
+/// which the grammar read as a word: bash takes digits that touch a `<` or
+/// `>` for the descriptor the redirection applies to (`ls 0>/dev/null` runs
+/// `ls` alone, its stdin replaced), where the grammar reads a lone `0` as a
+/// number argument.
+fn glued_descriptor(node: Node<'_>, source: &str) -> bool {
+    let word = text(node, source);
+    !word.is_empty()
+        && word.bytes().all(|b| b.is_ascii_digit())
+        && matches!(source.as_bytes().get(node.end_byte()), Some(b'<' | b'>'))
 }
 
 /// A word as an argument: its literal text, `QUOTED_EXPANSION` and the
@@ -665,6 +684,34 @@ mod tests {
                 Some("log".into()),
                 Some("all".into())
             ]
+        );
+    }
+
+    /// Digits that touch a redirection are its descriptor, as bash reads
+    /// them, even the lone `0` the grammar takes for an argument; apart
+    /// from it, or quoted, or in a longer word, they are an argument.
+    #[test]
+    fn digits_touching_a_redirection_are_its_descriptor_not_an_argument() {
+        let words =
+            |command: &str| -> Vec<Option<String>> { parse(command).commands.remove(0).words };
+        let some = |list: &[&str]| -> Vec<Option<String>> {
+            list.iter().map(|w| Some((*w).to_owned())).collect()
+        };
+        for (command, argv) in [
+            ("ls 0>/dev/null", &["ls"][..]),
+            ("ls 0</dev/null", &["ls"]),
+            ("ls 0>>log", &["ls"]),
+            ("cat 0<<<hi", &["cat"]),
+            ("echo a 0>&2", &["echo", "a"]),
+            ("ls 0 >x", &["ls", "0"]),
+            ("ls \"0\">x", &["ls", "0"]),
+            ("ls a0>x", &["ls", "a0"]),
+        ] {
+            assert_eq!(words(command), some(argv), "{command}");
+        }
+        assert_eq!(
+            parse("ls 0>/dev/null").writes,
+            vec![Some("/dev/null".into())]
         );
     }
 
