@@ -9,6 +9,10 @@
 //! the same run, the floor under any hook: the same binary started to print
 //! its version, which loads no policy and writes no record.
 //!
+//! The same team folder again with a `serve --hook-socket` beside the
+//! hooks, holding the set loaded: each hook asks it over the socket, and it
+//! decides and records.
+//!
 //! p50 and p99 over 60 events of each kind, taking turns, then criterion's
 //! figures for the built-in set.
 
@@ -39,6 +43,71 @@ struct Setup {
     token: String,
 }
 
+/// A `serve` answering hooks, with its stdin and stdout held open;
+/// stopped when dropped.
+struct Serving {
+    child: std::process::Child,
+    _pipes: (
+        std::process::ChildStdin,
+        std::io::BufReader<std::process::ChildStdout>,
+    ),
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `serve` over stdio with the team folder, answering hooks at the
+/// socket; ready once it has answered `initialize` (its accept loop runs
+/// by then).
+fn serve_hooks(setup: &Setup) -> Serving {
+    let base = &setup.base;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("serve")
+        .arg("--root")
+        .arg(base.join("ws"))
+        .arg("--store")
+        .arg(base.join("state/tokens.json"))
+        .arg("--audit")
+        .arg(base.join("audit/audit.jsonl"))
+        .arg("--policies")
+        .arg(base.join("team/policies"))
+        .arg("--schema")
+        .arg(base.join("team/schemas"))
+        .arg("--hook-socket")
+        .arg(socket(setup))
+        .env("PORTCULLIS_TOKEN", &setup.token)
+        .env("PORTCULLIS_LOG", "error")
+        .env_remove("PORTCULLIS_POLICIES")
+        .env_remove("PORTCULLIS_SCHEMA")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"bench","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert!(line.contains("\"result\""), "{line}");
+    Serving {
+        child,
+        _pipes: (stdin, stdout),
+    }
+}
+
+fn socket(setup: &Setup) -> PathBuf {
+    setup.base.join("hook.sock")
+}
+
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().to_owned();
@@ -66,14 +135,22 @@ fn setup() -> Setup {
     }
 }
 
-/// Which policies a hook decides with.
+/// Which policies a hook decides with, and where.
 #[derive(Clone, Copy)]
 enum Set {
     BuiltIn,
     Team,
+    /// The team folder, decided by the `serve` beside the hook.
+    Served,
 }
 
 fn hook(setup: &Setup, set: Set, event: &[u8]) -> Duration {
+    hook_command(setup, set, event, false).0
+}
+
+/// Runs one hook; how long it took, and what it logged at `info` if
+/// `logged`.
+fn hook_command(setup: &Setup, set: Set, event: &[u8], logged: bool) -> (Duration, String) {
     let base: &Path = &setup.base;
     let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
     command
@@ -83,21 +160,29 @@ fn hook(setup: &Setup, set: Set, event: &[u8]) -> Duration {
         .arg(base.join("audit/audit.jsonl"))
         .env("PORTCULLIS_TOKEN", &setup.token)
         .env("CLAUDE_PROJECT_DIR", base.join("ws"))
-        .env("PORTCULLIS_LOG", "error")
+        .env("PORTCULLIS_LOG", if logged { "info" } else { "error" })
         .env_remove("PORTCULLIS_POLICIES")
-        .env_remove("PORTCULLIS_SCHEMA");
-    if let Set::Team = set {
+        .env_remove("PORTCULLIS_SCHEMA")
+        .env_remove("PORTCULLIS_HOOK_SOCKET");
+    if let Set::Team | Set::Served = set {
         command
             .arg("--policies")
             .arg(base.join("team/policies"))
             .arg("--schema")
             .arg(base.join("team/schemas"));
     }
+    if let Set::Served = set {
+        command.arg("--socket").arg(socket(setup));
+    }
     let start = Instant::now();
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(if logged {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(event).unwrap();
@@ -109,7 +194,10 @@ fn hook(setup: &Setup, set: Set, event: &[u8]) -> Duration {
         "{}",
         String::from_utf8_lossy(&output.stdout)
     );
-    elapsed
+    (
+        elapsed,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 /// The binary started and stopped with nothing to decide.
@@ -143,11 +231,20 @@ fn bench_hook(c: &mut Criterion) {
     // the proof.
     hook(&setup, Set::BuiltIn, &read);
     hook(&setup, Set::Team, &read);
-    let kinds: [(&str, Set, &[u8]); 4] = [
+    let _serving = serve_hooks(&setup);
+    // The first question warms serve's setting for this client and root;
+    // the hook must not have decided itself.
+    for event in [&read, &bash] {
+        let (_, said) = hook_command(&setup, Set::Served, event, true);
+        assert!(!said.contains("decides itself"), "{said}");
+    }
+    let kinds: [(&str, Set, &[u8]); 6] = [
         ("Read, built-in set", Set::BuiltIn, &read),
         ("Bash, built-in set", Set::BuiltIn, &bash),
         ("Read, team folder of 1,000 more policies", Set::Team, &read),
         ("Bash, team folder of 1,000 more policies", Set::Team, &bash),
+        ("Read, team folder, asking serve", Set::Served, &read),
+        ("Bash, team folder, asking serve", Set::Served, &bash),
     ];
     let mut samples = vec![Vec::with_capacity(EVENTS); kinds.len() + 1];
     for round in 0..EVENTS {

@@ -19,7 +19,7 @@ use portcullis::pdp::{ClientRecord, Engine, Outcome, PolicyBundle};
 use portcullis::tools::Registry;
 use serde_json::{Value, json};
 
-use crate::util::{Run, Served, npm_install, portcullis, run_with_stdin};
+use crate::util::{INITIALIZE, Run, Served, Session, npm_install, portcullis, run_with_stdin};
 
 /// Claude Code's documented PreToolUse hook output, and nothing else.
 fn claude_code_output_schema() -> Value {
@@ -60,6 +60,8 @@ unless { context.approved };
 struct Hooked {
     served: Served,
     reader_token: String,
+    /// A `serve --hook-socket` the hooks ask first.
+    socket: Option<PathBuf>,
 }
 
 impl Hooked {
@@ -106,7 +108,22 @@ impl Hooked {
         Self {
             served,
             reader_token,
+            socket: None,
         }
+    }
+
+    /// `serve` answering hooks at `socket`, ready: its accept loop runs
+    /// before it answers `initialize`.
+    fn serve_hooks(&self, socket: &Path) -> Session {
+        let mut command = self.served.command();
+        command
+            .arg("--hook-socket")
+            .arg(socket)
+            .stderr(Stdio::null());
+        let mut session = Session::start_command(command);
+        session.send(INITIALIZE);
+        assert!(session.next()["result"].is_object());
+        session
     }
 
     fn root(&self) -> &Path {
@@ -139,7 +156,14 @@ impl Hooked {
             .env_remove("PORTCULLIS_ROOT")
             .env_remove("PORTCULLIS_POLICIES")
             .env_remove("PORTCULLIS_SCHEMA")
+            .env_remove("PORTCULLIS_HOOK_SOCKET")
             .env("PORTCULLIS_LOG", "error");
+        if let Some(socket) = &self.socket {
+            command
+                .arg("--socket")
+                .arg(socket)
+                .env("PORTCULLIS_LOG", "info");
+        }
         command
     }
 
@@ -147,10 +171,14 @@ impl Hooked {
         run_with_stdin(command, stdin)
     }
 
-    /// Runs the Claude Code hook; checks the answer's shape and exit code.
+    /// Runs the Claude Code hook; checks the answer's shape and exit code,
+    /// and, given a socket, that `serve` answered.
     fn claude(&self, token: &str, stdin: &[u8]) -> (Permission, String) {
         let run = self.hook_with(self.command("claude-code", token), stdin);
         assert_eq!(run.code, 0, "{run:?}");
+        if self.socket.is_some() {
+            assert!(!run.stderr.contains(DECIDED_HERE), "{run:?}");
+        }
         let answer = run.json();
         let validator = jsonschema::validator_for(&claude_code_output_schema()).unwrap();
         assert!(validator.is_valid(&answer), "{answer}");
@@ -172,20 +200,17 @@ impl Hooked {
     }
 
     fn records(&self) -> Vec<Value> {
-        fs::read_to_string(self.served.audit_log())
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
+        self.served.records()
     }
 }
 
-#[test]
-fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
+/// What the hook says on stderr (at `info`) when it decides itself.
+const DECIDED_HERE: &str = "the hook decides itself";
+
+/// Every mapped tool with an input the test policies allow, ask or deny.
+fn mapped_cases(root: &str) -> Vec<(&'static str, Value, Permission)> {
     use Permission::{Allow, Ask, Deny};
-    let hooked = Hooked::new();
-    let root = hooked.root().display().to_string();
-    let cases: Vec<(&str, Value, Permission)> = vec![
+    vec![
         (
             "Read",
             json!({"file_path": format!("{root}/src/a.rs")}),
@@ -284,7 +309,44 @@ fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
         ("TodoWrite", json!({"todos": []}), Allow),
         ("REPL", json!({"code": "1"}), Deny),
         ("EnterWorktree", json!({"name": "w"}), Deny),
-    ];
+    ]
+}
+
+#[test]
+fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
+    let hooked = Hooked::new();
+    let decisions = every_mapped_tool_decided(&hooked);
+    verifies_and_replays(&hooked, decisions);
+}
+
+/// With a `serve` answering at the socket, every hook is answered there,
+/// as the hook would have answered, recorded in the same log.
+#[test]
+fn a_serve_holding_the_set_answers_the_hook_as_the_hook_would() {
+    let mut hooked = Hooked::new();
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("hook.sock");
+    let session = hooked.serve_hooks(&socket);
+    hooked.socket = Some(socket.clone());
+    let decisions = every_mapped_tool_decided(&hooked);
+    let run = hooked.hook_with(
+        hooked.command("claude-code", &hooked.served.token),
+        &serde_json::to_vec(&hooked.event("Bash", json!({"command": "ls src"}))).unwrap(),
+    );
+    let input = &run.json()["hookSpecificOutput"]["updatedInput"];
+    assert!(
+        input["command"].as_str().unwrap().contains(" exec --root "),
+        "an allowed command is handed back through exec: {run:?}"
+    );
+    session.finish();
+    assert!(!socket.exists(), "serve removes its socket when it stops");
+    verifies_and_replays(&hooked, decisions + 1);
+}
+
+/// Decides every mapped case; the decisions recorded.
+fn every_mapped_tool_decided(hooked: &Hooked) -> usize {
+    let root = hooked.root().display().to_string();
+    let cases = mapped_cases(&root);
     let mut wrong = Vec::new();
     for (tool, input, expected) in &cases {
         let (got, reason) = hooked.decide(tool, input.clone());
@@ -310,8 +372,7 @@ fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
         assert!(reason.contains("capability"), "{reason}");
     }
 
-    // Every decision is recorded, as the hook's, with the harness session,
-    // and the log verifies and replays to the same decisions.
+    // Every decision is recorded, as the hook's, with the harness session.
     let records = hooked.records();
     let decisions: Vec<&Value> = records.iter().filter(|r| r["kind"] == "decision").collect();
     assert_eq!(decisions.len(), cases.len() + 2);
@@ -320,6 +381,11 @@ fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
         assert_eq!(record["body"]["session"], "session-7", "{record}");
         assert_eq!(record["body"]["approval_channel"], "harness", "{record}");
     }
+    decisions.len()
+}
+
+/// The log verifies and replays to the same `decisions`.
+fn verifies_and_replays(hooked: &Hooked, decisions: usize) {
     let log = hooked.served.audit_log();
     let run = portcullis(&["audit", "verify", log.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -327,7 +393,7 @@ fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
     assert_eq!(run.code, 0, "{run:?}");
     let summary = &run.json()["summary"];
     assert_eq!(summary["changes"], json!([]), "{summary}");
-    assert_eq!(summary["same"], decisions.len(), "{summary}");
+    assert_eq!(summary["same"], decisions, "{summary}");
 }
 
 #[test]
@@ -446,12 +512,149 @@ fn every_failure_of_the_setting_is_a_deny_never_no_opinion() {
     assert!(reason.contains("does not verify"), "{reason}");
 }
 
+/// Whatever keeps `serve` from answering for the hook (nothing at the
+/// socket, another set, log or token store, a token it does not know), the
+/// hook decides itself, and says why.
+#[test]
+fn a_serve_that_cannot_answer_for_the_hook_leaves_it_to_decide_itself() {
+    let hooked = Hooked::new();
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("hook.sock");
+    let read = serde_json::to_vec(&hooked.event("Read", json!({"file_path": "src/a.rs"}))).unwrap();
+    let asking = |mut command: Command| {
+        command
+            .arg("--socket")
+            .arg(&socket)
+            .env("PORTCULLIS_LOG", "info");
+        let run = hooked.hook_with(command, &read);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(run.stderr.contains(DECIDED_HERE), "{run:?}");
+        run
+    };
+    let token = &hooked.served.token;
+    let run = asking(hooked.command("claude-code", token));
+    assert!(run.stderr.contains("nothing answers at"), "{run:?}");
+    assert!(run.stdout.contains("\"allow\""), "{run:?}");
+
+    let session = hooked.serve_hooks(&socket);
+    // Another log.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other_log = elsewhere.path().join("audit.jsonl");
+    fs::write(&other_log, "").unwrap();
+    let run = asking(hooked.command_logging_to("claude-code", token, &other_log));
+    assert!(run.stderr.contains("serve records in"), "{run:?}");
+    assert!(run.stdout.contains("\"allow\""), "{run:?}");
+    assert!(
+        fs::read_to_string(&other_log)
+            .unwrap()
+            .contains("\"decision\"")
+    );
+    // A token serve's store does not hold.
+    let run = asking(hooked.command("claude-code", "pcl_unknown"));
+    assert!(run.stderr.contains("does not authenticate"), "{run:?}");
+    assert!(run.stdout.contains("\"deny\""), "{run:?}");
+    session.finish();
+    // Another set: serve reads a copy with a policy that forbids reading.
+    let copy = elsewhere.path().join("policies");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(hooked.served.tree.policies())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    fs::write(
+        copy.join("75_deny_read.cedar"),
+        "@id(\"test.deny_read\")\n@reason(\"no reading today\")\nforbid (principal, action, resource == Portcullis::Tool::\"harness/Read\");\n",
+    )
+    .unwrap();
+    let mut args = hooked.served.serve_args();
+    let at = args.iter().position(|arg| arg == "--policies").unwrap();
+    args[at + 1] = copy.display().to_string();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    command
+        .args(args)
+        .arg("--hook-socket")
+        .arg(&socket)
+        .env("PORTCULLIS_TOKEN", token)
+        .env("PORTCULLIS_LOG", "warn")
+        .stderr(Stdio::null());
+    let mut session = Session::start_command(command);
+    session.send(INITIALIZE);
+    assert!(session.next()["result"].is_object());
+    let run = asking(hooked.command("claude-code", token));
+    assert!(run.stderr.contains("another policy set"), "{run:?}");
+    assert!(run.stdout.contains("\"allow\""), "{run:?}");
+    session.finish();
+    assert!(!socket.exists());
+}
+
+/// `serve` will not bind where a hook would not ask (inside its root), nor
+/// beside a fleet's shared state, whose log is not a file a hook names.
+#[test]
+fn serve_refuses_a_hook_socket_inside_its_root_or_with_shared_state() {
+    let hooked = Hooked::new();
+    let inside = hooked.root().join("hook.sock");
+    let mut command = hooked.served.command();
+    command.arg("--hook-socket").arg(&inside);
+    let run = run_with_stdin(command, b"");
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("is inside --root"), "{run:?}");
+    assert!(!inside.exists(), "{run:?}");
+    let sockets = tempfile::tempdir().unwrap();
+    let mut command = hooked.served.command();
+    command
+        .arg("--hook-socket")
+        .arg(sockets.path().join("hook.sock"))
+        .arg("--state")
+        .arg("postgres://127.0.0.1:1/portcullis");
+    let run = run_with_stdin(command, b"");
+    assert_eq!(run.code, 64, "a usage error: {run:?}");
+    assert!(run.stderr.contains("cannot be used with"), "{run:?}");
+}
+
+/// A process in the workspace root (what the agent runs is confined to
+/// it) could bind a socket there and answer "allow" to everything: the
+/// hook does not ask it.
+#[test]
+fn a_socket_inside_the_workspace_root_is_never_asked() {
+    let hooked = Hooked::new();
+    let socket = hooked.root().join("hook.sock");
+    let impostor = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let secret = serde_json::to_vec(&hooked.event("Read", json!({"file_path": ".env"}))).unwrap();
+    let mut command = hooked.command("claude-code", &hooked.served.token);
+    command
+        .arg("--socket")
+        .arg(&socket)
+        .env("PORTCULLIS_LOG", "info");
+    let run = hooked.hook_with(command, &secret);
+    assert!(run.stdout.contains("\"deny\""), "{run:?}");
+    assert!(run.stderr.contains("inside the workspace root"), "{run:?}");
+    impostor.set_nonblocking(true).unwrap();
+    assert!(impostor.accept().is_err(), "the impostor was asked");
+}
+
 #[test]
 fn codex_gets_deny_for_ask_and_silence_for_allow() {
-    let hooked = Hooked::new();
+    let mut hooked = Hooked::new();
+    codex_answers(&hooked);
+    // The same answers from a `serve` holding the set.
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("hook.sock");
+    let session = hooked.serve_hooks(&socket);
+    hooked.socket = Some(socket);
+    codex_answers(&hooked);
+    session.finish();
+}
+
+fn codex_answers(hooked: &Hooked) {
     let run = |tool: &str, input: Value| {
         let event = serde_json::to_vec(&hooked.event(tool, input)).unwrap();
-        hooked.hook_with(hooked.command("codex", &hooked.served.token), &event)
+        let run = hooked.hook_with(hooked.command("codex", &hooked.served.token), &event);
+        if hooked.socket.is_some() {
+            assert!(!run.stderr.contains(DECIDED_HERE), "{run:?}");
+        }
+        run
     };
     let allowed = run("Bash", json!({"command": ["bash", "-lc", "ls src"]}));
     assert_eq!(

@@ -20,10 +20,12 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::harness_setting::{command_approvals, load_failed};
-use super::state_paths::{StoreArgs, audit_for_one_decision, authenticate, set_cache};
+use super::state_paths::{StoreArgs, audit_for_one_decision, audit_path, authenticate, set_cache};
 use super::{Exit, Format, PolicyArgs, print_json};
+use crate::auth::TOKEN_ENV;
 use crate::facts::{Root, Transport, shell_quote};
 use crate::hook::install::{Installed, install_claude_code};
+use crate::hook::remote::{self, HookAsk, SOCKET_ENV};
 use crate::hook::{
     CommandRewrite, Harness, HookAnswer, MAX_EVENT_BYTES, PreToolUse, decide, mcp_tool,
     tools_needed,
@@ -101,6 +103,11 @@ pub struct HookArgs {
     /// command). Each decision records whether the command runs confined.
     #[arg(long, env = "PORTCULLIS_NO_CONFINE")]
     pub no_confine: bool,
+    /// Ask the `serve` listening here (`serve --hook-socket`), which holds
+    /// the set loaded, to decide and record; when nothing answers there, or
+    /// it holds another set, token store or log, the hook decides itself.
+    #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 pub fn run(command: HookCommand, format: Format) -> anyhow::Result<Exit> {
@@ -118,7 +125,7 @@ fn answer(args: &HookArgs, harness: Harness) -> ! {
         std::process::exit(BLOCKED);
     }));
     let answer = match read_event() {
-        Ok(event) => decide_event(args, harness, &event)
+        Ok((bytes, event)) => decide_event(args, harness, &bytes, &event)
             .unwrap_or_else(|err| HookAnswer::deny(format!("portcullis: {err:#}"))),
         Err(reason) => HookAnswer::deny(format!("portcullis: {reason}")),
     };
@@ -142,7 +149,8 @@ fn answer(args: &HookArgs, harness: Harness) -> ! {
     std::process::exit(0);
 }
 
-fn read_event() -> Result<PreToolUse, String> {
+/// The event's bytes as the harness wrote them, and the event they hold.
+fn read_event() -> Result<(Vec<u8>, PreToolUse), String> {
     let mut bytes = Vec::new();
     let limit = u64::try_from(MAX_EVENT_BYTES).unwrap_or(u64::MAX) + 1;
     std::io::stdin()
@@ -150,12 +158,16 @@ fn read_event() -> Result<PreToolUse, String> {
         .take(limit)
         .read_to_end(&mut bytes)
         .map_err(|err| format!("the hook event cannot be read: {err}"))?;
-    PreToolUse::parse(&bytes).map_err(|err| err.to_string())
+    let event = PreToolUse::parse(&bytes).map_err(|err| err.to_string())?;
+    Ok((bytes, event))
 }
 
+/// Asks `serve` when a socket is given and it answers for the same set,
+/// store and log, else decides here; either within the deadline.
 fn decide_event(
     args: &HookArgs,
     harness: Harness,
+    bytes: &[u8],
     event: &PreToolUse,
 ) -> anyhow::Result<HookAnswer> {
     let mcp = mcp_tool(&event.tool_name);
@@ -165,11 +177,102 @@ fn decide_event(
     {
         return Ok(HookAnswer::defer("portcullis serve decides its own tools"));
     }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()
+        .context("cannot start the async runtime")?;
+    let deadline = Duration::from_secs(args.deadline);
+    let within = tokio::time::Instant::now() + deadline;
+    let late = || {
+        anyhow::anyhow!(
+            "the decision was not recorded within {} s, so nothing may run",
+            deadline.as_secs()
+        )
+    };
+    if let (None, Some(socket)) = (&mcp, &args.socket) {
+        let asked = runtime.block_on(async {
+            tokio::time::timeout_at(within, ask_serve(args, harness, (bytes, event), socket)).await
+        });
+        match asked.map_err(|_| late())? {
+            Ok(answer) => return Ok(answer),
+            Err(why) => tracing::info!(why = format!("{why:#}"), "the hook decides itself"),
+        }
+    }
+    let (keeper, rewrite) = setting_here(args, harness, event, mcp.as_ref())?;
+    runtime
+        .block_on(async {
+            tokio::time::timeout_at(within, decide(&keeper, harness, event, rewrite.as_ref())).await
+        })
+        .map_err(|_| late())
+}
+
+/// The question for the `serve` at `socket`, with what it must hold the
+/// same; any failure to get its answer is the caller's to decide itself.
+async fn ask_serve(
+    args: &HookArgs,
+    harness: Harness,
+    (bytes, event): (&[u8], &PreToolUse),
+    socket: &Path,
+) -> anyhow::Result<HookAnswer> {
+    let canonical = |path: &Path| {
+        std::fs::canonicalize(path)
+            .with_context(|| format!("{} cannot be resolved", path.display()))
+    };
+    let root = canonical(&hook_root(args, harness, event)?)?;
+    let socket = std::fs::canonicalize(socket)
+        .with_context(|| format!("nothing answers at {}", socket.display()))?;
+    // A process confined to the root can bind a socket there, and would
+    // then answer for portcullis.
+    if socket.starts_with(&root) {
+        anyhow::bail!(
+            "the hook socket {} is inside the workspace root, where what the agent runs could answer in portcullis's place",
+            socket.display()
+        );
+    }
+    let token = std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|token| !token.is_empty())
+        .context("PORTCULLIS_TOKEN is not set")?;
+    let store = canonical(&args.store.resolve().context("no token store")?)?;
+    let audit = canonical(&audit_path(args.audit.as_deref())?)?;
+    let exec = rewrites(args, harness, event)
+        .then(|| exec_line(args, &audit, &root))
+        .transpose()?;
+    let question = HookAsk {
+        harness,
+        token,
+        root,
+        policy_set: args.policies.bundle()?.hash(),
+        store,
+        audit,
+        exec,
+    };
+    let reply = remote::ask(&socket, &question, bytes).await?;
+    reply
+        .into_answer()
+        .map_err(|reason| anyhow::anyhow!("serve declined: {reason}"))
+}
+
+/// Whether an allowed shell command is handed back through `exec`: only
+/// Claude Code can run a changed command.
+fn rewrites(args: &HookArgs, harness: Harness, event: &PreToolUse) -> bool {
+    harness == Harness::ClaudeCode && !args.no_confine && event.tool_name == "Bash"
+}
+
+/// Loads the set in this process: the keeper that decides and records,
+/// and how an allowed command is handed back.
+fn setting_here(
+    args: &HookArgs,
+    harness: Harness,
+    event: &PreToolUse,
+    mcp: Option<&crate::tools::ToolId>,
+) -> anyhow::Result<(Keeper, Option<CommandRewrite>)> {
     let client = authenticate(&args.store).context(
         "PORTCULLIS_TOKEN does not authenticate a client in the token store (see `portcullis token list`)",
     )?;
     let bundle = args.policies.bundle()?;
-    let (registry, root) = registry_and_root(args, harness, event, &bundle, mcp.as_ref())?;
+    let (registry, root) = registry_and_root(args, harness, event, &bundle, mcp)?;
     let root = Root::new(&root).with_context(|| format!("workspace root {}", root.display()))?;
     let root_path = root.path().to_owned();
     let record = ClientRecord::from(&client);
@@ -194,28 +297,32 @@ fn decide_event(
         audit as Arc<dyn AuditSink>,
         event.session_id.clone(),
     );
-    let rewrite = match harness {
-        // Only a shell command is handed back through `exec`.
-        Harness::ClaudeCode if !args.no_confine && event.tool_name == "Bash" => Some(
-            command_rewrite(args, &audit_path, &record.name, &root_path)?,
-        ),
-        _ => None,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .context("cannot start the async runtime")?;
-    let deadline = Duration::from_secs(args.deadline);
-    runtime.block_on(async {
-        tokio::time::timeout(deadline, decide(&keeper, harness, event, rewrite.as_ref()))
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "the decision was not recorded within {} s, so nothing may run",
-                    deadline.as_secs()
-                )
+    let rewrite = rewrites(args, harness, event)
+        .then(|| -> anyhow::Result<CommandRewrite> {
+            Ok(CommandRewrite {
+                exec: exec_line(args, &audit_path, &root_path)?,
+                approvals: command_approvals(&args.store)?,
+                client: record.name.clone(),
+                root: root_path.clone(),
             })
-    })
+        })
+        .transpose()?;
+    Ok((keeper, rewrite))
+}
+
+/// The workspace root: as given, else the project Claude Code names, else
+/// (for Codex) the session's folder.
+fn hook_root(args: &HookArgs, harness: Harness, event: &PreToolUse) -> anyhow::Result<PathBuf> {
+    Ok(
+        match (&args.root, std::env::var_os("CLAUDE_PROJECT_DIR"), harness) {
+            (Some(root), _, _) => root.clone(),
+            (None, Some(project), _) if !project.is_empty() => PathBuf::from(project),
+            (None, _, Harness::Codex) => event.cwd.clone(),
+            (None, _, Harness::ClaudeCode) => anyhow::bail!(
+                "no workspace root: give --root or PORTCULLIS_ROOT (Claude Code sets CLAUDE_PROJECT_DIR)"
+            ),
+        },
+    )
 }
 
 /// The tools the event needs decided, and the root their paths are judged
@@ -228,14 +335,7 @@ fn registry_and_root(
     bundle: &crate::pdp::PolicyBundle,
     mcp: Option<&crate::tools::ToolId>,
 ) -> anyhow::Result<(Registry, PathBuf)> {
-    let root = match (&args.root, std::env::var_os("CLAUDE_PROJECT_DIR"), harness) {
-        (Some(root), _, _) => root.clone(),
-        (None, Some(project), _) if !project.is_empty() => PathBuf::from(project),
-        (None, _, Harness::Codex) => event.cwd.clone(),
-        (None, _, Harness::ClaudeCode) => anyhow::bail!(
-            "no workspace root: give --root or PORTCULLIS_ROOT (Claude Code sets CLAUDE_PROJECT_DIR)"
-        ),
-    };
+    let root = hook_root(args, harness, event)?;
     let Some(id) = mcp else {
         return Ok((
             Registry::harness_named(&tools_needed(harness, event))?,
@@ -258,12 +358,7 @@ fn registry_and_root(
 /// How an allowed shell command is handed back: `portcullis exec` with
 /// this hook's root, policies, token store and audit log, all absolute
 /// (the harness's shell may start elsewhere).
-fn command_rewrite(
-    args: &HookArgs,
-    audit: &Path,
-    client: &str,
-    root: &Path,
-) -> anyhow::Result<CommandRewrite> {
+fn exec_line(args: &HookArgs, audit: &Path, root: &Path) -> anyhow::Result<Vec<String>> {
     let absolute = |path: &Path| -> anyhow::Result<String> {
         let path = std::path::absolute(path)
             .with_context(|| format!("{} cannot be made absolute", path.display()))?;
@@ -290,12 +385,7 @@ fn command_rewrite(
             exec.push(absolute(folder)?);
         }
     }
-    Ok(CommandRewrite {
-        exec,
-        approvals: command_approvals(&args.store)?,
-        client: client.to_owned(),
-        root: root.to_owned(),
-    })
+    Ok(exec)
 }
 
 fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {

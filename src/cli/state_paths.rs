@@ -73,11 +73,17 @@ pub(crate) fn with_state<T>(
 /// operator's, who can run `portcullis token list`.
 pub(crate) fn authenticate(store: &StoreArgs) -> Option<StoredClient> {
     let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty())?;
+    authenticate_token(store, &token)
+}
+
+/// Checks `token` against the store, as [`authenticate`] does the
+/// environment's.
+pub(crate) fn authenticate_token(store: &StoreArgs, token: &str) -> Option<StoredClient> {
     let store = TokenStore::open(&store.resolve()?).ok()?;
     // `token create` never makes an owner; a hand-edited store that does
     // is refused the same way.
     store
-        .authenticate(&token)
+        .authenticate(token)
         .filter(|client| client.tier != OWNER_TIER)
         .cloned()
 }

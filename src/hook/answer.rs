@@ -5,13 +5,13 @@
 //! one: a call of portcullis's own MCP server, which `serve` decides, gets
 //! no opinion (no output), and the harness's own permissions apply.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::pdp::Outcome;
 
 /// What the harness is told to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
     Allow,

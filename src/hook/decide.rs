@@ -15,7 +15,8 @@ use crate::pdp::{Decision, Outcome};
 use crate::tools::{HARNESS_SERVER, Registry, ToolId};
 
 /// Which harness sent the event: they name their tools differently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Harness {
     ClaudeCode,
     Codex,

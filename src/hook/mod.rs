@@ -11,6 +11,7 @@ mod event;
 pub mod install;
 mod patch;
 mod paths;
+pub mod remote;
 mod rewrite;
 
 pub use answer::{HookAnswer, Permission};

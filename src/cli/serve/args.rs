@@ -113,6 +113,13 @@ pub struct ServeArgs {
     /// PORTCULLIS_APPROVAL_WEBHOOK_SECRET.
     #[arg(long, value_name = "FILE", requires = "approval_webhook")]
     pub approval_webhook_secret: Option<PathBuf>,
+    /// Answer `portcullis hook` over a Unix socket at PATH (made 0600, for
+    /// this user's processes only), with the policies held loaded: a hook
+    /// given the same PATH asks here instead of loading the set, when this
+    /// `serve` reads the same set, token store and audit log. Not inside
+    /// --root (what the agent runs could bind it), not with --state.
+    #[arg(long, env = crate::hook::remote::SOCKET_ENV, value_name = "PATH", conflicts_with = "given")]
+    pub hook_socket: Option<PathBuf>,
 }
 
 /// `--surface`, as the command line spells it.

@@ -5,6 +5,7 @@
 
 mod admission;
 mod args;
+mod hook_desk;
 mod http;
 mod inbox;
 mod keepers;
@@ -37,6 +38,7 @@ use crate::mcp::{Ended, ServeError};
 use crate::pdp::{ClientRecord, PolicyBundle, SetCache};
 use crate::servers::{Fleet, Servers, ServersLock, Surface, drift};
 use crate::state::{SharedDirectory, SharedState, follow_answers, follow_cancels};
+use hook_desk::HookDesk;
 use keepers::{Admission, KeeperMaker};
 use reload::{ReloadMode, Reloader, Watched};
 
@@ -117,6 +119,8 @@ struct World {
     approvers: Option<Arc<dyn ApproverDirectory>>,
     /// Host names the endpoints accept besides the loopback ones.
     allowed_hosts: Vec<String>,
+    /// `--hook-socket`, bound.
+    hooks: Option<HookDesk>,
 }
 
 /// Whether the log verified, told once its writer has checked it.
@@ -249,6 +253,7 @@ impl World {
             .as_ref()
             .map(|_| approvers_of(args, directory.as_ref()))
             .transpose()?;
+        let root_path = root.path().to_owned();
         let records: Vec<ClientRecord> = clients.iter().map(ClientRecord::from).collect();
         let proofs = set_cache(&args.store);
         let given = (records.as_slice(), proofs.as_ref());
@@ -258,13 +263,24 @@ impl World {
         };
         let (audit, checked, apply_trust) =
             open_audit(args, &audit_path, &set.bundle, shared.as_ref())?;
+        let audit = Arc::new(audit);
+        let hooks = args
+            .hook_socket
+            .as_deref()
+            .map(|socket| {
+                HookDesk::open(
+                    socket,
+                    (&args.policies, &args.store, &root_path),
+                    (&audit_path, &audit),
+                )
+            })
+            .transpose()?;
         if let Some(state) = &shared {
             runtime
                 .block_on(state.keep_snapshot(&snapshots_dir(&audit_path), &set.bundle.hash()))
                 .context("cannot keep the policy snapshot in the shared state")?;
         }
         let settings = Arc::new(ArcSwap::from_pointee(setting));
-        let audit = Arc::new(audit);
         let session = new_session_id()?;
         let limits = Limits {
             max_concurrent: usize::try_from(args.max_concurrent).unwrap_or(1),
@@ -300,6 +316,7 @@ impl World {
             inbox,
             approvers,
             allowed_hosts: args.http.allowed_hosts.clone(),
+            hooks,
         }))
     }
 
@@ -343,6 +360,7 @@ impl World {
             shared: self.shared.as_ref(),
             bridge: self.set.bridge.as_ref().map(|(bridge, _)| bridge),
             allowed_hosts: self.allowed_hosts,
+            hooks: self.hooks,
         };
         let (set, audit, session) = (&self.set, &self.audit, &self.session);
         let served = self.runtime.block_on(async {
@@ -353,7 +371,7 @@ impl World {
                 set,
             };
             starting.record(audit, start)?;
-            let stop_inbox = beside.spawn();
+            let stop_beside = beside.spawn();
             let hangups = Reloader::hangups().context("cannot listen for SIGHUP")?;
             let reloading = tokio::spawn(reloader.run(self.reload, hangups));
             tokio::pin!(serving);
@@ -361,6 +379,7 @@ impl World {
                 served = &mut serving => served,
                 // Nothing was written to it, and nothing will be: stop here.
                 err = log_broken(self.checked) => {
+                    stop_beside.stop().await;
                     reloading.abort();
                     stop_agents_and_servers(set.fleet.as_deref(), set.bridge.as_ref()).await;
                     return Err(anyhow::Error::from(err));
@@ -368,7 +387,7 @@ impl World {
             };
             // The calls are over: no reload and no downstream server outlives
             // them, and both go before the last record.
-            stop_inbox.cancel();
+            stop_beside.stop().await;
             reloading.abort();
             stop_agents_and_servers(set.fleet.as_deref(), set.bridge.as_ref()).await;
             record_shutdown(audit, session, &served).await;
@@ -418,30 +437,52 @@ type ServedInbox = (
 );
 
 /// What runs beside the calls: the metrics endpoint, the approval inbox's
-/// endpoint, and in a fleet what follows the other replicas (answers to
-/// this replica's questions, cancels of its agent turns).
+/// endpoint, the hook socket, and in a fleet what follows the other
+/// replicas (answers to this replica's questions, cancels of its agent
+/// turns).
 struct Beside<'a> {
     metrics: Option<std::net::TcpListener>,
     inbox: Option<ServedInbox>,
     shared: Option<&'a SharedState>,
     bridge: Option<&'a Arc<Bridge>>,
     allowed_hosts: Vec<String>,
+    hooks: Option<HookDesk>,
+}
+
+/// What stops the inbox's endpoint and the hook socket, which decide and
+/// so must be done before the last record.
+struct Stopping {
+    token: CancellationToken,
+    hooks: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Stopping {
+    async fn stop(self) {
+        self.token.cancel();
+        if let Some(hooks) = self.hooks
+            && let Err(err) = hooks.await
+        {
+            tracing::error!(error = %err, "the hook socket did not stop cleanly");
+        }
+    }
 }
 
 impl Beside<'_> {
-    /// Spawns each on the current runtime; what stops the inbox's endpoint.
-    fn spawn(self) -> CancellationToken {
+    /// Spawns each on the current runtime.
+    fn spawn(self) -> Stopping {
         let Beside {
             metrics: counted,
             inbox: kept,
             shared,
             bridge,
             allowed_hosts,
+            hooks,
         } = self;
         if let Some(listener) = counted {
             tokio::spawn(metrics::serve(listener));
         }
         let stop_inbox = CancellationToken::new();
+        let hooks = hooks.map(|desk| tokio::spawn(desk.serve(stop_inbox.clone())));
         if let Some(((listener, approvers), kept)) = kept {
             if let Some(state) = shared {
                 tokio::spawn(follow_answers(state.clone(), Arc::clone(&kept)));
@@ -458,7 +499,10 @@ impl Beside<'_> {
         if let (Some(state), Some(bridge)) = (shared, bridge) {
             tokio::spawn(follow_cancels(state.clone(), Arc::clone(bridge)));
         }
-        stop_inbox
+        Stopping {
+            token: stop_inbox,
+            hooks,
+        }
     }
 }
 
