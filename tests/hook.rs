@@ -338,9 +338,41 @@ fn a_serve_holding_the_set_answers_the_hook_as_the_hook_would() {
         input["command"].as_str().unwrap().contains(" exec --root "),
         "an allowed command is handed back through exec: {run:?}"
     );
+    // What the store says of the client now, not when serve first
+    // decided for it: a tier changed by hand, a token revoked.
+    let write = serde_json::to_vec(&hooked.event(
+        "Write",
+        json!({"file_path": "scratch/out.txt", "content": "x"}),
+    ))
+    .unwrap();
+    assert_eq!(
+        hooked.claude(&hooked.served.token, &write).0,
+        Permission::Allow
+    );
+    let mut store: Value =
+        serde_json::from_str(&fs::read_to_string(&hooked.served.store).unwrap()).unwrap();
+    for client in store["clients"].as_array_mut().unwrap() {
+        if client["name"] == "agent" {
+            client["tier"] = json!("readonly");
+        }
+    }
+    fs::write(&hooked.served.store, store.to_string()).unwrap();
+    let (got, reason) = hooked.claude(&hooked.served.token, &write);
+    assert_eq!(got, Permission::Deny, "{reason}");
+    assert!(reason.contains("capability"), "{reason}");
+    // The root removed and made again: its paths are judged in the new
+    // folder, where src/b.rs leads out of the root.
+    let root = hooked.root().to_owned();
+    let old = root.with_extension("old");
+    fs::rename(&root, &old).unwrap();
+    fs::create_dir_all(root.join("src")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", root.join("src/b.rs")).unwrap();
+    let (got, reason) = hooked.decide("Read", json!({"file_path": "src/b.rs"}));
+    fs::remove_dir_all(&old).unwrap();
+    assert_eq!(got, Permission::Deny, "{reason}");
     session.finish();
     assert!(!socket.exists(), "serve removes its socket when it stops");
-    verifies_and_replays(&hooked, decisions + 1);
+    verifies_and_replays(&hooked, decisions + 4);
 }
 
 /// Decides every mapped case; the decisions recorded.
@@ -587,6 +619,42 @@ fn a_serve_that_cannot_answer_for_the_hook_leaves_it_to_decide_itself() {
     assert!(run.stdout.contains("\"allow\""), "{run:?}");
     session.finish();
     assert!(!socket.exists());
+}
+
+/// A `serve` that takes the question and never answers may have recorded
+/// a decision or not: past the deadline the answer is deny, not a second
+/// decision here.
+#[test]
+fn a_serve_that_never_answers_is_a_deny_at_the_deadline() {
+    let hooked = Hooked::new();
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("hook.sock");
+    let silent = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let read = serde_json::to_vec(&hooked.event("Read", json!({"file_path": "src/a.rs"}))).unwrap();
+    // The log exists (a hook names it to serve by its resolved path).
+    assert_eq!(
+        hooked.claude(&hooked.served.token, &read).0,
+        Permission::Allow
+    );
+    let decided = hooked.records().len();
+    let mut command = hooked.command("claude-code", &hooked.served.token);
+    command
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--deadline", "1"]);
+    let run = hooked.hook_with(command, &read);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("\"deny\""), "{run:?}");
+    assert!(run.stdout.contains("not recorded within 1 s"), "{run:?}");
+    let (mut asked, _) = silent.accept().unwrap();
+    let mut question = Vec::new();
+    std::io::Read::read_to_end(&mut asked, &mut question).unwrap();
+    assert!(String::from_utf8_lossy(&question).contains("PreToolUse"));
+    assert_eq!(
+        hooked.records().len(),
+        decided,
+        "the hook recorded nothing of its own"
+    );
 }
 
 /// `serve` will not bind where a hook would not ask (inside its root), nor

@@ -4,11 +4,12 @@
 //! read again from this `serve`'s folder when it is not held warm), the
 //! same token store (the client, its command approvals, the proofs) and
 //! the same audit log, where every decision is recorded before the answer
-//! leaves. A setting is kept warm per set, client and root.
+//! leaves. A setting is kept warm per set, client (its name and tier, all
+//! the policies see of it) and root.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,8 +38,10 @@ const ASK_WITHIN: Duration = Duration::from_secs(10);
 /// root is rare: a session keeps its own).
 const WARM_SETTINGS: usize = 16;
 
-/// A set, a client (fingerprint) and a root.
-type Warmth = (String, String, PathBuf);
+/// A set, a client as the policies see it (name and tier) and a root,
+/// by path and by the folder there now (a root removed and made again is
+/// another folder, which a warm handle would not see).
+type Warmth = (String, String, String, PathBuf, (u64, u64));
 
 pub(super) struct HookDesk {
     socket: PathBuf,
@@ -199,10 +202,14 @@ impl HookDesk {
         ask: &HookAsk,
         client: &StoredClient,
     ) -> Result<Arc<ArcSwap<Setting>>, String> {
+        let folder = std::fs::metadata(&ask.root)
+            .map_err(|err| format!("workspace root {}: {err}", ask.root.display()))?;
         let key = (
             ask.policy_set.clone(),
-            client.fingerprint(),
+            client.name.clone(),
+            client.tier.clone(),
             ask.root.clone(),
+            (folder.dev(), folder.ino()),
         );
         if let Some(warm) = self.warmed().get(&key) {
             return Ok(Arc::clone(warm));
