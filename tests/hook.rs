@@ -338,6 +338,18 @@ fn a_serve_holding_the_set_answers_the_hook_as_the_hook_would() {
         input["command"].as_str().unwrap().contains(" exec --root "),
         "an allowed command is handed back through exec: {run:?}"
     );
+    // `~` is the hook's: its HOME inside the root makes ~/new.txt a write
+    // inside it, which asks (serve's own HOME is outside the root, where
+    // a write is denied).
+    let home = hooked.root().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let touch =
+        serde_json::to_vec(&hooked.event("Bash", json!({"command": "touch ~/new.txt"}))).unwrap();
+    let mut command = hooked.command("claude-code", &hooked.served.token);
+    command.env("HOME", &home);
+    let run = hooked.hook_with(command, &touch);
+    assert!(run.stdout.contains("\"ask\""), "{run:?}");
+    assert!(!run.stderr.contains(DECIDED_HERE), "{run:?}");
     // What the store says of the client now, not when serve first
     // decided for it: a tier changed by hand, a token revoked.
     let write = serde_json::to_vec(&hooked.event(
@@ -372,7 +384,7 @@ fn a_serve_holding_the_set_answers_the_hook_as_the_hook_would() {
     assert_eq!(got, Permission::Deny, "{reason}");
     session.finish();
     assert!(!socket.exists(), "serve removes its socket when it stops");
-    verifies_and_replays(&hooked, decisions + 4);
+    verifies_and_replays(&hooked, decisions + 5);
 }
 
 /// Decides every mapped case; the decisions recorded.
@@ -581,6 +593,22 @@ fn a_serve_that_cannot_answer_for_the_hook_leaves_it_to_decide_itself() {
             .unwrap()
             .contains("\"decision\"")
     );
+    // Another build of portcullis (a copy of the binary, as an upgrade
+    // leaves a running serve).
+    let copy = elsewhere.path().join("portcullis");
+    fs::copy(env!("CARGO_BIN_EXE_portcullis"), &copy).unwrap();
+    let original = hooked.command("claude-code", token);
+    let mut other = Command::new(&copy);
+    other.args(original.get_args());
+    for (key, value) in original.get_envs() {
+        match value {
+            Some(value) => other.env(key, value),
+            None => other.env_remove(key),
+        };
+    }
+    let run = asking(other);
+    assert!(run.stderr.contains("another build"), "{run:?}");
+    assert!(run.stdout.contains("\"allow\""), "{run:?}");
     // A token serve's store does not hold.
     let run = asking(hooked.command("claude-code", "pcl_unknown"));
     assert!(run.stderr.contains("does not authenticate"), "{run:?}");

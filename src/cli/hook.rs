@@ -247,6 +247,10 @@ async fn ask_serve(
         store,
         audit,
         exec,
+        home: std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(PathBuf::from),
+        binary: remote::this_binary().context("this binary cannot be named")?,
     };
     let reply = remote::ask(&socket, &question, bytes).await?;
     reply

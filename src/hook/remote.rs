@@ -49,6 +49,19 @@ pub struct HookAsk {
     /// `portcullis exec` with the hook's flags, when an allowed shell
     /// command is handed back through it.
     pub exec: Option<Vec<String>>,
+    /// What `~` stands for in the hook's judgement: its `HOME`.
+    pub home: Option<PathBuf>,
+    /// The hook's binary (device, inode): another build may decide
+    /// otherwise.
+    pub binary: (u64, u64),
+}
+
+/// This process's binary as (device, inode): the file it was started
+/// from, even when an upgrade has since replaced the path.
+pub fn this_binary() -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let binary = std::fs::metadata("/proc/self/exe")?;
+    Ok((binary.dev(), binary.ino()))
 }
 
 /// What `serve` says: the answer it decided and recorded, or why it left
@@ -212,6 +225,8 @@ mod tests {
             store: "/state/tokens.json".into(),
             audit: "/state/audit/audit.jsonl".into(),
             exec: Some(vec!["portcullis".into(), "exec".into()]),
+            home: Some("/home/a".into()),
+            binary: this_binary().unwrap(),
         }
     }
 

@@ -1,11 +1,12 @@
 //! `serve --hook-socket`: answers the hooks of the harness beside it, so
 //! a hook process asks instead of loading the set (`hook/remote.rs`). It
-//! decides exactly as the hook would, or declines: the same set (by hash,
-//! read again from this `serve`'s folder when it is not held warm), the
-//! same token store (the client, its command approvals, the proofs) and
-//! the same audit log, where every decision is recorded before the answer
-//! leaves. A setting is kept warm per set, client (its name and tier, all
-//! the policies see of it) and root.
+//! decides exactly as the hook would, or declines: the same binary, the
+//! same set (by hash, read again from this `serve`'s folder when it is not
+//! held warm), the same token store (the client, its command approvals,
+//! the proofs) and the same audit log, where every decision is recorded
+//! before the answer leaves; the hook's root and `~`. A setting is kept
+//! warm per set, client (its name and tier, all the policies see of it),
+//! root and `~`.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -25,7 +26,7 @@ use super::super::state_paths::{StoreArgs, authenticate_token, set_cache};
 use crate::audit::{AuditLog, store_snapshot};
 use crate::auth::StoredClient;
 use crate::facts::{Root, Transport};
-use crate::hook::remote::{HookAsk, HookReply, RemoteError, read_ask, write_reply};
+use crate::hook::remote::{HookAsk, HookReply, RemoteError, read_ask, this_binary, write_reply};
 use crate::hook::{CommandRewrite, HookAnswer, PreToolUse, decide, mcp_tool};
 use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
 use crate::pdp::{Audience, ClientRecord, Engine, SetCache};
@@ -38,10 +39,11 @@ const ASK_WITHIN: Duration = Duration::from_secs(10);
 /// root is rare: a session keeps its own).
 const WARM_SETTINGS: usize = 16;
 
-/// A set, a client as the policies see it (name and tier) and a root,
-/// by path and by the folder there now (a root removed and made again is
-/// another folder, which a warm handle would not see).
-type Warmth = (String, String, String, PathBuf, (u64, u64));
+/// A set, a client as the policies see it (name and tier), a root by
+/// path and by the folder there now (a root removed and made again is
+/// another folder, which a warm handle would not see), and the `~` of
+/// the hook's judgement.
+type Warmth = (String, String, String, PathBuf, (u64, u64), Option<PathBuf>);
 
 pub(super) struct HookDesk {
     socket: PathBuf,
@@ -49,6 +51,8 @@ pub(super) struct HookDesk {
     store: StoreArgs,
     /// The token store and the log, canonical, as a hook names them.
     same: (PathBuf, PathBuf),
+    /// This binary, which a hook's must be.
+    binary: (u64, u64),
     audit: Arc<AuditLog>,
     snapshots: PathBuf,
     policies: PolicyArgs,
@@ -86,6 +90,7 @@ impl HookDesk {
             listener,
             store: store.clone(),
             same: (canonical(&store_path)?, canonical(audit_path)?),
+            binary: this_binary().context("this binary cannot be named")?,
             audit: Arc::clone(audit),
             snapshots: crate::audit::snapshots_dir(audit_path),
             policies: policies.clone(),
@@ -157,6 +162,9 @@ impl HookDesk {
     /// decide itself.
     async fn decide(self: Arc<Self>, ask: HookAsk, bytes: &[u8]) -> Result<HookAnswer, String> {
         let (store, audit) = &self.same;
+        if ask.binary != self.binary {
+            return Err("serve runs another build of portcullis".into());
+        }
         if &ask.store != store {
             return Err(format!("serve reads the token store {}", store.display()));
         }
@@ -210,6 +218,7 @@ impl HookDesk {
             client.tier.clone(),
             ask.root.clone(),
             (folder.dev(), folder.ino()),
+            ask.home.clone(),
         );
         if let Some(warm) = self.warmed().get(&key) {
             return Ok(Arc::clone(warm));
@@ -232,7 +241,9 @@ impl HookDesk {
         )
         .map_err(|err| load_failed(err).to_string())?;
         store_snapshot(&self.snapshots, &bundle).map_err(|err| err.to_string())?;
-        let root = Root::new(&ask.root).map_err(|err| format!("workspace root: {err}"))?;
+        let root = Root::new(&ask.root)
+            .map_err(|err| format!("workspace root: {err}"))?
+            .with_home(ask.home.clone());
         let setting = Arc::new(ArcSwap::from_pointee(Setting {
             engine,
             registry,
