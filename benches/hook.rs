@@ -65,18 +65,7 @@ impl Drop for Serving {
 /// by then).
 fn serve_hooks(setup: &Setup) -> Serving {
     let base = &setup.base;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("serve")
-        .arg("--root")
-        .arg(base.join("ws"))
-        .arg("--store")
-        .arg(base.join("state/tokens.json"))
-        .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"))
-        .arg("--policies")
-        .arg(base.join("team/policies"))
-        .arg("--schema")
-        .arg(base.join("team/schemas"))
+    let mut child = support::serve_laid_out(base, &base.join("team"))
         .arg("--hook-socket")
         .arg(socket(setup))
         .env("PORTCULLIS_TOKEN", &setup.token)

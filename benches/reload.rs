@@ -57,18 +57,8 @@ fn serve(extra: usize) -> Served {
     .unwrap();
     fs::create_dir_all(base.join("ws")).unwrap();
     support::bench_token(&base.join("state/tokens.json"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["serve", "--http", "127.0.0.1:0", "--reload", "signal"])
-        .arg("--root")
-        .arg(base.join("ws"))
-        .arg("--store")
-        .arg(base.join("state/tokens.json"))
-        .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"))
-        .arg("--policies")
-        .arg(base.join("policies"))
-        .arg("--schema")
-        .arg(base.join("schemas"))
+    let mut child = support::serve_laid_out(&base, &base)
+        .args(["--http", "127.0.0.1:0", "--reload", "signal"])
         .env("PORTCULLIS_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

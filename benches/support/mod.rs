@@ -73,6 +73,27 @@ pub fn serve_std_command(base: &Path) -> std::process::Command {
     command
 }
 
+/// `serve` with everything under `base` as the hook and reload benches lay
+/// it out (the workspace `ws`, the store `state/tokens.json`, the log
+/// `audit/audit.jsonl`) and the policy tree at `tree` (`policies`,
+/// `schemas`); the caller adds the transport.
+pub fn serve_laid_out(base: &Path, tree: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    command
+        .arg("serve")
+        .arg("--root")
+        .arg(base.join("ws"))
+        .arg("--store")
+        .arg(base.join("state/tokens.json"))
+        .arg("--audit")
+        .arg(base.join("audit/audit.jsonl"))
+        .arg("--policies")
+        .arg(tree.join("policies"))
+        .arg("--schema")
+        .arg(tree.join("schemas"));
+    command
+}
+
 /// p50 and p99 of `samples`.
 pub fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
