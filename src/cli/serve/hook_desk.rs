@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::PolicyArgs;
 use super::super::harness_setting::{command_approvals, load_failed};
 use super::super::state_paths::{StoreArgs, authenticate_token, set_cache};
+use super::ServeArgs;
 use crate::audit::{AuditLog, store_snapshot};
 use crate::auth::StoredClient;
 use crate::facts::{Root, Transport};
@@ -61,6 +62,18 @@ pub(super) struct HookDesk {
 }
 
 impl HookDesk {
+    /// `--hook-socket`, bound, when it is given.
+    pub(super) fn open_if_given(
+        args: &ServeArgs,
+        root: &Path,
+        audit: (&Path, &Arc<AuditLog>),
+    ) -> anyhow::Result<Option<Self>> {
+        args.hook_socket
+            .as_deref()
+            .map(|socket| Self::open(socket, (&args.policies, &args.store, root), audit))
+            .transpose()
+    }
+
     /// Binds `socket` (0600; a socket left by a `serve` that is gone is
     /// replaced, one that answers is not), never inside the workspace
     /// `root` (canonical), where a hook would not ask it.

@@ -264,17 +264,7 @@ impl World {
         let (audit, checked, apply_trust) =
             open_audit(args, &audit_path, &set.bundle, shared.as_ref())?;
         let audit = Arc::new(audit);
-        let hooks = args
-            .hook_socket
-            .as_deref()
-            .map(|socket| {
-                HookDesk::open(
-                    socket,
-                    (&args.policies, &args.store, &root_path),
-                    (&audit_path, &audit),
-                )
-            })
-            .transpose()?;
+        let hooks = HookDesk::open_if_given(args, &root_path, (&audit_path, &audit))?;
         if let Some(state) = &shared {
             runtime
                 .block_on(state.keep_snapshot(&snapshots_dir(&audit_path), &set.bundle.hash()))
