@@ -57,40 +57,32 @@ pub fn serve_command(base: &Path) -> tokio::process::Command {
 
 /// As [`serve_command`], for a process the bench waits on itself.
 pub fn serve_std_command(base: &Path) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
-    command
-        .arg("serve")
-        .arg("--root")
-        .arg(base.join("ws"))
-        .arg("--policies")
-        .arg(base.join("policies"))
-        .arg("--schema")
-        .arg(base.join("schemas"))
-        .arg("--store")
-        .arg(base.join("tokens.json"))
-        .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"));
-    command
+    serve_with(base, base, &base.join("tokens.json"))
 }
 
-/// `serve` with everything under `base` as the hook and reload benches lay
-/// it out (the workspace `ws`, the store `state/tokens.json`, the log
-/// `audit/audit.jsonl`) and the policy tree at `tree` (`policies`,
-/// `schemas`); the caller adds the transport.
+/// `serve` as the hook and reload benches lay it out: the store is
+/// `state/tokens.json` under `base`, the policy tree at `tree`; the caller
+/// adds the transport.
 pub fn serve_laid_out(base: &Path, tree: &Path) -> std::process::Command {
+    serve_with(base, tree, &base.join("state/tokens.json"))
+}
+
+/// `serve` with the workspace `ws` and the log `audit/audit.jsonl` under
+/// `base`, the policy tree at `tree` (`policies`, `schemas`) and `store`.
+fn serve_with(base: &Path, tree: &Path, store: &Path) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"));
     command
         .arg("serve")
         .arg("--root")
         .arg(base.join("ws"))
-        .arg("--store")
-        .arg(base.join("state/tokens.json"))
-        .arg("--audit")
-        .arg(base.join("audit/audit.jsonl"))
         .arg("--policies")
         .arg(tree.join("policies"))
         .arg("--schema")
-        .arg(tree.join("schemas"));
+        .arg(tree.join("schemas"))
+        .arg("--store")
+        .arg(store)
+        .arg("--audit")
+        .arg(base.join("audit/audit.jsonl"));
     command
 }
 
