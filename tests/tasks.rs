@@ -202,6 +202,11 @@ permit (
 /// server that runs its long calls as tasks, pinned; and the file its
 /// events go to.
 fn tasked_downstream() -> (Served, std::path::PathBuf) {
+    tasked_downstream_waiting("60s")
+}
+
+/// The same, with the longest a call to it may run (its `timeout` too).
+fn tasked_downstream_waiting(longest: &str) -> (Served, std::path::PathBuf) {
     let served = Served::new(ALLOW_TOOLS, "paired");
     let python = crate::interop_python::venv().join("bin/python");
     let script =
@@ -214,7 +219,8 @@ command = "{python}"
 args = ["{script}"]
 env = {{ EVENTS = "{events}" }}
 protocol = "2026-07-28"
-timeout = "60s"
+timeout = "{longest}"
+max_duration = "{longest}"
 writable = ["{state}"]
 
 [servers.long.tools."*"]
@@ -233,6 +239,22 @@ effects = ["read"]
     let pinned = crate::util::portcullis(&args);
     assert_eq!(pinned.code, 0, "{pinned:?}");
     (served, events)
+}
+
+/// Waits until the downstream notes an event containing `needle`.
+async fn noted(events: &std::path::Path, needle: &str, otherwise: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(events)
+        .unwrap_or_default()
+        .contains(needle)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{otherwise}: {}",
+            fs::read_to_string(events).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,17 +335,7 @@ async fn a_proxied_call_is_a_task_when_its_downstream_runs_tasks() {
         .response(5);
     assert_eq!(held["result"]["resultType"], "task", "{held}");
     let held = held["result"]["taskId"].as_str().unwrap().to_owned();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !fs::read_to_string(&events)
-        .unwrap_or_default()
-        .contains("for hold")
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the downstream never made its task"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    noted(&events, "for hold", "the downstream never made its task").await;
     modern_declaring(
         &http,
         &url,
@@ -335,17 +347,12 @@ async fn a_proxied_call_is_a_task_when_its_downstream_runs_tasks() {
     .response(6);
     let done = ended(&http, &url, &token, &held).await;
     assert_eq!(done["status"], "cancelled", "{done}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !fs::read_to_string(&events)
-        .unwrap_or_default()
-        .contains("cancelled downstream-")
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the downstream's task was not cancelled"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    noted(
+        &events,
+        "cancelled downstream-",
+        "the downstream's task was not cancelled",
+    )
+    .await;
     server.stop();
     let decided = wait_for_record(&served.audit_log(), |r| {
         r["kind"] == "decision"
@@ -358,6 +365,63 @@ async fn a_proxied_call_is_a_task_when_its_downstream_runs_tasks() {
             && r["body"]["decision_seq"] == seq
             && r["body"]["status"] == "cancelled"
     });
+}
+
+/// A server whose answer (a task it made) crossed the cancellation of
+/// its call on the wire takes the cancellation as too late for it: the
+/// task is cancelled when the answer comes, or it would run on unfollowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_made_as_its_call_is_cancelled_is_cancelled_downstream() {
+    let (served, events) = tasked_downstream();
+    let server = HttpServer::start(&served, &[]);
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+    let late = json!({"name": "long__late", "arguments": {}});
+    let created = modern_declaring(&http, &url, &token, (1, "tools/call", late), declaring())
+        .await
+        .response(1);
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    noted(&events, "late asked", "the downstream was never asked").await;
+    modern_declaring(
+        &http,
+        &url,
+        &token,
+        (2, "tasks/cancel", json!({"taskId": task})),
+        declaring(),
+    )
+    .await
+    .response(2);
+    let done = ended(&http, &url, &token, &task).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    noted(&events, "for late", "the late answer was never written").await;
+    noted(
+        &events,
+        "cancelled downstream-1",
+        "the task in the late answer was not cancelled",
+    )
+    .await;
+}
+
+/// The same when portcullis itself gives up on the call: past its
+/// server's longest allowed duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_made_as_its_call_runs_out_of_time_is_cancelled_downstream() {
+    let (served, events) = tasked_downstream_waiting("2s");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+    let late = json!({"name": "long__late", "arguments": {}});
+    let answered = modern(&http, &url, &token, 1, "tools/call", late)
+        .await
+        .response(1);
+    assert!(
+        answered["result"]["isError"] == true || answered["error"].is_object(),
+        "{answered}"
+    );
+    noted(
+        &events,
+        "cancelled downstream-1",
+        "the task in the late answer was not cancelled",
+    )
+    .await;
 }
 
 #[test]

@@ -20,6 +20,7 @@ use super::child::ChildTransport;
 use super::client::{DownstreamClient, Routes};
 use super::config::{Endpoint, ServerConfig};
 use super::guard::GUARD_SUBCOMMAND;
+use super::late;
 use super::ordered::{self, Arrivals, InOrder};
 use super::pins::{definition_hash, pinned_definition};
 use super::protocol::Protocol;
@@ -96,6 +97,7 @@ impl Connection {
     ) -> Result<(Self, Session), ConnectError> {
         let (arrivals, routed) = mpsc::unbounded_channel();
         tokio::spawn(ordered::route(routed, routes));
+        let (late, made_late) = mpsc::unbounded_channel();
         let client = DownstreamClient {
             server: server.name.clone(),
             relay,
@@ -105,7 +107,7 @@ impl Connection {
             Endpoint::Stdio { .. } => {
                 let child = start_stdio(server, folder, stderr)?;
                 let transport = ChildTransport::new(child).map_err(ConnectError::Spawn)?;
-                let transport = InOrder::new(transport, arrivals.clone());
+                let transport = InOrder::new(transport, arrivals.clone(), late);
                 start(client, transport, server).await
             }
             Endpoint::Http { url, bearer_from } => {
@@ -119,11 +121,16 @@ impl Connection {
                 // call finds it chosen.
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let transport = InOrder::new(transport, arrivals.clone());
+                let transport = InOrder::new(transport, arrivals.clone(), late);
                 start(client, transport, server).await
             }
         };
         let (service, listed) = started?;
+        tokio::spawn(late::cancel_late_tasks(
+            made_late,
+            service.peer().clone(),
+            server.name.clone(),
+        ));
         let modern = service
             .peer()
             .peer_info()

@@ -17,6 +17,7 @@ mod drift;
 mod fleet;
 mod follow;
 mod guard;
+mod late;
 mod ordered;
 mod pins;
 mod protocol;

@@ -5,8 +5,11 @@
 //! taken from there onto one queue that one task routes, and a call that
 //! has its answer waits for the queue to pass that point, so every step the
 //! downstream sent before its result reaches the caller, in order, before it.
+//! The same transport notes the cancellations it sends, and hands on a task
+//! made for one of them (see `late`).
 
 use std::future::Future;
+use std::time::Instant;
 
 use rmcp::RoleClient;
 use rmcp::model::{GetMeta, JsonRpcMessage, ProgressNotificationParam, ServerNotification};
@@ -16,6 +19,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::Routes;
+use super::late::{Cancelled, LateTasks};
 
 /// The notification an agent reports its events with: each names the
 /// request in `_meta.requestId` and holds the event in `msg`.
@@ -45,11 +49,18 @@ pub(super) type Arrivals = mpsc::UnboundedSender<Arrival>;
 pub(super) struct InOrder<T> {
     inner: T,
     arrivals: Arrivals,
+    cancelled: Cancelled,
+    late: LateTasks,
 }
 
 impl<T> InOrder<T> {
-    pub fn new(inner: T, arrivals: Arrivals) -> Self {
-        Self { inner, arrivals }
+    pub fn new(inner: T, arrivals: Arrivals, late: LateTasks) -> Self {
+        Self {
+            inner,
+            arrivals,
+            cancelled: Cancelled::default(),
+            late,
+        }
     }
 }
 
@@ -60,6 +71,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.cancelled.sent(&item, Instant::now());
         self.inner.send(item)
     }
 
@@ -71,6 +83,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
             && let Some(arrival) = arrival(&notification.notification)
         {
             let _ = self.arrivals.send(arrival);
+        }
+        if let Some(task) = self.cancelled.task_in(&message, Instant::now()) {
+            let _ = self.late.send(task);
         }
         Some(message)
     }
@@ -220,7 +235,11 @@ mod tests {
         let (queue, received) = mpsc::unbounded_channel();
         let (arrivals, routed) = mpsc::unbounded_channel();
         tokio::spawn(route(routed, routes));
-        let mut transport = InOrder::new(Queued(received), arrivals.clone());
+        let mut transport = InOrder::new(
+            Queued(received),
+            arrivals.clone(),
+            mpsc::unbounded_channel().0,
+        );
         let sent: Vec<_> = (1..=50)
             .map(|done| progress("t", done, &format!("step {done}")))
             .collect();
@@ -241,7 +260,11 @@ mod tests {
         let (queue, received) = mpsc::unbounded_channel();
         let (arrivals, routed) = mpsc::unbounded_channel();
         tokio::spawn(route(routed, routes));
-        let mut transport = InOrder::new(Queued(received), arrivals.clone());
+        let mut transport = InOrder::new(
+            Queued(received),
+            arrivals.clone(),
+            mpsc::unbounded_channel().0,
+        );
         let long = "x".repeat(500);
         for event in [
             agent_event(7, serde_json::json!({"type": "task_started"})),

@@ -7,6 +7,9 @@ with the SDK's extension interface.
   set), so a test waits on the protocol, not on a clock.
 - `hold`: a task that only ends when it is cancelled; `tasks/cancel` writes
   "cancelled" to EVENTS.
+- `late`: answered only once its request is cancelled, with a task like
+  `hold`'s: a server whose answer crossed its client's cancellation on the
+  wire (the race a loaded machine opens by chance, opened here on purpose).
 - `confirm`: not a task; asks its client to confirm (an `input_required`
   answer with an elicitation) and says what the client answered.
 - `rename`: redefines `job` and tells its `subscriptions/listen` subscribers
@@ -15,6 +18,8 @@ with the SDK's extension interface.
 
 import itertools
 import os
+
+import anyio
 from datetime import datetime, timezone
 from typing import Any
 
@@ -72,22 +77,43 @@ class Tasks(Extension):
             "pollIntervalMs": 50,
         }
 
-    async def intercept_tool_call(self, params, ctx, call_next):
-        if params.name not in ("job", "hold"):
-            return await call_next(ctx)
-        result = await call_next(ctx)
-        if isinstance(result, BaseModel):
-            result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    def open_task(self, tool: str, result: Any) -> dict[str, Any]:
         task_id = f"downstream-{next(self.ids)}"
         self.tasks[task_id] = {
             "status": "working",
             "created": now(),
             "polls": 0,
-            "holds": params.name == "hold",
+            "holds": tool in ("hold", "late"),
             "result": result,
         }
-        note(f"task {task_id} for {params.name}")
+        note(f"task {task_id} for {tool}")
         return {"resultType": "task", **self.wire(task_id)}
+
+    async def intercept_tool_call(self, params, ctx, call_next):
+        if params.name == "late":
+            return await self.answer_late(ctx)
+        if params.name not in ("job", "hold"):
+            return await call_next(ctx)
+        result = await call_next(ctx)
+        if isinstance(result, BaseModel):
+            result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return self.open_task(params.name, result)
+
+    async def answer_late(self, ctx):
+        """The SDK never answers a request once it is cancelled (it drops the
+        handler's result), so the late answer is written to the connection's
+        dispatcher directly, as a server that had already sent it would have."""
+        note("late asked")
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                answer = self.open_task("late", None)
+                # The 2026-07-28 era wraps the dispatch context (in mcp 2.3.0).
+                outbound = ctx.session._request_outbound
+                dispatcher = getattr(outbound, "_inner", outbound)._dispatcher
+                await dispatcher._write_result(ctx.request_id, answer)
+            raise
 
     async def get(self, ctx, params: TaskParams):
         task = self.tasks.get(params.task_id)
@@ -123,6 +149,11 @@ def job(text: str) -> str:
 @server.tool(description="Holds on until it is cancelled, as a task.")
 def hold() -> str:
     return "held"
+
+
+@server.tool(description="Answers only once it is cancelled, as a task.")
+def late() -> str:
+    return "late"
 
 
 @server.tool(description="Asks its client to confirm, and says what the client answered.")
