@@ -59,10 +59,13 @@ pub fn names_a_program(start: &Path, git_dir: Option<&Path>, home: Option<&Path>
 fn repository(start: &Path) -> Option<PathBuf> {
     for folder in start.ancestors() {
         let dot_git = folder.join(".git");
-        if dot_git.is_dir() {
+        // One look at `.git` for both questions: this runs for every
+        // folder up to `/` at each `git` the gate judges.
+        let found = std::fs::metadata(&dot_git).ok();
+        if found.as_ref().is_some_and(std::fs::Metadata::is_dir) {
             return Some(dot_git);
         }
-        if dot_git.is_file() {
+        if found.is_some_and(|meta| meta.is_file()) {
             let text = std::fs::read_to_string(&dot_git).ok()?;
             let target = text.trim().strip_prefix("gitdir:")?.trim();
             return Some(folder.join(target));

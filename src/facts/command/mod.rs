@@ -495,7 +495,12 @@ impl Paths<'_> {
             Tilde::Cwd(_) | Tilde::Unknown => return None,
         };
         // Only a path that exists and resolves elsewhere than it reads:
-        // `realpath` once, beside the lexical form, with no other look.
+        // `realpath` once, beside the lexical form. Most words name
+        // nothing, and one look says so: `realpath` fails wherever the
+        // path's last component cannot be looked at (a component or a
+        // link's target missing), and it would read a link at every
+        // component first, the root's own included.
+        std::fs::symlink_metadata(&joined).ok()?;
         let canonical = std::fs::canonicalize(&joined).ok()?;
         let mut lexical = std::path::PathBuf::new();
         for component in joined.components() {
