@@ -44,6 +44,22 @@ async fn ended(http: &reqwest::Client, url: &str, token: &str, task: &str) -> Va
     }
 }
 
+/// Cancels `task` as its client does (`tasks/cancel` is acknowledged with
+/// a complete, empty result), and its state once it ended.
+async fn cancel(http: &reqwest::Client, url: &str, token: &str, id: i64, task: &str) -> Value {
+    let ack = modern_declaring(
+        http,
+        url,
+        token,
+        (id, "tasks/cancel", json!({"taskId": task})),
+        declaring(),
+    )
+    .await
+    .response(id);
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    ended(http, url, token, task).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_call_becomes_a_task_only_for_a_client_that_asks_and_only_its_own() {
     let served = Served::new(ALLOW_BUILTIN, "paired");
@@ -157,17 +173,7 @@ async fn a_cancelled_task_stops_the_agent_and_is_recorded() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let ack = modern_declaring(
-        &http,
-        &url,
-        &token,
-        (2, "tasks/cancel", json!({"taskId": task})),
-        declaring(),
-    )
-    .await
-    .response(2);
-    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    let done = ended(&http, &url, &token, &task).await;
+    let done = cancel(&http, &url, &token, 2, &task).await;
     assert_eq!(done["status"], "cancelled", "{done}");
     server.stop();
     let events = fs::read_to_string(&agent.events).unwrap();
@@ -336,16 +342,7 @@ async fn a_proxied_call_is_a_task_when_its_downstream_runs_tasks() {
     assert_eq!(held["result"]["resultType"], "task", "{held}");
     let held = held["result"]["taskId"].as_str().unwrap().to_owned();
     noted(&events, "for hold", "the downstream never made its task").await;
-    modern_declaring(
-        &http,
-        &url,
-        &token,
-        (6, "tasks/cancel", json!({"taskId": held})),
-        declaring(),
-    )
-    .await
-    .response(6);
-    let done = ended(&http, &url, &token, &held).await;
+    let done = cancel(&http, &url, &token, 6, &held).await;
     assert_eq!(done["status"], "cancelled", "{done}");
     noted(
         &events,
@@ -381,16 +378,7 @@ async fn a_task_made_as_its_call_is_cancelled_is_cancelled_downstream() {
         .response(1);
     let task = created["result"]["taskId"].as_str().unwrap().to_owned();
     noted(&events, "late asked", "the downstream was never asked").await;
-    modern_declaring(
-        &http,
-        &url,
-        &token,
-        (2, "tasks/cancel", json!({"taskId": task})),
-        declaring(),
-    )
-    .await
-    .response(2);
-    let done = ended(&http, &url, &token, &task).await;
+    let done = cancel(&http, &url, &token, 2, &task).await;
     assert_eq!(done["status"], "cancelled", "{done}");
     noted(&events, "for late", "the late answer was never written").await;
     noted(
