@@ -315,6 +315,13 @@ fn fleet(_c: &mut Criterion) {
     let (one, address) = setup.replica(1, Some(&url));
     calls_per_second(&address, &shared_token, 5);
     let on_pg = calls_per_second(&address, &shared_token, per_client);
+    // The same replica behind the balancer: what the balancer's own work
+    // costs on these two cores, apart from the replicas behind it.
+    let one_balanced = haproxy::installed().then(|| {
+        let balancer = haproxy::Balancer::start(&[address.as_str()]);
+        calls_per_second(&balancer.url, &shared_token, 5);
+        calls_per_second(&balancer.url, &shared_token, per_client)
+    });
     stop(one);
 
     let three = if haproxy::installed() {
@@ -333,11 +340,22 @@ fn fleet(_c: &mut Criterion) {
         None
     };
     println!(
-        "tool calls from 64 HTTP clients: one replica on files {on_files:.0}/s; one on PostgreSQL {on_pg:.0}/s ({:.2}x); three on PostgreSQL behind HAProxy {}",
+        "tool calls from 64 HTTP clients: one replica on files {on_files:.0}/s; one on PostgreSQL {on_pg:.0}/s ({:.2}x); the same one behind HAProxy {}; three on PostgreSQL behind HAProxy {}",
         on_pg / on_files,
-        three.map_or_else(
+        one_balanced.map_or_else(
             || "not measured".to_owned(),
             |r| format!("{r:.0}/s ({:.2}x one)", r / on_pg)
+        ),
+        three.map_or_else(
+            || "not measured".to_owned(),
+            |r| match one_balanced {
+                Some(balanced) => format!(
+                    "{r:.0}/s ({:.2}x one, {:.2}x one behind HAProxy)",
+                    r / on_pg,
+                    r / balanced
+                ),
+                None => format!("{r:.0}/s ({:.2}x one)", r / on_pg),
+            }
         )
     );
 }
