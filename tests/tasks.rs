@@ -412,6 +412,39 @@ async fn a_task_made_as_its_call_runs_out_of_time_is_cancelled_downstream() {
     .await;
 }
 
+/// A server that never answers the cancellation of one late task holds
+/// back the cancellation of the next no longer than its request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_task_whose_cancellation_is_never_acknowledged_holds_back_no_other() {
+    let (served, events) = tasked_downstream_waiting("2s");
+    let server = HttpServer::start(&served, &[]);
+    let (http, url, token) = (client(), server.url(), served.token.clone());
+    let mut calls = 0;
+    for tool in ["long__stubborn", "long__late"] {
+        calls += 1;
+        let call = json!({"name": tool, "arguments": {}});
+        let answered = modern(&http, &url, &token, calls, "tools/call", call)
+            .await
+            .response(calls);
+        assert!(
+            answered["result"]["isError"] == true || answered["error"].is_object(),
+            "{answered}"
+        );
+    }
+    noted(
+        &events,
+        "not answering the cancellation of downstream-1",
+        "the stubborn task was never cancelled",
+    )
+    .await;
+    noted(
+        &events,
+        "cancelled downstream-2",
+        "the stubborn server's silence held back the next cancellation",
+    )
+    .await;
+}
+
 #[test]
 fn a_2026_downstream_that_asks_for_input_is_answered_through_the_decided_relay() {
     let (served, events) = tasked_downstream();

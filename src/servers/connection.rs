@@ -130,6 +130,7 @@ impl Connection {
             made_late,
             service.peer().clone(),
             server.name.clone(),
+            server.timeout,
         ));
         let modern = service
             .peer()

@@ -99,11 +99,14 @@ impl Cancelled {
 }
 
 /// Cancels each task made too late on `peer`, until the connection's
-/// transport is gone.
+/// transport is gone. One at a time, each given as long as any request to
+/// the server (`timeout`): a server that never acknowledges one holds the
+/// next back no longer than that.
 pub(super) async fn cancel_late_tasks(
     mut late: mpsc::UnboundedReceiver<String>,
     peer: Peer<RoleClient>,
     server: String,
+    timeout: Duration,
 ) {
     while let Some(task) = late.recv().await {
         tracing::info!(
@@ -111,8 +114,19 @@ pub(super) async fn cancel_late_tasks(
             task,
             "cancelling a task made for a call given up on"
         );
-        if let Err(err) = peer.cancel_task(CancelTaskParams::new(task.clone())).await {
-            tracing::warn!(server, task, error = %err, "a task made for a call given up on could not be cancelled");
+        let cancelling = peer.cancel_task(CancelTaskParams::new(task.clone()));
+        match tokio::time::timeout(timeout, cancelling).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(server, task, error = %err, "a task made for a call given up on could not be cancelled");
+            }
+            Err(_) => {
+                tracing::warn!(
+                    server,
+                    task,
+                    "the server did not acknowledge the cancellation of a task made for a call given up on"
+                );
+            }
         }
     }
 }

@@ -10,6 +10,8 @@ with the SDK's extension interface.
 - `late`: answered only once its request is cancelled, with a task like
   `hold`'s: a server whose answer crossed its client's cancellation on the
   wire (the race a loaded machine opens by chance, opened here on purpose).
+- `stubborn`: answered late like `late`, with a task whose `tasks/cancel`
+  is never answered (a server that stopped answering), noted in EVENTS.
 - `confirm`: not a task; asks its client to confirm (an `input_required`
   answer with an elicitation) and says what the client answered.
 - `rename`: redefines `job` and tells its `subscriptions/listen` subscribers
@@ -18,11 +20,10 @@ with the SDK's extension interface.
 
 import itertools
 import os
-
-import anyio
 from datetime import datetime, timezone
 from typing import Any
 
+import anyio
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, RequestParams
@@ -83,15 +84,16 @@ class Tasks(Extension):
             "status": "working",
             "created": now(),
             "polls": 0,
-            "holds": tool in ("hold", "late"),
+            "tool": tool,
+            "holds": tool in ("hold", "late", "stubborn"),
             "result": result,
         }
         note(f"task {task_id} for {tool}")
         return {"resultType": "task", **self.wire(task_id)}
 
     async def intercept_tool_call(self, params, ctx, call_next):
-        if params.name == "late":
-            return await self.answer_late(ctx)
+        if params.name in ("late", "stubborn"):
+            return await self.answer_late(ctx, params.name)
         if params.name not in ("job", "hold"):
             return await call_next(ctx)
         result = await call_next(ctx)
@@ -99,16 +101,16 @@ class Tasks(Extension):
             result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         return self.open_task(params.name, result)
 
-    async def answer_late(self, ctx):
+    async def answer_late(self, ctx, tool: str):
         """The SDK never answers a request once it is cancelled (it drops the
         handler's result), so the late answer is written to the connection's
         dispatcher directly, as a server that had already sent it would have."""
-        note("late asked")
+        note(f"{tool} asked")
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                answer = self.open_task("late", None)
+                answer = self.open_task(tool, None)
                 # The 2026-07-28 era wraps the dispatch context (in mcp 2.3.0).
                 outbound = ctx.session._request_outbound
                 dispatcher = getattr(outbound, "_inner", outbound)._dispatcher
@@ -129,6 +131,9 @@ class Tasks(Extension):
 
     async def cancel(self, ctx, params: TaskParams):
         task = self.tasks.get(params.task_id)
+        if task is not None and task["tool"] == "stubborn":
+            note(f"not answering the cancellation of {params.task_id}")
+            await anyio.sleep_forever()
         if task is not None and task["status"] == "working":
             task["status"] = "cancelled"
             note(f"cancelled {params.task_id}")
@@ -154,6 +159,11 @@ def hold() -> str:
 @server.tool(description="Answers only once it is cancelled, as a task.")
 def late() -> str:
     return "late"
+
+
+@server.tool(description="Answers only once it is cancelled, as a task it will not cancel.")
+def stubborn() -> str:
+    return "stubborn"
 
 
 @server.tool(description="Asks its client to confirm, and says what the client answered.")
