@@ -685,6 +685,71 @@ fn a_serve_that_never_answers_is_a_deny_at_the_deadline() {
     );
 }
 
+/// `hook install --socket` writes a hook that asks that `serve`: the
+/// installed command line, run as Claude Code runs it (by a shell, with
+/// only the environment), is answered there. A relative socket is written
+/// absolute; one inside the project is refused and nothing is written.
+#[test]
+fn the_installed_hook_asks_the_serve_at_its_socket() {
+    let hooked = Hooked::new();
+    let sockets = tempfile::tempdir().unwrap();
+    let session = hooked.serve_hooks(&sockets.path().join("hook.sock"));
+    let install = |socket: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        command
+            .args(["hook", "install", "claude-code", "--project"])
+            .arg(hooked.root())
+            .args(["--socket", socket, "--format", "json"])
+            .current_dir(sockets.path());
+        run_with_stdin(command, b"")
+    };
+    let settings = hooked.root().join(".claude/settings.json");
+
+    let inside = hooked.root().join("hook.sock");
+    let refused = install(inside.to_str().unwrap());
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(refused.stderr.contains("inside the project"), "{refused:?}");
+    assert!(!settings.exists(), "written anyway: {refused:?}");
+
+    let run = install("hook.sock");
+    assert_eq!(run.code, 0, "{run:?}");
+    let written: Value = serde_json::from_str(&fs::read_to_string(&settings).unwrap()).unwrap();
+    let installed = written["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let absolute = sockets.path().join("hook.sock");
+    assert!(
+        installed.ends_with(&format!(
+            " hook claude-code --socket {}",
+            absolute.display()
+        )),
+        "{installed}"
+    );
+    assert_eq!(install("hook.sock").json()["installed"], "already_there");
+
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(&installed)
+        .current_dir(hooked.root())
+        .env("PORTCULLIS_TOKEN", &hooked.served.token)
+        .env("PORTCULLIS_TOKEN_STORE", &hooked.served.store)
+        .env("PORTCULLIS_AUDIT", hooked.served.audit_log())
+        .env("PORTCULLIS_POLICIES", hooked.served.tree.policies())
+        .env("PORTCULLIS_SCHEMA", hooked.served.tree.schemas())
+        .env("CLAUDE_PROJECT_DIR", hooked.root())
+        .env_remove("PORTCULLIS_ROOT")
+        .env_remove("PORTCULLIS_HOOK_SOCKET")
+        .env("PORTCULLIS_LOG", "info");
+    let read = serde_json::to_vec(&hooked.event("Read", json!({"file_path": "src/a.rs"}))).unwrap();
+    let asked = hooked.hook_with(command, &read);
+    assert_eq!(asked.code, 0, "{asked:?}");
+    assert!(asked.stdout.contains("\"allow\""), "{asked:?}");
+    assert!(!asked.stderr.contains(DECIDED_HERE), "{asked:?}");
+    session.finish();
+}
+
 /// `serve` will not bind where a hook would not ask (inside its root), nor
 /// beside a fleet's shared state, whose log is not a file a hook names.
 #[test]

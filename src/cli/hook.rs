@@ -66,6 +66,10 @@ pub struct InstallArgs {
     /// `portcullis exec` (unconfined; each decision records it).
     #[arg(long)]
     pub no_confine: bool,
+    /// Have the hook ask the `serve` listening here (`serve --hook-socket
+    /// PATH`) first; written into the hook's command as an absolute path.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -398,16 +402,21 @@ fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {
         None => user_settings()?,
     };
     let exe = std::env::current_exe().context("cannot tell where this portcullis binary is")?;
-    let command = format!(
-        "{}{}{}",
+    let mut command = format!(
+        "{}{}",
         shell_quote(&[exe.to_string_lossy()]),
         crate::hook::install::CLAUDE_CODE_SUFFIX,
-        if args.no_confine {
-            crate::hook::install::NO_CONFINE_FLAG
-        } else {
-            ""
-        }
     );
+    if args.no_confine {
+        command.push_str(crate::hook::install::NO_CONFINE_FLAG);
+    }
+    if let Some(socket) = &args.socket {
+        command.push_str(" --socket ");
+        command.push_str(&shell_quote(&[install_socket(
+            socket,
+            args.project.as_deref(),
+        )?]));
+    }
     let installed = install_claude_code(&settings, &command)?;
     let token_set = std::env::var_os("PORTCULLIS_TOKEN").is_some_and(|t| !t.is_empty());
     match format {
@@ -439,6 +448,33 @@ fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// The socket `hook install --socket` writes: absolute, since Claude Code
+/// runs the hook from the session's folder; and never inside the project
+/// it is installed for, where the hook would refuse to ask it.
+fn install_socket(socket: &Path, project: Option<&Path>) -> anyhow::Result<String> {
+    let socket = std::path::absolute(socket)
+        .with_context(|| format!("cannot make {} absolute", socket.display()))?;
+    if let Some(project) = project {
+        let project = std::path::absolute(project)
+            .with_context(|| format!("cannot make {} absolute", project.display()))?;
+        let inside = |root: &Path| socket.starts_with(root);
+        if inside(&project) || std::fs::canonicalize(&project).is_ok_and(|real| inside(&real)) {
+            anyhow::bail!(
+                "the hook socket {} is inside the project {}, where what the agent runs could answer in portcullis's place: put it outside (for example under $XDG_RUNTIME_DIR)",
+                socket.display(),
+                project.display()
+            );
+        }
+    }
+    let text = socket.to_str().with_context(|| {
+        format!(
+            "the hook socket {} is not UTF-8, which a settings file cannot hold",
+            socket.display()
+        )
+    })?;
+    Ok(text.to_owned())
 }
 
 /// Claude Code's user settings: `$CLAUDE_CONFIG_DIR/settings.json`, or

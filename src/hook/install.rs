@@ -17,12 +17,21 @@ use crate::atomic_file::{self, Mode};
 /// wide.
 pub const HOOK_TIMEOUT_SECS: u64 = 30;
 
-/// What every portcullis hook command line ends with: how an earlier entry
-/// is recognised.
+/// What every portcullis hook command line holds after the binary's path,
+/// before any of its options: how an earlier entry is recognised.
 pub const CLAUDE_CODE_SUFFIX: &str = " hook claude-code";
 
 /// What `hook install --no-confine` adds after it.
 pub const NO_CONFINE_FLAG: &str = " --no-confine";
+
+/// Whether a hook command is one `hook install` wrote: the binary, `hook
+/// claude-code`, then nothing but options (`--no-confine`, `--socket`).
+fn is_ours(command: &str) -> bool {
+    command
+        .find(CLAUDE_CODE_SUFFIX)
+        .map(|at| &command[at + CLAUDE_CODE_SUFFIX.len()..])
+        .is_some_and(|options| options.is_empty() || options.starts_with(" --"))
+}
 
 #[derive(Debug, Error)]
 pub enum InstallError {
@@ -79,11 +88,7 @@ pub fn install_claude_code(path: &Path, command: &str) -> Result<Installed, Inst
             .find(|hook| {
                 hook.get("command")
                     .and_then(Value::as_str)
-                    .is_some_and(|c| {
-                        c.ends_with(CLAUDE_CODE_SUFFIX)
-                            || c.strip_suffix(NO_CONFINE_FLAG)
-                                .is_some_and(|c| c.ends_with(CLAUDE_CODE_SUFFIX))
-                    })
+                    .is_some_and(is_ours)
             })
     });
     let installed = match ours {
@@ -192,6 +197,32 @@ mod tests {
             after["hooks"]["PreToolUse"][1]["hooks"][0]["command"],
             moved
         );
+    }
+
+    #[test]
+    fn an_earlier_entry_with_options_is_updated_and_others_are_not_taken_for_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        let socket =
+            "/opt/bin/portcullis hook claude-code --no-confine --socket '/run/user/1/h.sock'";
+        install_claude_code(&path, socket).unwrap();
+        assert_eq!(
+            install_claude_code(&path, COMMAND).unwrap(),
+            Installed::Updated
+        );
+        let after: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let pre = after["hooks"]["PreToolUse"].as_array().unwrap();
+        assert_eq!(pre.len(), 1);
+        assert_eq!(pre[0]["hooks"][0]["command"], COMMAND);
+        for theirs in [
+            "/opt/bin/portcullis hook claude-code-audit",
+            "/opt/bin/portcullis hook claude-code.sh",
+            "./guard.sh",
+        ] {
+            assert!(!is_ours(theirs), "{theirs}");
+        }
+        assert!(is_ours(socket));
+        assert!(is_ours(COMMAND));
     }
 
     #[test]
