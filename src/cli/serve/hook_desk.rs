@@ -8,7 +8,6 @@
 //! warm per set, client (its name and tier, all the policies see of it),
 //! root and `~`.
 
-use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -33,11 +32,13 @@ use crate::keeper::{AuditSink, ClientIdentity, Keeper, Setting};
 use crate::pdp::{Audience, ClientRecord, Engine, SetCache};
 use crate::tools::Registry;
 
+use super::warm::Warm;
+
 /// Longest a hook may take to send its question.
 const ASK_WITHIN: Duration = Duration::from_secs(10);
 
-/// Settings kept warm; past it they are all let go (a new set, client or
-/// root is rare: a session keeps its own).
+/// Settings kept warm; past it the least recently asked is let go (a new
+/// set, client or root is rare: a session keeps its own).
 const WARM_SETTINGS: usize = 16;
 
 /// A set, a client as the policies see it (name and tier), a root by
@@ -58,7 +59,7 @@ pub(super) struct HookDesk {
     snapshots: PathBuf,
     policies: PolicyArgs,
     proofs: Option<SetCache>,
-    warm: Mutex<HashMap<Warmth, Arc<ArcSwap<Setting>>>>,
+    warm: Mutex<Warm<Warmth, Arc<ArcSwap<Setting>>>>,
 }
 
 impl HookDesk {
@@ -108,7 +109,7 @@ impl HookDesk {
             snapshots: crate::audit::snapshots_dir(audit_path),
             policies: policies.clone(),
             proofs: set_cache(store),
-            warm: Mutex::new(HashMap::new()),
+            warm: Mutex::new(Warm::new(WARM_SETTINGS)),
         })
     }
 
@@ -234,7 +235,7 @@ impl HookDesk {
             ask.home.clone(),
         );
         if let Some(warm) = self.warmed().get(&key) {
-            return Ok(Arc::clone(warm));
+            return Ok(warm);
         }
         let bundle = self.policies.bundle().map_err(|err| format!("{err:#}"))?;
         if bundle.hash() != ask.policy_set {
@@ -262,17 +263,13 @@ impl HookDesk {
             registry,
             root,
         }));
-        let mut warm = self.warmed();
-        if warm.len() >= WARM_SETTINGS {
-            warm.clear();
-        }
-        warm.insert(key, Arc::clone(&setting));
+        self.warmed().insert(key, Arc::clone(&setting));
         Ok(setting)
     }
 
-    /// A panic while the map was held left it whole: it only ever gains or
-    /// loses whole entries.
-    fn warmed(&self) -> std::sync::MutexGuard<'_, HashMap<Warmth, Arc<ArcSwap<Setting>>>> {
+    /// A panic while the settings were held left them whole: they only
+    /// ever gain or lose whole entries.
+    fn warmed(&self) -> std::sync::MutexGuard<'_, Warm<Warmth, Arc<ArcSwap<Setting>>>> {
         self.warm.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -13,6 +13,7 @@ mod metrics;
 mod open;
 mod reload;
 mod stdio;
+mod warm;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
