@@ -200,6 +200,24 @@ fn a_changed_byte_is_detected() {
     assert_break(&log, "edited");
 }
 
+/// `--chain` picks a chain of a fleet's shared state; a log file is one
+/// chain, so naming one there is a mistake said as such, not ignored.
+#[test]
+fn a_chain_named_for_a_log_file_is_refused() {
+    let served = recorded_session();
+    let (_dir, log) = copy_of(&served);
+    let log = log.to_str().unwrap();
+    for command in ["verify", "replay", "show", "checkpoint"] {
+        let run = portcullis(&["audit", command, log, "--chain", "replica-1"]);
+        assert_ne!(run.code, 0, "{command}: {run:?}");
+        assert!(
+            run.stderr
+                .contains("--chain picks one chain of a fleet's shared state"),
+            "{command}: {run:?}"
+        );
+    }
+}
+
 #[test]
 fn a_deleted_record_is_detected() {
     let served = recorded_session();

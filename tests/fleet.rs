@@ -446,6 +446,35 @@ async fn every_replica_keeps_its_own_chain_and_the_auditor_verifies_and_replays_
         assert_eq!(portcullis(&["audit", "replay", log]).code, 0);
     }
 
+    // A checkpoint kept elsewhere is one chain's: verified against that
+    // chain, it catches the chain cut back to before it (the rollback a
+    // writer of the database could make), which every link and signature
+    // left would pass.
+    let exported = fleet.audit(&["checkpoint", "--export", "--chain", "replica-1"]);
+    assert_eq!(exported.code, 0, "{exported:?}");
+    let checkpoint = exported.stdout.trim().to_owned();
+    assert!(checkpoint.starts_with('{'), "{exported:?}");
+    let unnamed = fleet.audit(&["verify", "--expect", &checkpoint]);
+    assert_ne!(unnamed.code, 0, "{unnamed:?}");
+    assert!(unnamed.stderr.contains("--chain ID"), "{unnamed:?}");
+    let kept = fleet.audit(&["verify", "--expect", &checkpoint, "--chain", "replica-1"]);
+    assert_eq!(kept.code, 0, "{kept:?}");
+    let other = fleet.audit(&["verify", "--expect", &checkpoint, "--chain", "replica-2"]);
+    assert_eq!(other.code, 1, "replica-2 never held it: {other:?}");
+    let missing = fleet.audit(&["verify", "--chain", "replica-9"]);
+    assert_ne!(missing.code, 0, "{missing:?}");
+    assert!(
+        missing.stderr.contains("holds no chain `replica-9`"),
+        "{missing:?}"
+    );
+    fleet.pg.sql(
+        "DELETE FROM portcullis_audit WHERE chain = 'replica-1' \
+         AND seq > (SELECT max(seq) - 2 FROM portcullis_audit WHERE chain = 'replica-1')",
+    );
+    assert_eq!(fleet.audit(&["verify", "--chain", "replica-1"]).code, 0);
+    let rolled_back = fleet.audit(&["verify", "--expect", &checkpoint, "--chain", "replica-1"]);
+    assert_eq!(rolled_back.code, 1, "{rolled_back:?}");
+
     // A row changed in the database breaks its chain, and verify says so.
     fleet.pg.sql(
         "UPDATE portcullis_audit SET line = replace(line, 'README.md', 'README.mx') \

@@ -9,7 +9,9 @@ use std::time::{Instant, SystemTime};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use super::audit_shared::{ExportArgs, each_log, each_log_then, export, report_divergences};
+use super::audit_shared::{
+    ChainArg, ExportArgs, each_log, each_log_then, export, is_shared, report_divergences,
+};
 use super::{Exit, Format, PolicyArgs, print_json, printable};
 use crate::audit::{
     Checkpoint, DecisionRecord, Kind, Line, Mark, RecordedPolicy, Records, Replay, StoredRecord,
@@ -41,9 +43,12 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "PUBKEY")]
     pub key: Option<String>,
     /// A checkpoint exported earlier (`audit checkpoint --export`, as JSON
-    /// or a file holding it) that the log must still contain.
+    /// or a file holding it) that the log must still contain; of a shared
+    /// state, the chain it came from (`--chain`) must.
     #[arg(long, value_name = "CHECKPOINT")]
     pub expect: Option<String>,
+    #[command(flatten)]
+    pub chain: ChainArg,
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +61,8 @@ pub struct CheckpointArgs {
     /// Check its signature with this public key first.
     #[arg(long, value_name = "PUBKEY")]
     pub key: Option<String>,
+    #[command(flatten)]
+    pub chain: ChainArg,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +76,8 @@ pub struct ReplayArgs {
     /// single pass) [default: one per core].
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
+    #[command(flatten)]
+    pub chain: ChainArg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,23 +106,37 @@ pub struct ShowArgs {
     /// made differently, with the shadow outcome and its policies.
     #[arg(long)]
     pub shadow_diff: bool,
+    #[command(flatten)]
+    pub chain: ChainArg,
 }
 
 /// A log given as a file, or a fleet's shared state (`postgres://…`),
 /// whose every chain is read through an export of its own.
 pub fn run(command: AuditCommand, format: Format) -> anyhow::Result<Exit> {
     match command {
-        AuditCommand::Verify(args) => each_log_then(
-            &args.log,
-            format,
-            |log| verify_log(&args, log, format),
-            report_divergences,
-        ),
-        AuditCommand::Replay(args) => each_log(&args.log, format, |log| replay(&args, log, format)),
-        AuditCommand::Show(args) => each_log(&args.log, format, |log| show(&args, log, format)),
-        AuditCommand::Checkpoint(args) => {
-            each_log(&args.log, format, |log| checkpoint(&args, log, format))
+        AuditCommand::Verify(args) => {
+            if args.expect.is_some() && args.chain.chain.is_none() && is_shared(&args.log) {
+                anyhow::bail!(
+                    "--expect holds one chain's checkpoint: name that chain with --chain ID (a replica's id) to verify a shared state against it"
+                );
+            }
+            each_log_then(
+                &args.log,
+                &args.chain,
+                format,
+                |log| verify_log(&args, log, format),
+                report_divergences,
+            )
         }
+        AuditCommand::Replay(args) => each_log(&args.log, &args.chain, format, |log| {
+            replay(&args, log, format)
+        }),
+        AuditCommand::Show(args) => each_log(&args.log, &args.chain, format, |log| {
+            show(&args, log, format)
+        }),
+        AuditCommand::Checkpoint(args) => each_log(&args.log, &args.chain, format, |log| {
+            checkpoint(&args, log, format)
+        }),
         AuditCommand::Export(args) => export(&args, format),
     }
 }

@@ -27,6 +27,15 @@ pub struct ExportArgs {
     pub chain: Option<String>,
 }
 
+/// Which chain of a shared state an auditor's command reads.
+#[derive(Debug, Args)]
+pub struct ChainArg {
+    /// Only this chain of a shared state (a replica's id) [default: every
+    /// chain, each in turn].
+    #[arg(long, value_name = "ID")]
+    pub chain: Option<String>,
+}
+
 /// The shared state a log argument names, if it names one.
 fn shared_source(log: &Path) -> anyhow::Result<Option<StateUrl>> {
     match log.to_str() {
@@ -38,29 +47,39 @@ fn shared_source(log: &Path) -> anyhow::Result<Option<StateUrl>> {
 }
 
 /// Runs `each` on the log `source` names: the file itself, or every chain
-/// of a shared state, exported to a temporary folder, each announced by
-/// its name. A failure of any is the exit; else the first verdict.
+/// of a shared state (or only `chain`), exported to a temporary folder,
+/// each announced by its name. A failure of any is the exit; else the
+/// first verdict.
 pub fn each_log(
     source: &Path,
+    chain: &ChainArg,
     format: Format,
     each: impl FnMut(&Path) -> anyhow::Result<Exit>,
 ) -> anyhow::Result<Exit> {
-    each_log_then(source, format, each, |_, _| Ok(()))
+    each_log_then(source, chain, format, each, |_, _| Ok(()))
 }
 
-/// As [`each_log`], then `after` on every chain a shared state holds (not
-/// on a single file).
+/// As [`each_log`], then `after` on every chain read from a shared state
+/// (not on a single file).
 pub fn each_log_then(
     source: &Path,
+    chain: &ChainArg,
     format: Format,
     mut each: impl FnMut(&Path) -> anyhow::Result<Exit>,
     after: impl FnOnce(&[(String, PathBuf)], Format) -> anyhow::Result<()>,
 ) -> anyhow::Result<Exit> {
+    let only = chain.chain.as_deref();
     let Some(url) = shared_source(source)? else {
+        if only.is_some() {
+            anyhow::bail!(
+                "--chain picks one chain of a fleet's shared state (postgres://…); a log file holds one chain"
+            );
+        }
         return each(source);
     };
+    check_chain_name(only)?;
     let folder = tempfile::tempdir()?;
-    let exported = export_chains(&url, None, folder.path())?;
+    let exported = export_chains(&url, only, folder.path())?;
     if exported.is_empty() {
         anyhow::bail!("{url} holds no audit chain");
     }
@@ -115,11 +134,20 @@ fn export_chains(
     folder: &Path,
 ) -> anyhow::Result<Vec<(String, PathBuf)>> {
     std::fs::create_dir_all(folder)?;
+    let every = with_state(url, async |state| state.chains().await)?;
+    let chains = match only {
+        Some(chain) if every.iter().any(|held| held == chain) => vec![chain.to_owned()],
+        Some(chain) => anyhow::bail!(
+            "{url} holds no chain `{chain}` (it holds: {})",
+            if every.is_empty() {
+                "none".to_owned()
+            } else {
+                every.join(", ")
+            }
+        ),
+        None => every,
+    };
     with_state(url, async |state| {
-        let chains = match only {
-            Some(chain) => vec![chain.to_owned()],
-            None => state.chains().await?,
-        };
         let mut written = Vec::new();
         for chain in chains {
             // A name the database holds but no replica could have given
@@ -136,15 +164,23 @@ fn export_chains(
     })
 }
 
+fn check_chain_name(chain: Option<&str>) -> anyhow::Result<()> {
+    if chain.is_some_and(|chain| !valid_chain_name(chain)) {
+        anyhow::bail!("--chain is a replica id: 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    }
+    Ok(())
+}
+
+/// Whether `source` is a fleet's shared state rather than a log file.
+pub fn is_shared(source: &Path) -> bool {
+    matches!(shared_source(source), Ok(Some(_)))
+}
+
 pub fn export(args: &ExportArgs, format: Format) -> anyhow::Result<Exit> {
     let Some(url) = shared_source(Path::new(&args.state))? else {
         anyhow::bail!("`audit export` reads a fleet's shared state: give a postgres:// URL");
     };
-    if let Some(chain) = &args.chain
-        && !valid_chain_name(chain)
-    {
-        anyhow::bail!("--chain is a replica id: 1 to 64 characters of A-Z a-z 0-9 . _ -");
-    }
+    check_chain_name(args.chain.as_deref())?;
     let written = export_chains(&url, args.chain.as_deref(), &args.out)?;
     match format {
         Format::Json => print_json(&json!({
