@@ -47,8 +47,8 @@ fn shared_source(log: &Path) -> anyhow::Result<Option<StateUrl>> {
 }
 
 /// Runs `each` on the log `source` names: the file itself, or every chain
-/// of a shared state (or only `chain`), exported to a temporary folder,
-/// each announced by its name. A failure of any is the exit; else the
+/// of a shared state, each announced by its name (or only `chain`),
+/// exported to a temporary folder. A failure of any is the exit; else the
 /// first verdict.
 pub fn each_log(
     source: &Path,
@@ -85,7 +85,9 @@ pub fn each_log_then(
     }
     let mut worst = Exit::Ok;
     for (chain, file) in &exported {
-        if format == Format::Human {
+        // One chain asked for by name needs no announcing, and an exported
+        // checkpoint must be its line alone.
+        if format == Format::Human && only.is_none() {
             println!("chain {chain}:");
         }
         // A failure outranks any verdict, and a verdict a clean chain.
