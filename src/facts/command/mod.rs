@@ -17,6 +17,7 @@ mod quote;
 mod secret_words;
 mod table;
 mod table_file;
+mod tree;
 mod unwrap;
 pub use continuation::join as join_continuations;
 mod values;

@@ -6,7 +6,9 @@
 
 use std::sync::OnceLock;
 
-use tree_sitter::{Language, Node};
+use tree_sitter::Language;
+
+use super::tree::Node;
 
 /// The node kinds the walk reads, by name. `Node::kind` would look the
 /// name up, check it is UTF-8 and compare strings at every node; the walk
@@ -44,6 +46,8 @@ pub(super) enum Kind {
     VariableAssignment,
     VariableName,
     Word,
+    /// A `$` the grammar leaves as a token of its own.
+    Dollar,
     Other,
 }
 
@@ -81,6 +85,7 @@ impl Kind {
             "variable_assignment" => Kind::VariableAssignment,
             "variable_name" => Kind::VariableName,
             "word" => Kind::Word,
+            "$" => Kind::Dollar,
             _ => Kind::Other,
         }
     }
@@ -104,11 +109,8 @@ fn kinds() -> &'static [Kind] {
     })
 }
 
-pub(super) fn kind(node: Node<'_>) -> Kind {
-    kinds()
-        .get(usize::from(node.kind_id()))
-        .copied()
-        .unwrap_or(Kind::Other)
+pub(super) fn kind_of_id(id: u16) -> Kind {
+    kinds().get(usize::from(id)).copied().unwrap_or(Kind::Other)
 }
 
 pub(super) fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
@@ -117,7 +119,7 @@ pub(super) fn text<'a>(node: Node<'_>, source: &'a str) -> &'a str {
 
 /// The literal value of a word, or `None` if it depends on the environment.
 pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
-    match kind(node) {
+    match node.kind() {
         Kind::Word | Kind::Number => Some(unescape(text(node, source))),
         // `{1..5}`: the words it becomes are the globs' business
         // (`globs::expand`), as for a `{a,b}` list inside a word.
@@ -135,7 +137,7 @@ pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
             for part in string_parts(node, source)? {
                 match part {
                     StringPart::Text(raw) => value.push_str(&unescape_double(raw)),
-                    StringPart::Node(child) => match kind(child) {
+                    StringPart::Node(child) => match child.kind() {
                         Kind::StringContent => {
                             value.push_str(&unescape_double(text(child, source)));
                         }
@@ -147,8 +149,7 @@ pub(super) fn literal(node: Node<'_>, source: &str) -> Option<String> {
         }
         Kind::Concatenation => {
             let mut value = String::new();
-            let mut cursor = node.walk();
-            for child in node.named_children(&mut cursor) {
+            for child in node.named_children() {
                 value.push_str(&literal(child, source)?);
             }
             Some(value)
@@ -175,8 +176,7 @@ pub(super) fn string_parts<'t>(node: Node<'t>, source: &'t str) -> Option<Vec<St
     let end = node.end_byte() - 1;
     let mut at = node.start_byte() + 1;
     let mut parts = Vec::new();
-    let mut cursor = node.walk();
-    for child in node.named_children(&mut cursor) {
+    for child in node.named_children() {
         let gap = source.get(at..child.start_byte())?;
         if !gap.is_empty() {
             parts.push(StringPart::Text(gap));

@@ -9,9 +9,9 @@
 //! a substitution's output), or nothing the gate can follow. A variable the
 //! text does not assign before its use comes from the environment.
 
-use tree_sitter::Node;
+use super::tree::Node;
 
-use super::node::{Kind, kind, literal, text};
+use super::node::{Kind, literal, text};
 
 /// A value in a command's words that the text does not spell out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +141,7 @@ fn special(name: &str) -> bool {
 /// into substitutions: their commands are judged on their own, and only
 /// their output lands here.
 pub fn uses_in(node: Node<'_>, source: &str, out: &mut Vec<Use>) {
-    match kind(node) {
+    match node.kind() {
         Kind::SimpleExpansion => {
             if let Some(name) = node.named_child(0).map(|n| text(n, source))
                 && !special(name)
@@ -169,8 +169,7 @@ pub fn uses_in(node: Node<'_>, source: &str, out: &mut Vec<Use>) {
         Kind::ArithmeticExpansion => {}
         _ if node.child_count() == 0 => {}
         _ => {
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
+            for child in node.children() {
                 uses_in(child, source, out);
             }
         }
@@ -182,7 +181,7 @@ fn plain_expansion<'a>(node: Node<'_>, source: &'a str) -> Option<&'a str> {
     let name = node
         .named_child(0)
         .filter(|_| node.named_child_count() == 1)?;
-    if !matches!(kind(name), Kind::VariableName | Kind::SpecialVariableName) {
+    if !matches!(name.kind(), Kind::VariableName | Kind::SpecialVariableName) {
         return None;
     }
     let name = text(name, source);

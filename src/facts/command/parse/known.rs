@@ -4,9 +4,10 @@
 
 use std::sync::OnceLock;
 
-use tree_sitter::{Language, Node};
+use tree_sitter::Language;
 
-use super::super::node::{Kind, kind, text};
+use super::super::node::{Kind, text};
+use super::super::tree::{Flat, Node};
 
 /// The named node kinds of tree-sitter-bash the gate knows how to read.
 /// A tree with any other named node (an `ERROR`, a kind a newer grammar
@@ -95,54 +96,44 @@ pub(super) fn known_kind_ids() -> &'static [bool] {
 
 /// Whether every named node of the tree is of a kind the gate reads, and
 /// no expansion uses the `@P` (prompt) operator.
-pub(super) fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
+pub(super) fn only_known_nodes(tree: &Flat, source: &str) -> bool {
     let known = known_kind_ids();
-    let mut cursor = root.walk();
-    loop {
-        let node = cursor.node();
+    tree.nodes().all(|node| {
         // A `$` the grammar leaves as a bare token is a literal dollar to
         // bash (`a$`, `"5$"`, `a$}b`), which the grammar drops or splits
         // the word at: the words it reads are not the ones bash passes.
         if !node.is_named()
-            && node.kind() == "$"
+            && node.kind() == Kind::Dollar
             && node.parent().is_some_and(|parent| {
                 matches!(
-                    kind(parent),
+                    parent.kind(),
                     Kind::Concatenation | Kind::String | Kind::Command
                 )
             })
         {
             return false;
         }
-        if node.is_named() || node.is_error() || node.is_missing() {
-            let id = usize::from(node.kind_id());
-            if node.is_error() || node.is_missing() || !known.get(id).copied().unwrap_or(false) {
-                return false;
-            }
-            if kind(node) == Kind::Expansion && text(node, source).contains("@P") {
-                return false;
-            }
-            // An unquoted word never holds a newline in bash, which ends
-            // the command there; the grammar sometimes reads one into a
-            // word (`ls a` newline `\d x`), hiding the next command.
-            if kind(node) == Kind::Word && text(node, source).contains('\n') {
-                return false;
-            }
-            if kind(node) == Kind::Command && reads_words_otherwise(node, source) {
-                return false;
-            }
+        if !node.is_named() && !node.is_broken() {
+            return true;
         }
-        if cursor.goto_first_child() || cursor.goto_next_sibling() {
-            continue;
-        }
-        loop {
-            if !cursor.goto_parent() {
-                return true;
-            }
-            if cursor.goto_next_sibling() {
-                break;
-            }
-        }
+        node_is_read(node, known, source)
+    })
+}
+
+/// Whether the gate reads a named (or broken) node as bash does.
+fn node_is_read(node: Node<'_>, known: &[bool], source: &str) -> bool {
+    let id = usize::from(node.kind_id());
+    if node.is_broken() || !known.get(id).copied().unwrap_or(false) {
+        return false;
+    }
+    match node.kind() {
+        Kind::Expansion => !text(node, source).contains("@P"),
+        // An unquoted word never holds a newline in bash, which ends
+        // the command there; the grammar sometimes reads one into a
+        // word (`ls a` newline `\d x`), hiding the next command.
+        Kind::Word => !text(node, source).contains('\n'),
+        Kind::Command => !reads_words_otherwise(node, source),
+        _ => true,
     }
 }
 
@@ -154,8 +145,7 @@ pub(super) fn only_known_nodes(root: Node<'_>, source: &str) -> bool {
 /// between two parts is a part the grammar dropped (`echo \\ d` passes
 /// ` d`, where the grammar reads `d`).
 fn reads_words_otherwise(command: Node<'_>, source: &str) -> bool {
-    let mut cursor = command.walk();
-    let parts: Vec<Node<'_>> = command.children(&mut cursor).collect();
+    let parts: Vec<Node<'_>> = command.children().collect();
     parts.windows(2).any(|pair| {
         let gap = source
             .get(pair[0].end_byte()..pair[1].start_byte())
@@ -163,7 +153,7 @@ fn reads_words_otherwise(command: Node<'_>, source: &str) -> bool {
         let words = |node: Node<'_>| {
             node.is_named()
                 && !matches!(
-                    kind(node),
+                    node.kind(),
                     Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
                 )
         };

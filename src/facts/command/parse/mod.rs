@@ -14,9 +14,10 @@ use known::only_known_nodes;
 
 use std::cell::RefCell;
 
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Parser, Tree};
 
-use super::node::{Kind, StringPart, kind, literal, string_parts, text, unescape_double};
+use super::node::{Kind, StringPart, literal, string_parts, text, unescape_double};
+use super::tree::{Flat, Node};
 use super::values::{Expanded, Origin, Use, Values, origin_of, read_variables, uses_in};
 
 /// Longest command text accepted, in bytes.
@@ -99,7 +100,7 @@ fn pieces(node: Node<'_>, source: &str) -> Option<Vec<Piece>> {
         name: name.to_owned(),
         at,
     };
-    match kind(node) {
+    match node.kind() {
         Kind::SimpleExpansion => {
             let name = node.named_child(0).map(|n| text(n, source))?;
             name.chars()
@@ -120,7 +121,7 @@ fn pieces(node: Node<'_>, source: &str) -> Option<Vec<Piece>> {
             for part in string_parts(node, source)? {
                 match part {
                     StringPart::Text(raw) => out.push(Piece::Text(unescape_double(raw))),
-                    StringPart::Node(child) if kind(child) == Kind::StringContent => {
+                    StringPart::Node(child) if child.kind() == Kind::StringContent => {
                         out.push(Piece::Text(unescape_double(text(child, source))));
                     }
                     StringPart::Node(child) => out.extend(pieces(child, source)?),
@@ -130,8 +131,7 @@ fn pieces(node: Node<'_>, source: &str) -> Option<Vec<Piece>> {
         }
         Kind::Concatenation => {
             let mut out = Vec::new();
-            let mut cursor = node.walk();
-            for child in node.named_children(&mut cursor) {
+            for child in node.named_children() {
                 out.extend(pieces(child, source)?);
             }
             Some(out)
@@ -192,16 +192,16 @@ pub fn parse(source: &str) -> Parsed {
             ..Parsed::default()
         };
     };
-    let root = tree.root_node();
+    let flat = Flat::of(&tree);
     let mut parsed = Parsed {
         // Bash splits words at spaces, tabs and newlines only; the grammar
         // also at a form feed, a vertical tab and a carriage return.
-        unparseable: root.has_error()
+        unparseable: tree.root_node().has_error()
             || source.contains(['\u{b}', '\u{c}', '\r'])
-            || !only_known_nodes(root, source),
+            || !only_known_nodes(&flat, source),
         ..Parsed::default()
     };
-    walk(root, source, &mut parsed, false);
+    walk(flat.root(), source, &mut parsed, false);
     for (index, spelt) in std::mem::take(&mut parsed.pending_writes) {
         if let Some(target) = resolved(&spelt, &parsed.values)
             && let Some(slot) = parsed.writes.get_mut(index)
@@ -221,16 +221,15 @@ pub fn parse(source: &str) -> Parsed {
 }
 
 fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
-    match kind(node) {
+    match node.kind() {
         Kind::Command => {
             push_simple(node, source, piped_into, None, Vec::new(), out);
             walk_words(node, source, out);
         }
         Kind::RedirectedStatement => walk_redirected(node, source, out, piped_into),
         Kind::Pipeline => {
-            let mut cursor = node.walk();
             let mut first = true;
-            for child in node.named_children(&mut cursor) {
+            for child in node.named_children() {
                 walk(child, source, out, !first || piped_into);
                 first = false;
             }
@@ -265,8 +264,7 @@ fn walk(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
 
 /// Substitutions inside a command's words are commands too.
 fn walk_words(command: Node<'_>, source: &str, out: &mut Parsed) {
-    let mut cursor = command.walk();
-    for child in command.children(&mut cursor) {
+    for child in command.children() {
         walk_inner(child, source, out);
     }
 }
@@ -278,9 +276,8 @@ fn walk_redirected(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: b
     let mut stdin_text = None;
     let mut stdin_uses = Vec::new();
     let mut fed = piped_into;
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        match kind(child) {
+    for child in node.children() {
+        match child.kind() {
             Kind::HeredocRedirect => {
                 stdin_text = heredoc_body(child, source);
                 uses_in(child, source, &mut stdin_uses);
@@ -298,16 +295,15 @@ fn walk_redirected(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: b
         }
     }
     let body = node.child_by_field_name("body");
-    if body.is_none_or(|b| kind(b) != Kind::Command) {
+    if body.is_none_or(|b| b.kind() != Kind::Command) {
         out.statement_uses.append(&mut stdin_uses);
     }
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        if kind(child) == Kind::Command && body == Some(child) {
+    for child in node.children() {
+        if child.kind() == Kind::Command && body == Some(child) {
             let uses = std::mem::take(&mut stdin_uses);
             push_simple(child, source, fed, stdin_text.clone(), uses, out);
             walk_words(child, source, out);
-        } else if kind(child) != Kind::FileRedirect {
+        } else if child.kind() != Kind::FileRedirect {
             walk(child, source, out, fed);
         }
     }
@@ -320,8 +316,7 @@ fn walk_for(node: Node<'_>, source: &str, out: &mut Parsed) {
         return;
     };
     let name = text(variable, source).to_owned();
-    let mut cursor = node.walk();
-    let values: Vec<Node<'_>> = node.children_by_field_name("value", &mut cursor).collect();
+    let values: Vec<Node<'_>> = node.children_by_field_name("value").collect();
     let mut origin = if values.is_empty() {
         Origin::Unknown
     } else {
@@ -343,16 +338,15 @@ fn walk_for(node: Node<'_>, source: &str, out: &mut Parsed) {
 fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
     let mut words = Vec::new();
     let mut uses = Vec::new();
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
+    for child in node.children() {
         if child.is_named() && glued_descriptor(child, source) {
             continue;
         }
         if child.is_named() {
             words.push(literal(child, source).or_else(|| {
-                (kind(child) == Kind::VariableAssignment).then(|| text(child, source).to_owned())
+                (child.kind() == Kind::VariableAssignment).then(|| text(child, source).to_owned())
             }));
-            if kind(child) == Kind::VariableAssignment
+            if child.kind() == Kind::VariableAssignment
                 && let Some(name) = assigned_name(child, source)
             {
                 assign(child, &name, source, out);
@@ -383,9 +377,8 @@ fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_in
 /// expansions it makes (added to `uses`), and whether any of them is a
 /// command's output, which makes the command's stdin another's.
 fn herestring(node: Node<'_>, source: &str, uses: &mut Vec<Use>) -> (Option<String>, bool) {
-    let mut cursor = node.walk();
     let text = node
-        .named_children(&mut cursor)
+        .named_children()
         .last()
         .and_then(|w| literal(w, source));
     let before = uses.len();
@@ -398,8 +391,7 @@ fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: boo
     if node.child_count() == 0 {
         return;
     }
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
+    for child in node.children() {
         walk(child, source, out, piped_into);
     }
 }
@@ -415,7 +407,7 @@ fn assign(node: Node<'_>, name: &str, source: &str, out: &mut Parsed) {
     // its own redirect expands: only a statement's own assignment counts.
     let prefix = node
         .parent()
-        .is_some_and(|parent| kind(parent) == Kind::Command);
+        .is_some_and(|parent| parent.kind() == Kind::Command);
     let spelled = value.filter(|_| !prefix).and_then(|v| literal(v, source));
     out.values
         .assign_value(name, node.start_byte(), origin_of(value, source), spelled);
@@ -426,7 +418,7 @@ fn assigned_name(node: Node<'_>, source: &str) -> Option<String> {
     let name = node
         .child_by_field_name("name")
         .or_else(|| node.named_child(0))?;
-    let name = match kind(name) {
+    let name = match name.kind() {
         Kind::Subscript => name.child_by_field_name("name").unwrap_or(name),
         _ => name,
     };
@@ -435,18 +427,16 @@ fn assigned_name(node: Node<'_>, source: &str) -> Option<String> {
 
 /// Walks the parts of a command's words for nested commands.
 fn walk_inner(node: Node<'_>, source: &str, out: &mut Parsed) {
-    match kind(node) {
+    match node.kind() {
         Kind::CommandSubstitution | Kind::ProcessSubstitution => {
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
+            for child in node.children() {
                 walk(child, source, out, false);
             }
         }
         Kind::FileRedirect => redirect(node, source, out),
         _ if node.child_count() == 0 => {}
         _ => {
-            let mut cursor = node.walk();
-            for child in node.children(&mut cursor) {
+            for child in node.children() {
                 walk_inner(child, source, out);
             }
         }
@@ -457,8 +447,7 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     // The operator, with any part the grammar could not read (`<>` comes
     // out as `<` and an error holding `>`).
     let operator: String = {
-        let mut cursor = node.walk();
-        node.children(&mut cursor)
+        node.children()
             .filter(|c| !c.is_named() || c.is_error())
             .map(|c| text(c, source))
             .collect()
@@ -469,12 +458,7 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     // `cmd > out ARG`: bash passes ARG to the command, the grammar reads it
     // as part of the redirect. Nothing after it can be trusted to be read
     // as bash reads it (`sort > /dev/null -o ../x` writes `../x`).
-    let mut cursor = node.walk();
-    if node
-        .children_by_field_name("destination", &mut cursor)
-        .nth(1)
-        .is_some()
-    {
+    if node.children_by_field_name("destination").nth(1).is_some() {
         out.unparseable = true;
     }
     walk_inner(destination, source, out);
@@ -483,7 +467,7 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
     // and so is the target of `&>` and `&>>` (stdout and stderr both),
     // digits or not: `&>2` writes the file `2`.
     let descriptor = operator.ends_with('&')
-        && (kind(destination) == Kind::Number || target.as_deref() == Some("-"));
+        && (destination.kind() == Kind::Number || target.as_deref() == Some("-"));
     if descriptor {
         return;
     }
@@ -502,21 +486,17 @@ fn redirect(node: Node<'_>, source: &str, out: &mut Parsed) {
 
 /// Whether a redirect feeds stdin from a process substitution (`< <(cmd)`).
 fn reads_from_commands(node: Node<'_>, source: &str) -> bool {
-    let mut cursor = node.walk();
     let input = node
-        .children(&mut cursor)
+        .children()
         .any(|c| !c.is_named() && text(c, source).contains('<'));
     input
         && node
             .child_by_field_name("destination")
-            .is_some_and(|d| kind(d) == Kind::ProcessSubstitution)
+            .is_some_and(|d| d.kind() == Kind::ProcessSubstitution)
 }
 
 fn heredoc_body(node: Node<'_>, source: &str) -> Option<String> {
-    let mut cursor = node.walk();
-    let body = node
-        .children(&mut cursor)
-        .find(|c| kind(*c) == Kind::HeredocBody)?;
+    let body = node.children().find(|c| c.kind() == Kind::HeredocBody)?;
     Some(text(body, source).to_owned())
 }
 
@@ -533,9 +513,8 @@ fn push_simple(
     let mut words = Vec::new();
     let mut assignments = Vec::new();
     let mut stdin_text = stdin_text;
-    let mut cursor = node.walk();
-    for child in node.named_children(&mut cursor) {
-        match kind(child) {
+    for child in node.named_children() {
+        match child.kind() {
             Kind::HerestringRedirect => {
                 let (text, from_output) = herestring(child, source, &mut uses);
                 stdin_text = text;
@@ -556,8 +535,7 @@ fn push_simple(
             }
             Kind::Comment => {}
             Kind::CommandName => {
-                let mut c = child.walk();
-                let word = child.named_children(&mut c).next();
+                let word = child.named_children().next();
                 if word.is_some_and(|w| glued_descriptor(w, source)) {
                     continue;
                 }
@@ -603,7 +581,7 @@ fn glued_descriptor(node: Node<'_>, source: &str) -> bool {
 /// with an expansion, a process substitution's `/dev/fd/N`), or `None` (it
 /// may split into several words).
 fn argument(node: Node<'_>, source: &str) -> Option<String> {
-    literal(node, source).or_else(|| match kind(node) {
+    literal(node, source).or_else(|| match node.kind() {
         Kind::String => {
             let quoted = text(node, source);
             let inner = quoted
