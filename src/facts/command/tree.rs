@@ -139,6 +139,9 @@ impl PartialEq for Node<'_> {
 impl Eq for Node<'_> {}
 
 impl<'t> Node<'t> {
+    /// Every node's index was made by its `Flat` from an entry it holds
+    /// (the root's, a parent's, a child's or a sibling's), so it is in
+    /// bounds.
     fn entry(self) -> Entry {
         self.flat.entries[at(self.index)]
     }
