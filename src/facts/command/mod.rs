@@ -10,6 +10,7 @@ mod description;
 mod floor;
 mod git_config;
 mod globs;
+mod kind;
 mod node;
 mod parse;
 mod pattern;

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::{Language, Tree};
 
-use super::node::{Kind, kind_of_id};
+use super::kind::{Kind, kind_of_id};
 
 /// No node: the root's parent, a last child's next sibling.
 const NONE: u32 = u32::MAX;

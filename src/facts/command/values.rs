@@ -11,7 +11,8 @@
 
 use super::tree::Node;
 
-use super::node::{Kind, literal, text};
+use super::kind::Kind;
+use super::node::{literal, text};
 
 /// A value in a command's words that the text does not spell out.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 
 use tree_sitter::Language;
 
-use super::super::node::{Kind, text};
+use super::super::kind::Kind;
+use super::super::node::text;
 use super::super::tree::{Flat, Node};
 
 /// The named node kinds of tree-sitter-bash the gate knows how to read.

@@ -16,7 +16,8 @@ use std::cell::RefCell;
 
 use tree_sitter::{Parser, Tree};
 
-use super::node::{Kind, StringPart, literal, string_parts, text, unescape_double};
+use super::kind::Kind;
+use super::node::{StringPart, literal, string_parts, text, unescape_double};
 use super::tree::{Flat, Node};
 use super::values::{Expanded, Origin, Use, Values, origin_of, read_variables, uses_in};
 
