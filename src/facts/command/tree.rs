@@ -35,7 +35,6 @@ struct Entry {
     parent: u32,
     first_child: u32,
     next_sibling: u32,
-    children: u32,
     named_children: u32,
 }
 
@@ -68,7 +67,6 @@ impl Flat {
                 parent: open.last().map_or(NONE, |&(parent, _)| parent),
                 first_child: NONE,
                 next_sibling: NONE,
-                children: 0,
                 named_children: 0,
             });
             if let Some((parent, last)) = open.last_mut() {
@@ -81,7 +79,6 @@ impl Flat {
                     if parent.first_child == NONE {
                         parent.first_child = index;
                     }
-                    parent.children += 1;
                     parent.named_children += u32::from(node.is_named());
                 }
             }
@@ -194,10 +191,6 @@ impl<'t> Node<'t> {
         self.at(self.entry().parent)
     }
 
-    pub fn child_count(self) -> usize {
-        at(self.entry().children)
-    }
-
     pub fn named_child_count(self) -> usize {
         at(self.entry().named_children)
     }
@@ -284,7 +277,6 @@ mod tests {
         assert_eq!(ours.is_error(), theirs.is_error());
         assert_eq!(ours.is_broken(), theirs.is_error() || theirs.is_missing());
         assert_eq!(ours.byte_range(), theirs.byte_range());
-        assert_eq!(ours.child_count(), theirs.child_count());
         assert_eq!(ours.named_child_count(), theirs.named_child_count());
         let mut cursor = theirs.walk();
         let children: Vec<_> = theirs.children(&mut cursor).collect();

@@ -168,7 +168,6 @@ pub fn uses_in(node: Node<'_>, source: &str, out: &mut Vec<Use>) {
         Kind::ProcessSubstitution => {}
         // `$((...))` is a number.
         Kind::ArithmeticExpansion => {}
-        _ if node.child_count() == 0 => {}
         _ => {
             for child in node.children() {
                 uses_in(child, source, out);

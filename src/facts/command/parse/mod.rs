@@ -388,10 +388,6 @@ fn herestring(node: Node<'_>, source: &str, uses: &mut Vec<Use>) -> (Option<Stri
 }
 
 fn walk_children(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
-    // A leaf has nothing to walk: no cursor (an allocation) for it.
-    if node.child_count() == 0 {
-        return;
-    }
     for child in node.children() {
         walk(child, source, out, piped_into);
     }
@@ -435,7 +431,6 @@ fn walk_inner(node: Node<'_>, source: &str, out: &mut Parsed) {
             }
         }
         Kind::FileRedirect => redirect(node, source, out),
-        _ if node.child_count() == 0 => {}
         _ => {
             for child in node.children() {
                 walk_inner(child, source, out);
