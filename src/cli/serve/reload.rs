@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use clap::ValueEnum;
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::time::MissedTickBehavior;
 
 use super::super::PolicyArgs;
 use crate::audit::{
@@ -35,6 +36,9 @@ use crate::state::Listening;
 const POLL: Duration = Duration::from_millis(500);
 /// How long a replica waits to start following the fleet's applies.
 const FOLLOW_WITHIN: Duration = Duration::from_secs(2);
+/// How many times a reload reads the files again when they are replaced
+/// while it reads them, before it gives up until the next look.
+const READS: usize = 5;
 
 /// When `serve` reloads its policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -155,7 +159,11 @@ impl Reloader {
         let watching = matches!(mode, ReloadMode::Watch | ReloadMode::TightenOnly);
         let mut last = known.clone();
         let mut every = tokio::time::interval(POLL);
+        // Two looks that agree must be a poll apart: looks missed during a
+        // long reload are not made up back to back.
+        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut clients_every = tokio::time::interval(POLL);
+        clients_every.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // In a fleet, `policy apply` reaches every replica through the
         // shared state; a lost connection is made again at the next look.
         let mut applies: Option<Listening> = None;
@@ -183,15 +191,20 @@ impl Reloader {
             let mut lost = false;
             tokio::select! {
                 heard = next_apply(&mut applies), if applies.is_some() => match heard {
-                    Some(_) => self.reload("policy apply", tighten_only).await,
+                    Some(_) => {
+                        if let Some(read) = self.reload("policy apply", tighten_only).await {
+                            known = read;
+                        }
+                    }
                     None => lost = true,
                 },
                 _ = clients_every.tick(), if self.admission.is_some() => self.follow_clients().await,
                 _ = every.tick(), if watching && !folders.is_empty() => {
                     let now = fingerprint(&folders);
-                    if now != known && now == last {
-                        known = now.clone();
-                        self.reload("change", tighten_only).await;
+                    if now != known && now == last
+                        && let Some(read) = self.reload("change", tighten_only).await
+                    {
+                        known = read;
                     }
                     last = now;
                 }
@@ -199,9 +212,10 @@ impl Reloader {
                     ReloadMode::Watch | ReloadMode::Signal | ReloadMode::TightenOnly => {
                         // What SIGHUP loads is what the watcher would load
                         // next: it need not load it again.
-                        known = fingerprint(&folders);
-                        last = known.clone();
-                        self.reload("SIGHUP", tighten_only).await;
+                        if let Some(read) = self.reload("SIGHUP", tighten_only).await {
+                            last = read.clone();
+                            known = read;
+                        }
                     }
                     ReloadMode::Never => tracing::warn!("SIGHUP ignored: --reload never"),
                 },
@@ -213,8 +227,11 @@ impl Reloader {
     }
 
     /// Loads the set as start-up does and swaps it in, or keeps the one in
-    /// force; records which first.
-    async fn reload(&self, trigger: &'static str, tighten_only: bool) {
+    /// force; records which first. Gives back how the watched files looked
+    /// when they were read, the state that was judged; `None` when they kept
+    /// being replaced as they were read (nothing judged, nothing recorded:
+    /// the watcher loads them once they settle).
+    async fn reload(&self, trigger: &'static str, tighten_only: bool) -> Option<Fingerprint> {
         let old = self.settings.load_full();
         let old_hash = old.engine.identity().hash.clone();
         let live = match &self.fleet {
@@ -226,17 +243,53 @@ impl Reloader {
         let proofs = self.proofs.clone();
         let root = old.root.clone();
         let in_force = old_hash.clone();
+        let folders = self.watched.folders.clone();
+        // What a load that stopped is counted as read at: the files as they
+        // were when it began, so the same stop is not recorded at every look.
+        let tried = fingerprint(&folders);
         let loaded = tokio::task::spawn_blocking(move || {
-            load(&policies, &in_force, &clients, proofs.as_ref(), &live, root)
+            load(
+                &policies,
+                &folders,
+                &in_force,
+                &clients,
+                proofs.as_ref(),
+                &live,
+                root,
+            )
         })
-        .await
-        .unwrap_or_else(|err| {
-            Err(vec![Problem::new(
-                ProblemKind::Files,
-                "",
-                format!("the reload stopped: {err}"),
-            )])
-        });
+        .await;
+        let (read, loaded) = match loaded {
+            Ok(Some(read)) => read,
+            Ok(None) => {
+                tracing::warn!(
+                    trigger,
+                    "the policy files were replaced each time they were read: loaded once they settle"
+                );
+                return None;
+            }
+            Err(err) => {
+                let stopped = format!("the reload stopped: {err}");
+                (
+                    tried,
+                    Err(vec![Problem::new(ProblemKind::Files, "", stopped)]),
+                )
+            }
+        };
+        self.judge(trigger, tighten_only, &old, loaded).await;
+        Some(read)
+    }
+
+    /// Swaps in a set that loaded, unless tighten-only refuses it, or keeps
+    /// the one in force; records which first.
+    async fn judge(
+        &self,
+        trigger: &'static str,
+        tighten_only: bool,
+        old: &Arc<Setting>,
+        loaded: Loaded,
+    ) {
+        let old_hash = old.engine.identity().hash.clone();
         let loaded = loaded.and_then(|loaded| {
             let Some((setting, bundle)) = loaded else {
                 return Ok(None);
@@ -266,7 +319,7 @@ impl Reloader {
                     return self.record_failed(trigger, &old_hash, &[problem]).await;
                 }
                 let (setting, applied) = if tighten_only {
-                    match self.no_wider(trigger, &old, setting, bundle).await {
+                    match self.no_wider(trigger, old, setting, bundle).await {
                         Some(admitted) => admitted,
                         None => return,
                     }
@@ -458,27 +511,49 @@ async fn next_apply(applies: &mut Option<Listening>) -> Option<String> {
     }
 }
 
-/// The start-up loader, run again: the bundle, the servers files, the
+/// What a reload made of the files: a new setting with the bundle it was
+/// built from, `None` when the files hash as the set in force (the set
+/// hash covers every file), or why they do not load.
+type Loaded = Result<Option<(Setting, PolicyBundle)>, Vec<Problem>>;
+
+/// The start-up loader, run again on the files as they were at one state
+/// (the fingerprint given back): the bundle, the servers files, the
 /// registry over the tools the downstream servers list now, and the engine,
-/// proven. `None` when the files hash as the set in force (the set hash
-/// covers every file), which costs only reading them.
+/// proven. `None` when the files were replaced each time they were read.
 fn load(
     policies: &PolicyArgs,
+    folders: &[PathBuf],
     in_force: &str,
     clients: &[ClientRecord],
     proofs: Option<&SetCache>,
     live: &BTreeMap<String, Vec<serde_json::Value>>,
     root: crate::facts::Root,
-) -> Result<Option<(Setting, PolicyBundle)>, Vec<Problem>> {
-    let bundle = policies
-        .bundle()
-        .map_err(|err| vec![Problem::new(ProblemKind::Files, "", err.to_string())])?;
-    if bundle.hash() == in_force {
-        return Ok(None);
-    }
-    let servers = Servers::of(&bundle).map_err(|err| err.problems)?;
-    let setting = setting(&bundle, &servers, live, clients, proofs, root)?;
-    Ok(Some((setting, bundle)))
+) -> Option<(Fingerprint, Loaded)> {
+    let (read, bundle) = read_settled(folders, || policies.bundle())?;
+    let loaded = bundle
+        .map_err(|err| vec![Problem::new(ProblemKind::Files, "", err.to_string())])
+        .and_then(|bundle| {
+            if bundle.hash() == in_force {
+                return Ok(None);
+            }
+            let servers = Servers::of(&bundle).map_err(|err| err.problems)?;
+            let setting = setting(&bundle, &servers, live, clients, proofs, root)?;
+            Ok(Some((setting, bundle)))
+        });
+    Some((read, loaded))
+}
+
+/// The files read at one state, with its fingerprint. Two agreeing looks
+/// say a change has settled, not that no other lands while the files are
+/// read: a file replaced during the read would make a set of two states
+/// (judged as one, and recorded against a fingerprint it was not read at),
+/// so the read is made again until the files are the same before and after.
+fn read_settled<T>(folders: &[PathBuf], mut read: impl FnMut() -> T) -> Option<(Fingerprint, T)> {
+    (0..READS).find_map(|_| {
+        let before = fingerprint(folders);
+        let contents = read();
+        (fingerprint(folders) == before).then_some((before, contents))
+    })
 }
 
 /// The registry over the tools the downstream servers list, and the
@@ -499,4 +574,60 @@ pub(super) fn setting(
         registry,
         root,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+    use super::*;
+
+    /// Replaces `file` by rename, as an editor does.
+    fn replace(file: &Path, text: &str) {
+        let staged = file.with_extension("staged");
+        std::fs::write(&staged, text).unwrap();
+        std::fs::rename(&staged, file).unwrap();
+    }
+
+    #[test]
+    fn a_file_replaced_during_the_read_is_read_again_and_the_state_read_is_the_one_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("policies").join("a.cedar");
+        std::fs::create_dir(file.parent().unwrap()).unwrap();
+        replace(&file, "first");
+        let folders = vec![file.parent().unwrap().to_owned()];
+        let mut reads = 0;
+        let (read, text) = read_settled(&folders, || {
+            reads += 1;
+            let text = std::fs::read_to_string(&file).unwrap();
+            if reads == 1 {
+                // The edit lands while the first read is under way.
+                replace(&file, "second");
+            }
+            text
+        })
+        .unwrap();
+        assert_eq!(reads, 2, "the read under an edit is made again");
+        assert_eq!(text, "second");
+        assert_eq!(
+            read,
+            fingerprint(&folders),
+            "the state given is the one read"
+        );
+    }
+
+    #[test]
+    fn files_replaced_at_every_read_are_not_judged() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.cedar");
+        replace(&file, "0");
+        let folders = vec![dir.path().to_owned()];
+        let mut reads = 0;
+        let settled = read_settled(&folders, || {
+            reads += 1;
+            replace(&file, &reads.to_string());
+        });
+        assert!(settled.is_none());
+        assert_eq!(reads, READS, "bounded");
+    }
 }
