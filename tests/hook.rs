@@ -688,7 +688,8 @@ fn a_serve_that_never_answers_is_a_deny_at_the_deadline() {
 /// `hook install --socket` writes a hook that asks that `serve`: the
 /// installed command line, run as Claude Code runs it (by a shell, with
 /// only the environment), is answered there. A relative socket is written
-/// absolute; one inside the project is refused and nothing is written.
+/// absolute; one inside the project, as written or where it leads (a link,
+/// `..`), is refused and nothing is written.
 #[test]
 fn the_installed_hook_asks_the_serve_at_its_socket() {
     let hooked = Hooked::new();
@@ -705,11 +706,26 @@ fn the_installed_hook_asks_the_serve_at_its_socket() {
     };
     let settings = hooked.root().join(".claude/settings.json");
 
+    // Inside as written, through a link, and back up through `..`.
     let inside = hooked.root().join("hook.sock");
-    let refused = install(inside.to_str().unwrap());
-    assert_ne!(refused.code, 0, "{refused:?}");
-    assert!(refused.stderr.contains("inside the project"), "{refused:?}");
-    assert!(!settings.exists(), "written anyway: {refused:?}");
+    std::os::unix::fs::symlink(hooked.root(), sockets.path().join("into")).unwrap();
+    fs::create_dir(sockets.path().join("beside")).unwrap();
+    let name = hooked.root().file_name().unwrap().to_str().unwrap();
+    let up = format!("beside/../into/../{name}/hook.sock");
+    for socket in [
+        inside.to_str().unwrap(),
+        "into/hook.sock",
+        "into/not-yet/hook.sock",
+        up.as_str(),
+    ] {
+        let refused = install(socket);
+        assert_ne!(refused.code, 0, "{socket}: {refused:?}");
+        assert!(
+            refused.stderr.contains("inside the project"),
+            "{socket}: {refused:?}"
+        );
+        assert!(!settings.exists(), "{socket}: written anyway: {refused:?}");
+    }
 
     let run = install("hook.sock");
     assert_eq!(run.code, 0, "{run:?}");

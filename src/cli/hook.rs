@@ -452,15 +452,22 @@ fn install(args: &InstallArgs, format: Format) -> anyhow::Result<Exit> {
 
 /// The socket `hook install --socket` writes: absolute, since Claude Code
 /// runs the hook from the session's folder; and never inside the project
-/// it is installed for, where the hook would refuse to ask it.
+/// it is installed for, where the hook would refuse to ask it. Inside is
+/// judged where the path leads (through `..` and links, as far as its
+/// folders exist), as the hook judges it at each event: a path that only
+/// reads as outside is refused here, not found out by the first hook.
 fn install_socket(socket: &Path, project: Option<&Path>) -> anyhow::Result<String> {
     let socket = std::path::absolute(socket)
         .with_context(|| format!("cannot make {} absolute", socket.display()))?;
     if let Some(project) = project {
         let project = std::path::absolute(project)
             .with_context(|| format!("cannot make {} absolute", project.display()))?;
-        let inside = |root: &Path| socket.starts_with(root);
-        if inside(&project) || std::fs::canonicalize(&project).is_ok_and(|real| inside(&real)) {
+        let real_project = std::fs::canonicalize(&project).unwrap_or_else(|_| project.clone());
+        let real_socket = leads_to(&socket);
+        let inside = [&socket, &real_socket]
+            .iter()
+            .any(|path| path.starts_with(&project) || path.starts_with(&real_project));
+        if inside {
             anyhow::bail!(
                 "the hook socket {} is inside the project {}, where what the agent runs could answer in portcullis's place: put it outside (for example under $XDG_RUNTIME_DIR)",
                 socket.display(),
@@ -477,6 +484,33 @@ fn install_socket(socket: &Path, project: Option<&Path>) -> anyhow::Result<Strin
     Ok(text.to_owned())
 }
 
+/// Where the absolute `path` leads: its deepest part that exists,
+/// resolved (links and `..`), with the rest joined on. A `..` past a
+/// folder that is not there leads nowhere the system can reach: that
+/// path is given back as written.
+fn leads_to(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut existing = path;
+    let real = loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            break real;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            // Only `/` and paths ending in `..` have no name; `..` that
+            // cannot be resolved leaves the path as written.
+            _ => return path.to_owned(),
+        }
+    };
+    rest.iter().rev().fold(real, |mut at, name| {
+        at.push(name);
+        at
+    })
+}
+
 /// Claude Code's user settings: `$CLAUDE_CONFIG_DIR/settings.json`, or
 /// `~/.claude/settings.json`.
 fn user_settings() -> anyhow::Result<PathBuf> {
@@ -487,4 +521,54 @@ fn user_settings() -> anyhow::Result<PathBuf> {
         .filter(|h| !h.is_empty())
         .context("HOME is not set: give --project DIR")?;
     Ok(Path::new(&home).join(".claude").join("settings.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails by panicking")]
+
+    use super::*;
+
+    #[test]
+    fn a_path_leads_through_its_links_and_dots_as_far_as_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("project")).unwrap();
+        std::fs::create_dir(real.join("beside")).unwrap();
+        std::os::unix::fs::symlink(real.join("project"), real.join("link")).unwrap();
+        let project = real.join("project");
+        for (written, expected) in [
+            ("link/h.sock", project.join("h.sock")),
+            ("link/missing/h.sock", project.join("missing/h.sock")),
+            ("beside/../project/h.sock", project.join("h.sock")),
+            ("link/../beside/h.sock", real.join("beside/h.sock")),
+            ("beside/h.sock", real.join("beside/h.sock")),
+        ] {
+            assert_eq!(leads_to(&real.join(written)), expected, "{written}");
+        }
+        let unreachable = real.join("missing/../project/h.sock");
+        assert_eq!(leads_to(&unreachable), unreachable, "left as written");
+    }
+
+    #[test]
+    fn a_socket_that_leads_into_the_project_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("project")).unwrap();
+        std::fs::create_dir(real.join("run")).unwrap();
+        std::os::unix::fs::symlink(real.join("project"), real.join("run/into")).unwrap();
+        let project = real.join("project");
+        for inside in ["project/h.sock", "run/into/h.sock", "run/../project/h.sock"] {
+            let refused = install_socket(&real.join(inside), Some(&project)).unwrap_err();
+            assert!(
+                refused.to_string().contains("inside the project"),
+                "{inside}"
+            );
+        }
+        let outside = real.join("run/h.sock");
+        assert_eq!(
+            install_socket(&outside, Some(&project)).unwrap(),
+            outside.to_str().unwrap()
+        );
+    }
 }
