@@ -86,26 +86,27 @@ impl SharedChain {
         Ok(())
     }
 
-    /// Connects and prepares the batch `INSERT`, unless both are done.
-    fn prepare_insert(&mut self) -> Result<(), String> {
+    /// The batch `INSERT`, connected and prepared unless both are done.
+    fn prepare_insert(&mut self) -> Result<tokio_postgres::Statement, String> {
         self.connect()?;
-        if self.insert.is_none() {
-            let client = self.client()?;
-            let statement = self
-                .runtime
-                .block_on(client.prepare(
-                    "INSERT INTO portcullis_audit (chain, seq, hash, line) \
-                     SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[])",
-                ))
-                .map_err(|err| {
-                    if err.as_db_error().is_none() {
-                        self.client = None;
-                    }
-                    err.to_string()
-                })?;
-            self.insert = Some(statement);
+        if let Some(statement) = &self.insert {
+            return Ok(statement.clone());
         }
-        Ok(())
+        let client = self.client()?;
+        let statement = self
+            .runtime
+            .block_on(client.prepare(
+                "INSERT INTO portcullis_audit (chain, seq, hash, line) \
+                 SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[])",
+            ))
+            .map_err(|err| {
+                if err.as_db_error().is_none() {
+                    self.client = None;
+                }
+                err.to_string()
+            })?;
+        self.insert = Some(statement.clone());
+        Ok(statement)
     }
 
     /// The chain's last row, its hash checked.
@@ -235,13 +236,11 @@ impl ChainStore for SharedChain {
             .map_err(|err| failed(err.to_string()))?;
         let hashes: Vec<&str> = batch.marks.iter().map(|mark| mark.hash.as_str()).collect();
         let chain = self.chain.clone();
-        self.prepare_insert().map_err(failed)?;
-        let (Some(client), Some(insert)) = (&self.client, &self.insert) else {
-            return Err(failed("no connection to the shared state".to_owned()));
-        };
+        let insert = self.prepare_insert().map_err(failed)?;
+        let client = self.client().map_err(failed)?;
         let inserted = self
             .runtime
-            .block_on(client.execute(insert, &[&chain, &seqs, &hashes, &rows]));
+            .block_on(client.execute(&insert, &[&chain, &seqs, &hashes, &rows]));
         match inserted {
             Ok(_) => {
                 self.tail = Some(end);

@@ -212,9 +212,16 @@ impl Reloader {
                     ReloadMode::Watch | ReloadMode::Signal | ReloadMode::TightenOnly => {
                         // What SIGHUP loads is what the watcher would load
                         // next: it need not load it again.
-                        if let Some(read) = self.reload("SIGHUP", tighten_only).await {
-                            last = read.clone();
-                            known = read;
+                        match self.reload("SIGHUP", tighten_only).await {
+                            Some(read) => {
+                                last = read.clone();
+                                known = read;
+                            }
+                            // No watcher will look again.
+                            None if !watching => tracing::warn!(
+                                "SIGHUP loaded nothing: send it again once the files are written"
+                            ),
+                            None => {}
                         }
                     }
                     ReloadMode::Never => tracing::warn!("SIGHUP ignored: --reload never"),
@@ -264,7 +271,7 @@ impl Reloader {
             Ok(None) => {
                 tracing::warn!(
                     trigger,
-                    "the policy files were replaced each time they were read: loaded once they settle"
+                    "the policy files were replaced each time they were read: nothing was loaded"
                 );
                 return None;
             }
