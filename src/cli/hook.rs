@@ -529,13 +529,21 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_path_leads_through_its_links_and_dots_as_far_as_it_exists() {
+    /// A folder (resolved) holding `project`, `beside`, and links to the
+    /// project from both: `link` and `beside/into`.
+    fn places() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let real = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(real.join("project")).unwrap();
         std::fs::create_dir(real.join("beside")).unwrap();
         std::os::unix::fs::symlink(real.join("project"), real.join("link")).unwrap();
+        std::os::unix::fs::symlink(real.join("project"), real.join("beside/into")).unwrap();
+        (dir, real)
+    }
+
+    #[test]
+    fn a_path_leads_through_its_links_and_dots_as_far_as_it_exists() {
+        let (_dir, real) = places();
         let project = real.join("project");
         for (written, expected) in [
             ("link/h.sock", project.join("h.sock")),
@@ -552,20 +560,20 @@ mod tests {
 
     #[test]
     fn a_socket_that_leads_into_the_project_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir(real.join("project")).unwrap();
-        std::fs::create_dir(real.join("run")).unwrap();
-        std::os::unix::fs::symlink(real.join("project"), real.join("run/into")).unwrap();
+        let (_dir, real) = places();
         let project = real.join("project");
-        for inside in ["project/h.sock", "run/into/h.sock", "run/../project/h.sock"] {
+        for inside in [
+            "project/h.sock",
+            "beside/into/h.sock",
+            "beside/../project/h.sock",
+        ] {
             let refused = install_socket(&real.join(inside), Some(&project)).unwrap_err();
             assert!(
                 refused.to_string().contains("inside the project"),
                 "{inside}"
             );
         }
-        let outside = real.join("run/h.sock");
+        let outside = real.join("beside/h.sock");
         assert_eq!(
             install_socket(&outside, Some(&project)).unwrap(),
             outside.to_str().unwrap()
