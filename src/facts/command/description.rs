@@ -165,8 +165,10 @@ impl Description {
             let word = words[index].as_str();
             index += 1;
             if options_end || !looks_like_option(word) {
-                if word == UNQUOTED_EXPANSION && !options_end {
-                    // Word splitting may turn it into options.
+                // Word splitting may turn it into options; past `--` it
+                // is still an operand no one can read, which may name any
+                // file (`ls | xargs wc -l --` reads what `ls` lists).
+                if word == UNQUOTED_EXPANSION && !(options_end && self.free_words) {
                     scan.fits = false;
                 }
                 read.operands.push(word);
