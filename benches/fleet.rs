@@ -1,7 +1,7 @@
 //! A fleet's figures, in one run on this machine: audit appends per second
-//! from 8 writer processes (8 callers each) on one file log, and on
-//! PostgreSQL (a chain each), with each append's durable-write latency
-//! p50/p99; and tool calls per second from 64 HTTP clients to one replica
+//! from 8 writer processes (8 callers each, timed from when all are open)
+//! on one file log, and on PostgreSQL (a chain each), with each append's
+//! durable-write latency p50/p99; and tool calls per second from 64 HTTP clients to one replica
 //! on files, one on PostgreSQL, and three on PostgreSQL behind HAProxy
 //! (round-robin). PostgreSQL is a cluster of the bench's own
 //! (`tests/postgres.rs`) that syncs its WAL, with synchronous commit on, as
@@ -27,7 +27,7 @@ mod postgres;
 )]
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -116,6 +116,11 @@ fn writer_process(job: &str) {
         checked.blocking_recv().unwrap().unwrap();
         log
     };
+    // Opened (a connection made, a chain checked): say so, and wait for the
+    // word to start, so the figure counts appends and not process starts.
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
     write(log, callers, per_caller, Path::new(out));
 }
 
@@ -124,8 +129,7 @@ fn writer_process(job: &str) {
 fn appends(target: impl Fn(usize) -> String, total: usize) -> (f64, Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let per_caller = total / PROCESSES / CALLERS;
-    let start = Instant::now();
-    let children: Vec<Child> = (0..PROCESSES)
+    let mut children: Vec<Child> = (0..PROCESSES)
         .map(|i| {
             let out = dir.path().join(format!("latencies-{i}"));
             Command::new(std::env::current_exe().unwrap())
@@ -133,10 +137,23 @@ fn appends(target: impl Fn(usize) -> String, total: usize) -> (f64, Duration, Du
                     WRITER_ENV,
                     format!("{}:{CALLERS}:{per_caller}:{}", target(i), out.display()),
                 )
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
+    for child in &mut children {
+        let mut ready = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready");
+    }
+    let start = Instant::now();
+    for child in &mut children {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
     for mut child in children {
         assert!(child.wait().unwrap().success());
     }
@@ -281,7 +298,8 @@ fn fleet(_c: &mut Criterion) {
         .unwrap();
     let files = tempfile::tempdir().unwrap();
     let file_log = files.path().join("audit.jsonl");
-    let total = 16_384;
+    // Several seconds a phase on PostgreSQL, so one slow flush moves little.
+    let total = 65_536;
     let (file_rate, file_p50, file_p99) =
         appends(|_| format!("file={}", file_log.display()), total);
     let (pg_rate, pg_p50, pg_p99) = appends(|i| format!("chain={url}#writer-{i}"), total);
