@@ -281,6 +281,68 @@ fn links_inside_the_root_are_judged_by_what_they_point_at() {
     assert_eq!(decide("cat docs/guide.md"), Outcome::Allow);
 }
 
+/// However the shell comes to a word that names a link, the link is
+/// judged by what it points at: a redirect's source, a pattern's match, a
+/// word that looks like an option, an option's value, and a word read
+/// after any `cd` the command may have made, in any order or a loop.
+#[test]
+fn every_word_that_reaches_a_link_is_judged_by_what_it_points_at() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["docs", "src"]);
+    let ws = root.path();
+    fs::write(ws.join(".env"), "TOKEN=1").unwrap();
+    fs::write(ws.join("docs/guide.md"), "guide").unwrap();
+    std::os::unix::fs::symlink("../.env", ws.join("docs/envlink")).unwrap();
+    std::os::unix::fs::symlink(".env", ws.join("-x")).unwrap();
+    std::os::unix::fs::symlink("..", ws.join("src/up")).unwrap();
+    let decide = |command: &str| {
+        judge(engine, "agent", root, None, command, Transport::Cli)
+            .unwrap()
+            .decision
+            .outcome
+    };
+    for command in [
+        "cat < docs/envlink",
+        "wc -l 0< docs/envlink",
+        "echo $(<docs/envlink)",
+        "cat docs/e*",
+        "cat docs/envl?nk",
+        "cat -- docs/[e]nvlink",
+        "cat -- *",
+        "cat -- -x",
+        "head -- -x",
+        "cat < -x",
+        "grep -h . -- -x",
+        "sort --files0-from=docs/envlink",
+        "cd docs && cat envlink",
+        "cd src && cat ../docs/envlink",
+        "cd src && cat up/docs/envlink",
+        "cd src && cd up && cd docs && cat envlink",
+        "for d in 1 2; do cd src/up; done; cat docs/envlink",
+        "cd src || cd docs; cat envlink",
+        "(cd docs); cat -- ../-x",
+    ] {
+        assert_eq!(decide(command), Outcome::Deny, "{command}");
+    }
+    // Where the gate cannot know the folder, it cannot know the link.
+    for command in [
+        "cd \"$X\" && cat guide.md",
+        "cd - && cat guide.md",
+        "cat ~-/guide.md",
+    ] {
+        assert_eq!(decide(command), Outcome::Ask, "{command}");
+    }
+    for command in [
+        "cat docs/guide.md",
+        "cd docs && cat guide.md",
+        "cd src && cat ../docs/guide.md",
+        "cat docs/g*",
+        "ls -la",
+        "git status --short",
+    ] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+}
+
 /// A git read is read-only only when the configuration git will read
 /// names no program: the workspace's own, a nested repository's, a bare
 /// repository's kept as ordinary files, and what they include.

@@ -93,6 +93,10 @@ pub fn workspace() -> Workspace {
     fs::write(home.join(".aws/credentials"), "[default]\n").unwrap();
     fs::write(outside.join("plain.txt"), "outside\n").unwrap();
     std::os::unix::fs::symlink(&outside, root.join("docs/outside")).unwrap();
+    // Links to the secret, one named like an option: a command that reads
+    // them reads `.env`, however it comes to the word.
+    std::os::unix::fs::symlink("../.env", root.join("docs/envlink")).unwrap();
+    std::os::unix::fs::symlink(".env", root.join("-env")).unwrap();
     let git = |dir: &Path, args: &[&str]| {
         run(Command::new("git")
             .args(args)

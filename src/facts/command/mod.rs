@@ -14,6 +14,7 @@ mod kind;
 mod node;
 mod parse;
 mod pattern;
+mod places;
 mod quote;
 mod secret_words;
 mod table;
@@ -38,7 +39,8 @@ pub use quote::shell_quote;
 pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITES_FILES};
 use unwrap::OPAQUE;
 
-use super::paths::{Root, resolve};
+use super::paths::Root;
+use places::{Leads, Paths};
 use unwrap::{Run, Unwrapped, unwrap_source};
 use values::Expanded;
 
@@ -127,15 +129,12 @@ pub fn command_facts(
         opaque: unwrapped.opaque,
         parts: Vec::new(),
     };
-    let mut paths = Paths {
+    let paths = Paths::new(
         cwd,
         root,
-        moved: unwrapped.changes_directory,
-        moved_into_vcs: false,
-        moved_outside: false,
-        folders: Vec::new(),
-    };
-    paths.note_moves(&unwrapped.directories);
+        unwrapped.changes_directory,
+        &unwrapped.directories,
+    );
     let mut writes: Vec<Option<String>> = unwrapped.writes.clone();
     let home = root.home().map(Path::to_path_buf);
     let glob_cwd = (!unwrapped.changes_directory).then_some(cwd);
@@ -158,7 +157,14 @@ pub fn command_facts(
     if !facts.parts.is_empty() {
         facts.programs.extend(unwrapped.wrappers.iter().cloned());
     }
-    judge_named_words(&unwrapped, table, glob_cwd, home.as_deref(), &mut facts);
+    judge_named_words(
+        &unwrapped,
+        table,
+        &paths,
+        glob_cwd,
+        home.as_deref(),
+        &mut facts,
+    );
     judge_walks(&walks, &paths, table, &mut facts);
     judge_assignments(&unwrapped, table, &mut facts);
     // A pattern in a write's target is expanded by the shell too
@@ -222,17 +228,13 @@ fn judge_run(
         judged.opaque = true;
     }
     // An operand that is a link, or lies under one, is judged by what
-    // it points at too: `cat docs/envlink` reads `.env`.
+    // it points at too: `cat docs/envlink` reads `.env`. A word that looks
+    // like an option may be an operand all the same (after `--`, or with
+    // `POSIXLY_CORRECT` set): `cat -- -x` reads the file `-x`.
     for arg in &run.args {
-        let named = arg
-            .split_once('=')
-            .filter(|_| arg.starts_with('-'))
-            .map_or(arg.as_str(), |(_, v)| v);
-        if named.starts_with('-') || named.is_empty() {
-            continue;
-        }
-        if let Some(target) = paths.linked_target(named) {
-            judged.classes.extend(table.classify_word(&target));
+        judged.classes.extend(linked_classes(arg, paths, table));
+        if let Some((_, value)) = arg.split_once('=').filter(|_| arg.starts_with('-')) {
+            judged.classes.extend(linked_classes(value, paths, table));
         }
     }
     let unseen = run.expanded.iter().any(|value| match value {
@@ -266,6 +268,7 @@ fn judge_patterns(
             }
             globs::Expansion::Words(words) => {
                 for word in words.iter().filter(|w| *w != arg) {
+                    judged.classes.extend(linked_classes(word, paths, table));
                     let mut args = run.args.clone();
                     args[index].clone_from(word);
                     let expanded = table.classify(&run.name, &args, &inside_root);
@@ -289,6 +292,7 @@ fn judge_patterns(
 fn judge_named_words(
     unwrapped: &Unwrapped,
     table: &CommandClasses,
+    paths: &Paths<'_>,
     glob_cwd: Option<&Path>,
     home: Option<&Path>,
     facts: &mut CommandFacts,
@@ -299,15 +303,33 @@ fn judge_named_words(
         .chain(unwrapped.reads.iter().flatten());
     for word in named {
         facts.classes.extend(table.classify_word(word));
+        facts.classes.extend(linked_classes(word, paths, table));
         match globs::expand(word, glob_cwd, home) {
             globs::Expansion::Plain => {}
             globs::Expansion::Unknown => facts.opaque = true,
             globs::Expansion::Words(words) => {
                 for expanded in words.iter().filter(|w| *w != word) {
                     facts.classes.extend(table.classify_word(expanded));
+                    facts.classes.extend(linked_classes(expanded, paths, table));
                 }
             }
         }
+    }
+}
+
+/// The classes of the file `word` leads to through a link, if it names
+/// one: `cat < envlink`, `cat e*` and `cat -- -x` read `.env` as surely as
+/// `cat .env` does, however the shell came to the word.
+fn linked_classes(word: &str, paths: &Paths<'_>, table: &CommandClasses) -> BTreeSet<String> {
+    if word.is_empty() {
+        return BTreeSet::new();
+    }
+    match paths.leads(word) {
+        Leads::To(targets) => targets
+            .iter()
+            .flat_map(|target| table.classify_word(target))
+            .collect(),
+        Leads::Unknown => BTreeSet::from([OPAQUE.to_owned()]),
     }
 }
 
@@ -410,132 +432,18 @@ fn judge_assignments(unwrapped: &Unwrapped, table: &CommandClasses, facts: &mut 
     }
 }
 
-/// Where the command's relative paths point.
-struct Paths<'a> {
-    cwd: &'a Path,
-    root: &'a Root,
-    /// A `cd` ran first: relative paths point somewhere unknown.
-    moved: bool,
-    /// Some `cd` goes into VCS metadata, or outside the root: a relative
-    /// write after it may land there.
-    moved_into_vcs: bool,
-    moved_outside: bool,
-    /// Every folder a `cd` may have gone to, when the text names it
-    /// (`None` when it does not).
-    folders: Vec<Option<PathBuf>>,
-}
-
-impl Paths<'_> {
-    fn note_moves(&mut self, directories: &[Option<String>]) {
-        for directory in directories {
-            let Some(directory) = directory else {
-                self.folders.push(None);
-                continue;
-            };
-            let absolute = if directory.starts_with('/') || directory.starts_with('~') {
-                directory.clone()
-            } else {
-                self.cwd.join(directory).to_string_lossy().into_owned()
-            };
-            self.folders.push(
-                resolve(self.root, &absolute)
-                    .ok()
-                    .map(|resolved| resolved.canonical),
-            );
-            match resolve(self.root, &absolute) {
-                Ok(resolved) => {
-                    self.moved_into_vcs |= resolved.in_vcs_metadata;
-                    self.moved_outside |= !resolved.inside_root;
-                }
-                Err(_) => self.moved_outside = true,
-            }
-        }
-    }
-
-    /// Resolves a path the command names, as `write_file` would; `None`
-    /// when where it points is unknown.
-    fn resolve(&self, target: &str) -> Option<super::paths::ResolvedPath> {
-        let expanded;
-        let target = match tilde_prefix(target) {
-            Tilde::None => target,
-            Tilde::Home => target,
-            Tilde::Cwd(rest) if !self.moved => {
-                expanded = format!("{}{rest}", self.cwd.display());
-                expanded.as_str()
-            }
-            Tilde::User(home, rest) => {
-                expanded = format!("{}{rest}", home.display());
-                expanded.as_str()
-            }
-            Tilde::Cwd(_) | Tilde::Unknown => return None,
-        };
-        let relative = !target.starts_with('/') && !target.starts_with('~');
-        if relative && self.moved {
-            return None;
-        }
-        let absolute = if relative {
-            self.cwd.join(target).to_string_lossy().into_owned()
-        } else {
-            target.to_owned()
-        };
-        resolve(self.root, &absolute).ok()
-    }
-
-    /// Where `word` leads when it names an existing file through a link
-    /// (any component a symbolic link): its canonical path.
-    fn linked_target(&self, word: &str) -> Option<String> {
-        let joined = match tilde_prefix(word) {
-            Tilde::None if word.starts_with('/') => std::path::PathBuf::from(word),
-            Tilde::None if self.moved => return None,
-            Tilde::None => self.cwd.join(word),
-            Tilde::Home => self
-                .root
-                .home()?
-                .join(word.trim_start_matches('~').trim_start_matches('/')),
-            Tilde::Cwd(rest) if !self.moved => self.cwd.join(rest.trim_start_matches('/')),
-            Tilde::User(folder, rest) => folder.join(rest.trim_start_matches('/')),
-            Tilde::Cwd(_) | Tilde::Unknown => return None,
-        };
-        // Only a path that exists and resolves elsewhere than it reads:
-        // `realpath` once, beside the lexical form. Most words name
-        // nothing, and one look says so: `realpath` fails wherever the
-        // path's last component cannot be looked at (a component or a
-        // link's target missing), and it would read a link at every
-        // component first, the root's own included.
-        std::fs::symlink_metadata(&joined).ok()?;
-        let canonical = std::fs::canonicalize(&joined).ok()?;
-        let mut lexical = std::path::PathBuf::new();
-        for component in joined.components() {
-            match component {
-                std::path::Component::ParentDir => {
-                    lexical.pop();
-                }
-                std::path::Component::CurDir => {}
-                other => lexical.push(other),
-            }
-        }
-        (canonical != lexical).then(|| canonical.to_string_lossy().into_owned())
-    }
-
-    fn inside_root(&self, folder: &str) -> bool {
-        self.resolve(folder)
-            .is_some_and(|r| r.inside_root && !r.in_vcs_metadata)
-    }
-}
-
 /// Whether `git ARGS` reads a configuration that names a program: the
 /// repository is found from `-C` folders and `--git-dir`, as git finds it.
 /// A place the gate cannot know (after a `cd`) counts as naming one.
 fn git_runs_programs(args: &[String], paths: &Paths<'_>) -> bool {
-    // Where it may run: the folder it starts in, and (after a `cd`, which
-    // may come before or after it) every folder a `cd` goes to.
-    let mut starts = vec![Some(paths.cwd.to_path_buf())];
-    if paths.moved {
-        starts.extend(paths.folders.iter().cloned());
+    // Where it may run: every place the command may be in (a `cd` may come
+    // before or after it, once or in a loop).
+    match &paths.places {
+        Some(places) => places
+            .iter()
+            .any(|start| git_runs_programs_from(args, Some(start.clone()), paths.root.home())),
+        None => git_runs_programs_from(args, None, paths.root.home()),
     }
-    starts
-        .into_iter()
-        .any(|start| git_runs_programs_from(args, start, paths.root.home()))
 }
 
 fn git_runs_programs_from(
@@ -582,50 +490,6 @@ fn git_runs_programs_from(
         Some(start) => git_config::names_a_program(&start, git_dir.as_deref(), home),
         None => git_dir.is_none_or(|dir| git_config::names_a_program(&dir, Some(&dir), home)),
     }
-}
-
-/// What a word's leading `~` stands for, as bash expands it.
-enum Tilde<'a> {
-    None,
-    /// `~` or `~/...`: the home folder (`facts::resolve` expands it).
-    Home,
-    /// `~+` or `~+/...`: the current folder, then the rest.
-    Cwd(&'a str),
-    /// `~user` or `~user/...`: that user's home folder, then the rest.
-    User(std::path::PathBuf, &'a str),
-    /// `~-` (the previous folder), or a user the system does not list.
-    Unknown,
-}
-
-fn tilde_prefix(word: &str) -> Tilde<'_> {
-    let Some(after) = word.strip_prefix('~') else {
-        return Tilde::None;
-    };
-    let (name, rest) = after.find('/').map_or((after, ""), |at| after.split_at(at));
-    match name {
-        "" => Tilde::Home,
-        "+" => Tilde::Cwd(rest),
-        _ => match home_of(name) {
-            Some(home) => Tilde::User(home, rest),
-            None => Tilde::Unknown,
-        },
-    }
-}
-
-/// The home folder `/etc/passwd` gives `user`; `None` for a user it does
-/// not list (one from a directory service stays unknown).
-fn home_of(user: &str) -> Option<std::path::PathBuf> {
-    let valid = user
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !valid {
-        return None;
-    }
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        (fields.len() >= 7 && fields[0] == user).then(|| std::path::PathBuf::from(fields[5]))
-    })
 }
 
 /// Files the command writes (redirects, output options) and reads by
