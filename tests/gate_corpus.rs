@@ -343,6 +343,41 @@ fn every_word_that_reaches_a_link_is_judged_by_what_it_points_at() {
     }
 }
 
+/// A file with a second name may be a secret by that name, one no tree
+/// the command walks holds: read by name or in a walk of contents, it is
+/// not proven read-only; listed by name only, it is.
+#[test]
+fn a_file_with_another_name_is_not_proven_read_only() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["docs"]);
+    let ws = root.path();
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::write(elsewhere.path().join("id_rsa"), "-----BEGIN").unwrap();
+    fs::write(ws.join("docs/guide.md"), "guide").unwrap();
+    let decide = |command: &str| {
+        judge(engine, "agent", root, None, command, Transport::Cli)
+            .unwrap()
+            .decision
+            .outcome
+    };
+    for command in ["cat docs/notes.txt", "grep -r BEGIN docs", "ls -R docs"] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+    fs::hard_link(elsewhere.path().join("id_rsa"), ws.join("docs/notes.txt")).unwrap();
+    for command in [
+        "cat docs/notes.txt",
+        "cat < docs/notes.txt",
+        "head docs/n*",
+        "cd docs && wc -c notes.txt",
+        "grep -r BEGIN docs",
+        "rg BEGIN",
+    ] {
+        assert_eq!(decide(command), Outcome::Ask, "{command}");
+    }
+    for command in ["ls -R docs", "cat docs/guide.md", "find docs -name '*.txt'"] {
+        assert_eq!(decide(command), Outcome::Allow, "{command}");
+    }
+}
+
 /// A git read is read-only only when the configuration git will read
 /// names no program: the workspace's own, a nested repository's, a bare
 /// repository's kept as ordinary files, and what they include.

@@ -40,6 +40,7 @@ pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITE
 use unwrap::OPAQUE;
 
 use super::paths::Root;
+use super::tool_call::HARDLINKED;
 use places::{Leads, Paths};
 use unwrap::{Run, Unwrapped, unwrap_source};
 use values::Expanded;
@@ -319,16 +320,27 @@ fn judge_named_words(
 
 /// The classes of the file `word` leads to through a link, if it names
 /// one: `cat < envlink`, `cat e*` and `cat -- -x` read `.env` as surely as
-/// `cat .env` does, however the shell came to the word.
+/// `cat .env` does, however the shell came to the word. A file with
+/// another name is `hardlinked`: that name may be a secret's, as the
+/// built-in tools judge it.
 fn linked_classes(word: &str, paths: &Paths<'_>, table: &CommandClasses) -> BTreeSet<String> {
     if word.is_empty() {
         return BTreeSet::new();
     }
     match paths.leads(word) {
-        Leads::To(targets) => targets
-            .iter()
-            .flat_map(|target| table.classify_word(target))
-            .collect(),
+        Leads::To {
+            targets,
+            hardlinked,
+        } => {
+            let mut classes: BTreeSet<String> = targets
+                .iter()
+                .flat_map(|target| table.classify_word(target))
+                .collect();
+            if hardlinked {
+                classes.insert(HARDLINKED.to_owned());
+            }
+            classes
+        }
         Leads::Unknown => BTreeSet::from([OPAQUE.to_owned()]),
     }
 }
@@ -399,7 +411,7 @@ fn judge_walks(
             }
         }
         let mut found = BTreeSet::new();
-        let whole = walk::reach(
+        let reached = walk::reach(
             &folders,
             scope.everything,
             scope.names_only,
@@ -408,7 +420,10 @@ fn judge_walks(
             &mut budget,
         );
         facts.classes.extend(found);
-        if !whole {
+        if reached.hardlinked {
+            facts.classes.insert(HARDLINKED.to_owned());
+        }
+        if !reached.whole {
             facts.opaque = true;
         }
     }

@@ -1,6 +1,7 @@
 //! Where a command's words point: the folder it starts in, every folder its
 //! `cd`s can take it to, and where a word leads through links from each.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::super::paths::{ResolvedPath, Root, resolve};
@@ -29,8 +30,12 @@ pub(super) struct Paths<'a> {
 
 /// Where a word leads through links, from every place it may be read in.
 pub(super) enum Leads {
-    /// To these files, each reached through a link.
-    To(Vec<String>),
+    /// To these files, each reached through a link; `hardlinked` when a
+    /// file it names has more than one name (the other may be a secret's).
+    To {
+        targets: Vec<String>,
+        hardlinked: bool,
+    },
     /// From a folder the gate cannot know: it may name any file.
     Unknown,
 }
@@ -134,14 +139,19 @@ impl<'a> Paths<'a> {
             // service knows.
             Tilde::Unknown => None,
         };
-        match joined {
-            Some(joined) => Leads::To(
-                joined
-                    .iter()
-                    .filter_map(|path| through_link(path))
-                    .collect(),
-            ),
-            None => Leads::Unknown,
+        let Some(joined) = joined else {
+            return Leads::Unknown;
+        };
+        let mut targets = Vec::new();
+        let mut hardlinked = false;
+        for path in &joined {
+            let look = look(path);
+            targets.extend(look.target);
+            hardlinked |= look.hardlinked;
+        }
+        Leads::To {
+            targets,
+            hardlinked,
         }
     }
 
@@ -188,14 +198,27 @@ fn places(cwd: &Path, root: &Root, directories: &[Option<String>]) -> Option<Vec
     Some(places)
 }
 
-/// The canonical path `path` leads to when it exists and resolves elsewhere
-/// than it reads. Most words name nothing, and one look says so:
+/// What one look at a path tells beyond its name.
+#[derive(Default)]
+struct Look {
+    /// The canonical path it leads to, when it resolves elsewhere than it
+    /// reads.
+    target: Option<String>,
+    /// A regular file with more than one name.
+    hardlinked: bool,
+}
+
+/// Looks at `path`. Most words name nothing, and one look says so:
 /// `realpath` fails wherever the path's last component cannot be looked at
 /// (a component or a link's target missing), and it would read a link at
 /// every component first, the root's own included.
-fn through_link(path: &Path) -> Option<String> {
-    std::fs::symlink_metadata(path).ok()?;
-    let canonical = std::fs::canonicalize(path).ok()?;
+fn look(path: &Path) -> Look {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Look::default();
+    };
+    let Ok(canonical) = std::fs::canonicalize(path) else {
+        return Look::default();
+    };
     let mut lexical = PathBuf::new();
     for component in path.components() {
         match component {
@@ -206,7 +229,17 @@ fn through_link(path: &Path) -> Option<String> {
             other => lexical.push(other),
         }
     }
-    (canonical != lexical).then(|| canonical.to_string_lossy().into_owned())
+    let linked = canonical != lexical;
+    // Through a link, the file is the target's: looked at once more.
+    let file = if meta.file_type().is_symlink() {
+        std::fs::metadata(&canonical).ok()
+    } else {
+        Some(meta)
+    };
+    Look {
+        target: linked.then(|| canonical.to_string_lossy().into_owned()),
+        hardlinked: file.is_some_and(|meta| meta.is_file() && meta.nlink() > 1),
+    }
 }
 
 /// What a word's leading `~` stands for, as bash expands it.
@@ -319,7 +352,7 @@ mod tests {
         let env = ws.join(".env").to_string_lossy().into_owned();
         let stays = Paths::new(ws, &root, false, &[]);
         let to = |leads: Leads| match leads {
-            Leads::To(targets) => Some(targets),
+            Leads::To { targets, .. } => Some(targets),
             Leads::Unknown => None,
         };
         assert_eq!(to(stays.leads("-x")), Some(vec![env.clone()]));
@@ -336,5 +369,24 @@ mod tests {
             to(lost.leads(&ws.join("-x").to_string_lossy())),
             Some(vec![env])
         );
+    }
+
+    #[test]
+    fn a_file_with_another_name_is_told_by_the_same_look() {
+        let (dir, root) = workspace();
+        let ws = root.path();
+        std::fs::write(dir.path().join("id_rsa"), "k").unwrap();
+        std::fs::hard_link(dir.path().join("id_rsa"), ws.join("notes.txt")).unwrap();
+        std::os::unix::fs::symlink("../notes.txt", ws.join("d/notes")).unwrap();
+        let paths = Paths::new(ws, &root, false, &[]);
+        let hardlinked = |word: &str| match paths.leads(word) {
+            Leads::To { hardlinked, .. } => hardlinked,
+            Leads::Unknown => panic!("{word}: the place is known"),
+        };
+        assert!(hardlinked("notes.txt"));
+        assert!(hardlinked("d/notes"), "through a link");
+        assert!(!hardlinked(".env"));
+        assert!(!hardlinked("d"));
+        assert!(!hardlinked("missing"));
     }
 }

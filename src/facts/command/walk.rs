@@ -3,6 +3,7 @@
 //! `~/.ssh` as surely as `cat ~/.ssh/id_rsa` does. The look is bounded; a
 //! tree too large to look through is not proven free of secrets.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use ignore::WalkBuilder;
@@ -20,8 +21,7 @@ pub const MAX_WALK_ENTRIES: usize = 20_000;
 /// `-g` does (`GLOB` only what matches, `!GLOB` not that); one that does
 /// not compile narrows nothing. `classes_of` adds the classes the rules
 /// give an entry's path (with `folders_only`, a listing's, only a
-/// folder's); `budget` is what is left of `MAX_WALK_ENTRIES`. Returns
-/// whether the trees were looked through to the end.
+/// folder's); `budget` is what is left of `MAX_WALK_ENTRIES`.
 pub fn reach(
     folders: &[PathBuf],
     everything: bool,
@@ -29,9 +29,13 @@ pub fn reach(
     globs: &[String],
     classes_of: &mut dyn FnMut(&str),
     budget: &mut usize,
-) -> bool {
+) -> Reach {
+    let mut reached = Reach {
+        whole: true,
+        hardlinked: false,
+    };
     let Some((first, rest)) = folders.split_first() else {
-        return true;
+        return reached;
     };
     let mut builder = WalkBuilder::new(first);
     for folder in rest {
@@ -52,7 +56,8 @@ pub fn reach(
         // An entry that cannot be read is not read by the program either.
         let Ok(entry) = entry else { continue };
         if *budget == 0 {
-            return false;
+            reached.whole = false;
+            return reached;
         }
         *budget -= 1;
         if folders_only && !entry.path().is_dir() {
@@ -64,8 +69,22 @@ pub fn reach(
         {
             classes_of(&target.to_string_lossy());
         }
+        // A file with another name may be that name's secret, and the
+        // other name may lie outside every tree looked through.
+        if !folders_only && entry.file_type().is_some_and(|kind| kind.is_file()) {
+            reached.hardlinked |= entry.metadata().is_ok_and(|meta| meta.nlink() > 1);
+        }
     }
-    true
+    reached
+}
+
+/// What a walk found beyond the classes of the paths it reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    /// The trees were looked through to the end, within the budget.
+    pub whole: bool,
+    /// A file it reads has more than one name.
+    pub hardlinked: bool,
 }
 
 #[cfg(test)]
@@ -81,7 +100,7 @@ mod tests {
                 found.push(path.rsplit('/').next().unwrap_or("").to_owned());
             }
         };
-        let whole = reach(
+        let reached = reach(
             &[folder.to_path_buf()],
             everything,
             false,
@@ -89,7 +108,7 @@ mod tests {
             &mut note,
             &mut budget,
         );
-        whole.then_some(found)
+        reached.whole.then_some(found)
     }
 
     fn tree() -> tempfile::TempDir {
@@ -175,19 +194,55 @@ mod tests {
             .unwrap();
         let mut seen = Vec::new();
         let mut budget = MAX_WALK_ENTRIES;
-        assert!(reach(
-            &[dir.path().join("src")],
-            false,
-            false,
-            &[],
-            &mut |p| seen.push(p.to_owned()),
-            &mut budget
-        ));
+        assert!(
+            reach(
+                &[dir.path().join("src")],
+                false,
+                false,
+                &[],
+                &mut |p| seen.push(p.to_owned()),
+                &mut budget
+            )
+            .whole
+        );
         assert!(seen.iter().any(|p| p.ends_with("src/keys/key")), "{seen:?}");
         assert!(
             seen.iter().any(|p| p.ends_with(".ssh")),
             "the link's target: {seen:?}"
         );
         assert!(seen.iter().any(|p| p.ends_with("/plain")), "{seen:?}");
+    }
+
+    #[test]
+    fn a_file_with_another_name_is_noted_where_its_content_is_read() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("id_rsa"), "k").unwrap();
+        let dir = tree();
+        let walk = |folders_only: bool| {
+            let mut budget = MAX_WALK_ENTRIES;
+            reach(
+                &[dir.path().to_path_buf()],
+                true,
+                folders_only,
+                &[],
+                &mut |_| {},
+                &mut budget,
+            )
+        };
+        assert!(!walk(false).hardlinked);
+        std::fs::hard_link(
+            outside.path().join("id_rsa"),
+            dir.path().join("src/notes.txt"),
+        )
+        .unwrap();
+        assert_eq!(
+            walk(false),
+            Reach {
+                whole: true,
+                hardlinked: true
+            }
+        );
+        // A listing reads names, not contents.
+        assert!(!walk(true).hardlinked);
     }
 }
