@@ -134,6 +134,14 @@ fn node_is_read(node: Node<'_>, known: &[bool], source: &str) -> bool {
         // word (`ls a` newline `\d x`), hiding the next command.
         Kind::Word => !text(node, source).contains('\n'),
         Kind::Command => !reads_words_otherwise(node, source),
+        // Bash takes only digits that start a word for a redirect's
+        // descriptor; the grammar also takes a word such as `-ab2` in
+        // `echo x -ab2>/dev/null`, which bash passes as an argument
+        // (found by the fuzz target's oracle).
+        Kind::FileDescriptor => {
+            let digits = text(node, source);
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+        }
         _ => true,
     }
 }

@@ -689,6 +689,24 @@ mod tests {
         );
     }
 
+    /// A word ending in digits before a redirection is an argument to
+    /// bash, whatever it starts with; the grammar takes `-ab2` for the
+    /// descriptor, so the command is not read as bash reads it.
+    #[test]
+    fn a_descriptor_that_is_not_digits_alone_is_not_read_as_bash_reads_it() {
+        for command in [
+            "echo x -ab2>/dev/null",
+            "grep x -nopaque2>&1",
+            "echo -n2>&1",
+            "echo x -2>&1",
+        ] {
+            assert!(parse(command).unparseable, "{command}");
+        }
+        for command in ["echo x 2>&1", "echo x ab2>/dev/null", "echo x 10>&1"] {
+            assert!(!parse(command).unparseable, "{command}");
+        }
+    }
+
     #[test]
     fn heredocs_and_pipes_are_seen() {
         let parsed = parse("bash <<EOF\nrm -rf /\nEOF\n");
