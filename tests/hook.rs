@@ -319,6 +319,49 @@ fn every_mapped_tool_is_allowed_asked_and_denied_by_the_policies() {
     verifies_and_replays(&hooked, decisions);
 }
 
+/// A `Grep` reads every file below its folder as ripgrep walks it, so the
+/// hook looks through what it would read: a secret there (or one a link
+/// leads to) is a secret read, a file with another name is judged as its
+/// other name may be, and what ripgrep leaves out (hidden files, what a
+/// `glob` excludes) is left out here too.
+#[test]
+fn a_grep_is_judged_by_the_files_it_would_read_below_its_folder() {
+    use Permission::{Allow, Deny};
+    let hooked = Hooked::new();
+    let root = hooked.root();
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::write(elsewhere.path().join("notes"), "KEY=2\n").unwrap();
+    for dir in ["vault/keys", "linked", "shared", "hidden"] {
+        fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    fs::write(root.join("vault/readme.md"), "vault\n").unwrap();
+    fs::write(root.join("vault/keys/id_rsa"), "-----BEGIN\n").unwrap();
+    std::os::unix::fs::symlink("../.env", root.join("linked/settings")).unwrap();
+    fs::hard_link(
+        elsewhere.path().join("notes"),
+        root.join("shared/notes.txt"),
+    )
+    .unwrap();
+    fs::write(root.join("hidden/.env"), "KEY=3\n").unwrap();
+    fs::write(root.join("hidden/a.md"), "a\n").unwrap();
+    for (input, expected) in [
+        (json!({"pattern": "BEGIN", "path": "vault"}), Deny),
+        (json!({"pattern": "BEGIN", "path": "vault/keys"}), Deny),
+        (json!({"pattern": "BEGIN"}), Deny),
+        (json!({"pattern": "KEY", "path": "linked"}), Deny),
+        (json!({"pattern": "KEY", "path": "shared"}), Deny),
+        (
+            json!({"pattern": "vault", "path": "vault", "glob": "*.md"}),
+            Allow,
+        ),
+        (json!({"pattern": "a", "path": "hidden"}), Allow),
+        (json!({"pattern": "main", "path": "src"}), Allow),
+    ] {
+        let (permission, reason) = hooked.decide("Grep", input.clone());
+        assert_eq!(permission, expected, "{input}: {reason}");
+    }
+}
+
 /// With a `serve` answering at the socket, every hook is answered there,
 /// as the hook would have answered, recorded in the same log.
 #[test]

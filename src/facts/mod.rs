@@ -11,8 +11,9 @@ mod tool_input;
 
 pub use command::{
     BUILTIN_COMMAND_TABLE, CommandClassError, CommandClasses, CommandError, CommandFacts,
-    CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, brace_alternatives, command_facts,
-    command_loosenings, join_continuations, shell_quote,
+    CommandPart, KNOWN_NODE_KINDS, Loosening, MAX_COMMAND_BYTES, MAX_WALK_ENTRIES, Reach,
+    brace_alternatives, command_facts, command_loosenings, join_continuations, shell_quote,
+    walk_reach,
 };
 pub use glob_overlap::{Dialect, secret_witness};
 pub use path_argument::{PathArgument, PathRole, holds_paths};

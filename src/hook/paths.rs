@@ -8,7 +8,9 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::facts::{Dialect, brace_alternatives, builtin_class_globs, secret_witness};
+use crate::facts::{
+    Dialect, MAX_WALK_ENTRIES, brace_alternatives, builtin_class_globs, secret_witness, walk_reach,
+};
 use crate::tools::{PathArgument, SHELL_FOLDER};
 
 /// Arguments that are patterns below the tool's `path` argument.
@@ -58,7 +60,59 @@ pub fn judged_input(input: &Value, paths: &[PathArgument], cwd: &Path) -> Value 
             Value::String(value.to_string_lossy().into_owned()),
         );
     }
+    // A content search reads every file below its folder, which a folder's
+    // own path cannot tell: what it would read is looked through, as the
+    // command gate looks through `rg PATTERN FOLDER`, and a file that must
+    // be judged apart stands in for the filter.
+    let searches_contents = paths.iter().any(|argument| argument.name == CONTENT_FILTER);
+    if searches_contents {
+        let glob = input.get(CONTENT_FILTER).and_then(Value::as_str);
+        if let Some(witness) = content_witness(&base, glob) {
+            object.insert(
+                CONTENT_FILTER.to_owned(),
+                Value::String(witness.to_string_lossy().into_owned()),
+            );
+        }
+    }
     judged
+}
+
+/// What a content search below `base` (narrowed by `glob`, as ripgrep's
+/// `--glob` narrows it) reads that must be judged apart from the folder:
+/// the first file a built-in secret glob names (a link judged by what it
+/// points at too), else the first file with another name (which may be a
+/// secret's), else `/` when the tree is too large to look through (it may
+/// hold anything). The walk is ripgrep's: hidden files and what ignore
+/// files exclude are left out; links are followed, which is only stricter.
+fn content_witness(base: &Path, glob: Option<&str>) -> Option<PathBuf> {
+    content_witness_within(base, glob, MAX_WALK_ENTRIES)
+}
+
+fn content_witness_within(base: &Path, glob: Option<&str>, budget: usize) -> Option<PathBuf> {
+    if !base.is_dir() {
+        return None;
+    }
+    let Some(secrets) = builtin_secrets() else {
+        return Some(PathBuf::from("/"));
+    };
+    let globs: Vec<String> = glob.map(str::to_owned).into_iter().collect();
+    let mut secret = None;
+    let mut budget = budget;
+    let reached = walk_reach(
+        &[base.to_path_buf()],
+        false,
+        false,
+        &globs,
+        &mut |path| {
+            if secret.is_none() && secrets.is_match(path) {
+                secret = Some(PathBuf::from(path));
+            }
+        },
+        &mut budget,
+    );
+    secret
+        .or(reached.hardlinked)
+        .or_else(|| (!reached.whole).then(|| PathBuf::from("/")))
 }
 
 /// A secret a pattern can name, judged in its stead: the pattern's brace
@@ -215,6 +269,41 @@ mod tests {
             judged("Glob", json!({"pattern": ".e*"}))["pattern"],
             "/ws/sub/.e*",
             "Glob lists names"
+        );
+    }
+
+    #[test]
+    fn a_content_search_is_judged_by_what_it_would_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path();
+        std::fs::create_dir_all(base.join("src")).unwrap();
+        std::fs::write(base.join("src/main.rs"), "fn main() {}").unwrap();
+        std::fs::write(base.join(".env"), "KEY=1").unwrap();
+        let witness = |glob: Option<&str>| content_witness_within(base, glob, 100);
+        assert_eq!(witness(None), None, "ripgrep leaves hidden files out");
+        std::fs::write(base.join("src/id_rsa"), "k").unwrap();
+        assert_eq!(witness(None), Some(base.join("src/id_rsa")));
+        assert_eq!(witness(Some("*.rs")), None, "the glob narrows the walk");
+        std::fs::remove_file(base.join("src/id_rsa")).unwrap();
+        std::os::unix::fs::symlink("../.env", base.join("src/config")).unwrap();
+        assert!(
+            witness(None).is_some_and(|w| w.ends_with(".env")),
+            "{:?}",
+            witness(None)
+        );
+        std::fs::remove_file(base.join("src/config")).unwrap();
+        std::fs::hard_link(base.join("src/main.rs"), base.join("src/copy.rs")).unwrap();
+        assert!(witness(None).is_some_and(|w| w.starts_with(base.join("src"))));
+        std::fs::remove_file(base.join("src/copy.rs")).unwrap();
+        assert_eq!(witness(None), None);
+        assert_eq!(
+            content_witness_within(base, None, 1),
+            Some(PathBuf::from("/")),
+            "a tree too large to look through may hold anything"
+        );
+        assert_eq!(
+            content_witness_within(&base.join("src/main.rs"), None, 100),
+            None
         );
     }
 }

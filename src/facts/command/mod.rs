@@ -38,6 +38,7 @@ pub use parse::{KNOWN_NODE_KINDS, MAX_COMMAND_BYTES};
 pub use quote::shell_quote;
 pub use table::{Assignment, CommandClassError, CommandClasses, ENV_CHANGE, WRITES_FILES};
 use unwrap::OPAQUE;
+pub use walk::{MAX_WALK_ENTRIES, Reach, reach as walk_reach};
 
 use super::paths::Root;
 use super::tool_call::HARDLINKED;
@@ -420,7 +421,7 @@ fn judge_walks(
             &mut budget,
         );
         facts.classes.extend(found);
-        if reached.hardlinked {
+        if reached.hardlinked.is_some() {
             facts.classes.insert(HARDLINKED.to_owned());
         }
         if !reached.whole {

@@ -32,7 +32,7 @@ pub fn reach(
 ) -> Reach {
     let mut reached = Reach {
         whole: true,
-        hardlinked: false,
+        hardlinked: None,
     };
     let Some((first, rest)) = folders.split_first() else {
         return reached;
@@ -71,20 +71,24 @@ pub fn reach(
         }
         // A file with another name may be that name's secret, and the
         // other name may lie outside every tree looked through.
-        if !folders_only && entry.file_type().is_some_and(|kind| kind.is_file()) {
-            reached.hardlinked |= entry.metadata().is_ok_and(|meta| meta.nlink() > 1);
+        if reached.hardlinked.is_none()
+            && !folders_only
+            && entry.file_type().is_some_and(|kind| kind.is_file())
+            && entry.metadata().is_ok_and(|meta| meta.nlink() > 1)
+        {
+            reached.hardlinked = Some(entry.path().to_path_buf());
         }
     }
     reached
 }
 
 /// What a walk found beyond the classes of the paths it reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reach {
     /// The trees were looked through to the end, within the budget.
     pub whole: bool,
-    /// A file it reads has more than one name.
-    pub hardlinked: bool,
+    /// The first file it reads that has more than one name.
+    pub hardlinked: Option<PathBuf>,
 }
 
 #[cfg(test)]
@@ -229,7 +233,7 @@ mod tests {
                 &mut budget,
             )
         };
-        assert!(!walk(false).hardlinked);
+        assert_eq!(walk(false).hardlinked, None);
         std::fs::hard_link(
             outside.path().join("id_rsa"),
             dir.path().join("src/notes.txt"),
@@ -239,10 +243,10 @@ mod tests {
             walk(false),
             Reach {
                 whole: true,
-                hardlinked: true
+                hardlinked: Some(dir.path().join("src/notes.txt"))
             }
         );
         // A listing reads names, not contents.
-        assert!(!walk(true).hardlinked);
+        assert_eq!(walk(true).hardlinked, None);
     }
 }
