@@ -294,53 +294,54 @@ fn every_word_that_reaches_a_link_is_judged_by_what_it_points_at() {
     std::os::unix::fs::symlink("../.env", ws.join("docs/envlink")).unwrap();
     std::os::unix::fs::symlink(".env", ws.join("-x")).unwrap();
     std::os::unix::fs::symlink("..", ws.join("src/up")).unwrap();
-    let decide = |command: &str| {
-        judge(engine, "agent", root, None, command, Transport::Cli)
-            .unwrap()
-            .decision
-            .outcome
-    };
-    for command in [
-        "cat < docs/envlink",
-        "wc -l 0< docs/envlink",
-        "echo $(<docs/envlink)",
-        "cat docs/e*",
-        "cat docs/envl?nk",
-        "cat -- docs/[e]nvlink",
-        "cat -- *",
-        "cat -- -x",
-        "head -- -x",
-        "cat < -x",
-        "grep -h . -- -x",
-        "sort --files0-from=docs/envlink",
-        "cd docs && cat envlink",
-        "cd src && cat ../docs/envlink",
-        "cd src && cat up/docs/envlink",
-        "cd src && cd up && cd docs && cat envlink",
-        "for d in 1 2; do cd src/up; done; cat docs/envlink",
-        "cd src || cd docs; cat envlink",
-        "(cd docs); cat -- ../-x",
-    ] {
-        assert_eq!(decide(command), Outcome::Deny, "{command}");
-    }
+    let decide = decider(engine, root);
+    all_decided(
+        &decide,
+        Outcome::Deny,
+        &[
+            "cat < docs/envlink",
+            "wc -l 0< docs/envlink",
+            "echo $(<docs/envlink)",
+            "cat docs/e*",
+            "cat docs/envl?nk",
+            "cat -- docs/[e]nvlink",
+            "cat -- *",
+            "cat -- -x",
+            "head -- -x",
+            "cat < -x",
+            "grep -h . -- -x",
+            "sort --files0-from=docs/envlink",
+            "cd docs && cat envlink",
+            "cd src && cat ../docs/envlink",
+            "cd src && cat up/docs/envlink",
+            "cd src && cd up && cd docs && cat envlink",
+            "for d in 1 2; do cd src/up; done; cat docs/envlink",
+            "cd src || cd docs; cat envlink",
+            "(cd docs); cat -- ../-x",
+        ],
+    );
     // Where the gate cannot know the folder, it cannot know the link.
-    for command in [
-        "cd \"$X\" && cat guide.md",
-        "cd - && cat guide.md",
-        "cat ~-/guide.md",
-    ] {
-        assert_eq!(decide(command), Outcome::Ask, "{command}");
-    }
-    for command in [
-        "cat docs/guide.md",
-        "cd docs && cat guide.md",
-        "cd src && cat ../docs/guide.md",
-        "cat docs/g*",
-        "ls -la",
-        "git status --short",
-    ] {
-        assert_eq!(decide(command), Outcome::Allow, "{command}");
-    }
+    all_decided(
+        &decide,
+        Outcome::Ask,
+        &[
+            "cd \"$X\" && cat guide.md",
+            "cd - && cat guide.md",
+            "cat ~-/guide.md",
+        ],
+    );
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &[
+            "cat docs/guide.md",
+            "cd docs && cat guide.md",
+            "cd src && cat ../docs/guide.md",
+            "cat docs/g*",
+            "ls -la",
+            "git status --short",
+        ],
+    );
 }
 
 /// A file with a second name may be a secret by that name, one no tree
@@ -353,28 +354,49 @@ fn a_file_with_another_name_is_not_proven_read_only() {
     let elsewhere = tempfile::tempdir().unwrap();
     fs::write(elsewhere.path().join("id_rsa"), "-----BEGIN").unwrap();
     fs::write(ws.join("docs/guide.md"), "guide").unwrap();
-    let decide = |command: &str| {
+    let decide = decider(engine, root);
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &["cat docs/notes.txt", "grep -r BEGIN docs", "ls -R docs"],
+    );
+    fs::hard_link(elsewhere.path().join("id_rsa"), ws.join("docs/notes.txt")).unwrap();
+    all_decided(
+        &decide,
+        Outcome::Ask,
+        &[
+            "cat docs/notes.txt",
+            "cat < docs/notes.txt",
+            "head docs/n*",
+            "cd docs && wc -c notes.txt",
+            "grep -r BEGIN docs",
+            "rg BEGIN",
+        ],
+    );
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &["ls -R docs", "cat docs/guide.md", "find docs -name '*.txt'"],
+    );
+}
+
+/// The gate's outcome for a command of the client `agent` in `root`.
+fn decider<'a>(
+    engine: &'a portcullis::pdp::Engine,
+    root: &'a portcullis::facts::Root,
+) -> impl Fn(&str) -> Outcome + 'a {
+    move |command| {
         judge(engine, "agent", root, None, command, Transport::Cli)
             .unwrap()
             .decision
             .outcome
-    };
-    for command in ["cat docs/notes.txt", "grep -r BEGIN docs", "ls -R docs"] {
-        assert_eq!(decide(command), Outcome::Allow, "{command}");
     }
-    fs::hard_link(elsewhere.path().join("id_rsa"), ws.join("docs/notes.txt")).unwrap();
-    for command in [
-        "cat docs/notes.txt",
-        "cat < docs/notes.txt",
-        "head docs/n*",
-        "cd docs && wc -c notes.txt",
-        "grep -r BEGIN docs",
-        "rg BEGIN",
-    ] {
-        assert_eq!(decide(command), Outcome::Ask, "{command}");
-    }
-    for command in ["ls -R docs", "cat docs/guide.md", "find docs -name '*.txt'"] {
-        assert_eq!(decide(command), Outcome::Allow, "{command}");
+}
+
+/// Asserts that every one of `commands` is decided `outcome`.
+fn all_decided(decide: &dyn Fn(&str) -> Outcome, outcome: Outcome, commands: &[&str]) {
+    for command in commands {
+        assert_eq!(decide(command), outcome, "{command}");
     }
 }
 
