@@ -380,6 +380,52 @@ fn a_file_with_another_name_is_not_proven_read_only() {
     );
 }
 
+/// A git read that prints what the repository tracks reads every tracked
+/// file: with a `.env` tracked, `git grep` reads it as `grep -r` would,
+/// though no word of the command names it. The same commands run where
+/// the `.env` is there but not tracked, and an index the gate cannot read
+/// whole proves nothing.
+#[test]
+fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["src"]);
+    let ws = root.path();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
+    fs::write(ws.join(".env"), "TOKEN=1").unwrap();
+    git(&["add", "src/main.rs"]);
+    let decide = decider(engine, root);
+    let prints_tracked = [
+        "git grep TOKEN",
+        "git grep --cached TOKEN",
+        "git show",
+        "git diff --cached",
+        "git log -p",
+        "git log --patch -n 3",
+        "git -C src grep TOKEN",
+        "cd src && git grep TOKEN",
+        "git --no-pager log -p",
+    ];
+    let names_only = ["git status", "git log --oneline", "git ls-files"];
+    all_decided(&decide, Outcome::Allow, &prints_tracked);
+    all_decided(&decide, Outcome::Allow, &names_only);
+    git(&["add", ".env"]);
+    all_decided(&decide, Outcome::Deny, &prints_tracked);
+    all_decided(&decide, Outcome::Allow, &names_only);
+    git(&["rm", "-q", "--cached", ".env"]);
+    git(&["update-index", "--split-index"]);
+    all_decided(&decide, Outcome::Ask, &["git grep TOKEN", "git show"]);
+    all_decided(&decide, Outcome::Allow, &names_only);
+}
+
 /// The gate's outcome for a command of the client `agent` in `root`.
 fn decider<'a>(
     engine: &'a portcullis::pdp::Engine,

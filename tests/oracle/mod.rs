@@ -15,7 +15,8 @@
 //!
 //! The workspace is a git repository with a `.env`, a fake `HOME` holding
 //! credential files, a link to a folder outside the root, a nested
-//! repository and a bare repository kept as ordinary files. Git runs with
+//! repository that tracks a `.env` of its own and a bare repository kept as
+//! ordinary files. Git runs with
 //! `GIT_OPTIONAL_LOCKS=0`, as `git status` does for any tool that only
 //! reads (without it, git refreshes its index on a read). Skipped, with a
 //! message, only where `strace` or `bash` is missing; `.ci/run` installs
@@ -133,6 +134,10 @@ pub fn workspace() -> Workspace {
     );
     fs::create_dir_all(root.join("vendor/lib")).unwrap();
     git(&root.join("vendor/lib"), &["init", "-q"]);
+    // A secret the nested repository tracks: its `git grep` and `git show`
+    // print it with no name in the command.
+    fs::write(root.join("vendor/lib/.env"), "VENDOR_TOKEN=fake\n").unwrap();
+    git(&root.join("vendor/lib"), &["add", ".env"]);
     // A bare repository carried as ordinary files.
     git(&root, &["init", "-q", "--bare", "evil.git"]);
     let root = fs::canonicalize(root).unwrap();

@@ -17,7 +17,10 @@ const MAX_INCLUDES: usize = 16;
 /// unresolvable place counts as naming one; `home` is what an include's
 /// `~/` stands for.
 pub fn names_a_program(start: &Path, git_dir: Option<&Path>, home: Option<&Path>) -> bool {
-    let Some(git_dir) = git_dir.map(Path::to_owned).or_else(|| repository(start)) else {
+    let Some(git_dir) = git_dir
+        .map(Path::to_owned)
+        .or_else(|| repository(start).map(|found| found.git_dir))
+    else {
         // No repository: git reads only the user's and the system's own
         // configuration, which the project does not carry.
         return false;
@@ -53,28 +56,39 @@ pub fn names_a_program(start: &Path, git_dir: Option<&Path>, home: Option<&Path>
     false
 }
 
-/// The git directory git finds from `start`: `.git` (a folder, or a file
+/// A repository git finds: its git directory, and the folder the paths it
+/// tracks are relative to.
+pub struct Repository {
+    pub git_dir: PathBuf,
+    pub top: PathBuf,
+}
+
+/// The repository git finds from `start`: `.git` (a folder, or a file
 /// saying `gitdir: PATH`), or `start` or a folder above it that is itself
 /// a repository (a bare one: `HEAD`, `objects/`, `refs/`).
-fn repository(start: &Path) -> Option<PathBuf> {
+pub fn repository(start: &Path) -> Option<Repository> {
     for folder in start.ancestors() {
         let dot_git = folder.join(".git");
         // One look at `.git` for both questions: this runs for every
         // folder up to `/` at each `git` the gate judges.
         let found = std::fs::metadata(&dot_git).ok();
-        if found.as_ref().is_some_and(std::fs::Metadata::is_dir) {
-            return Some(dot_git);
-        }
-        if found.is_some_and(|meta| meta.is_file()) {
+        let git_dir = if found.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            Some(dot_git)
+        } else if found.is_some_and(|meta| meta.is_file()) {
             let text = std::fs::read_to_string(&dot_git).ok()?;
             let target = text.trim().strip_prefix("gitdir:")?.trim();
-            return Some(folder.join(target));
-        }
-        let bare = folder.join("HEAD").is_file()
-            && folder.join("objects").is_dir()
-            && folder.join("refs").is_dir();
-        if bare {
-            return Some(folder.to_owned());
+            Some(folder.join(target))
+        } else {
+            let bare = folder.join("HEAD").is_file()
+                && folder.join("objects").is_dir()
+                && folder.join("refs").is_dir();
+            bare.then(|| folder.to_owned())
+        };
+        if let Some(git_dir) = git_dir {
+            return Some(Repository {
+                git_dir,
+                top: folder.to_owned(),
+            });
         }
     }
     None

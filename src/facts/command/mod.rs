@@ -9,6 +9,8 @@ mod continuation;
 mod description;
 mod floor;
 mod git_config;
+mod git_index;
+mod git_reads;
 mod globs;
 mod kind;
 mod node;
@@ -26,7 +28,7 @@ mod values;
 mod walk;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -42,6 +44,7 @@ pub use walk::{MAX_WALK_ENTRIES, Reach, reach as walk_reach};
 
 use super::paths::Root;
 use super::tool_call::HARDLINKED;
+use git_reads::{git_runs_programs, tracked_reads};
 use places::{Leads, Paths};
 use unwrap::{Run, Unwrapped, unwrap_source};
 use values::Expanded;
@@ -194,9 +197,9 @@ struct JudgedRun {
 }
 
 /// Judges one run: its words by the table, each pattern by the words it
-/// becomes, a git read by the configuration it reads, each operand that
-/// is a link by what it points at, values it cannot see, and a name the
-/// text defines.
+/// becomes, a git read by the configuration it reads and the files it
+/// prints, each operand that is a link by what it points at, values it
+/// cannot see, and a name the text defines.
 fn judge_run(
     run: &Run,
     unwrapped: &Unwrapped,
@@ -228,6 +231,14 @@ fn judge_run(
     if opaque_git || defined {
         judged.classes.insert(OPAQUE.to_owned());
         judged.opaque = true;
+    }
+    if run.name == "git" {
+        let tracked = tracked_reads(&run.args, paths, table);
+        judged.classes.extend(tracked.classes);
+        if tracked.unproven {
+            judged.classes.insert(OPAQUE.to_owned());
+            judged.opaque = true;
+        }
     }
     // An operand that is a link, or lies under one, is judged by what
     // it points at too: `cat docs/envlink` reads `.env`. A word that looks
@@ -445,66 +456,6 @@ fn judge_assignments(unwrapped: &Unwrapped, table: &CommandClasses, facts: &mut 
                 facts.opaque = true;
             }
         }
-    }
-}
-
-/// Whether `git ARGS` reads a configuration that names a program: the
-/// repository is found from `-C` folders and `--git-dir`, as git finds it.
-/// A place the gate cannot know (after a `cd`) counts as naming one.
-fn git_runs_programs(args: &[String], paths: &Paths<'_>) -> bool {
-    // Where it may run: every place the command may be in (a `cd` may come
-    // before or after it, once or in a loop).
-    match &paths.places {
-        Some(places) => places
-            .iter()
-            .any(|start| git_runs_programs_from(args, Some(start.clone()), paths.root.home())),
-        None => git_runs_programs_from(args, None, paths.root.home()),
-    }
-}
-
-fn git_runs_programs_from(
-    args: &[String],
-    mut start: Option<PathBuf>,
-    home: Option<&Path>,
-) -> bool {
-    let mut git_dir = None;
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
-        if !word.starts_with('-') {
-            break;
-        }
-        let value = |inline: Option<&str>, words: &mut std::slice::Iter<'_, String>| {
-            inline.map(str::to_owned).or_else(|| words.next().cloned())
-        };
-        if word == "-C" {
-            let folder = value(None, &mut words);
-            start = match (start, folder) {
-                (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
-                (Some(from), Some(folder)) => Some(from.join(folder)),
-                _ => None,
-            };
-        } else if let Some(rest) = word.strip_prefix("--git-dir") {
-            let folder = value(rest.strip_prefix('='), &mut words);
-            git_dir = match (&start, folder) {
-                (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
-                (Some(from), Some(folder)) => Some(from.join(folder)),
-                _ => return true,
-            };
-        } else if [
-            "-c",
-            "--work-tree",
-            "--namespace",
-            "--exec-path",
-            "--config-env",
-        ]
-        .contains(&word.as_str())
-        {
-            words.next();
-        }
-    }
-    match start {
-        Some(start) => git_config::names_a_program(&start, git_dir.as_deref(), home),
-        None => git_dir.is_none_or(|dir| git_config::names_a_program(&dir, Some(&dir), home)),
     }
 }
 

@@ -1,0 +1,270 @@
+//! The paths a repository tracks, read from its index: `git grep` and
+//! `git show` print what is tracked, so a tracked `.env` is read by them as
+//! surely as by `cat .env`, with no name in the command to judge.
+//!
+//! Only the entries' paths are read, and only from an index whose whole
+//! list of paths is in this one file: a split index (its entries partly in
+//! a shared file), a sparse one (a folder standing for the files beneath
+//! it), a repository with other than SHA-1 object names, a version other
+//! than 2, 3 and 4, or any byte out of place gives no answer, and the
+//! command is then not proven. The format is git's
+//! `Documentation/gitformat-index.txt`; the tests hold this reader to
+//! `git ls-files` as the oracle for every version.
+
+use std::path::Path;
+
+/// Bytes before an entry's flags: ctime, mtime, dev, ino, mode, uid, gid,
+/// size (4 bytes each but the times, 8) and a SHA-1 object name.
+const FIXED: usize = 40 + 20;
+/// A flag saying a second 16-bit flags word follows (version 3 and later).
+const EXTENDED: u16 = 0x4000;
+/// The mode of a sparse index's folder entry.
+const SPARSE_FOLDER: u32 = 0o040_000;
+/// Larger than any index the gate reads through on one judgement.
+const MAX_INDEX_BYTES: u64 = 64 << 20;
+
+/// The paths `git_dir`'s index tracks (relative to its working tree), an
+/// empty list when it has no index, `None` when it cannot be read whole.
+pub fn tracked(git_dir: &Path) -> Option<Vec<String>> {
+    if uses_other_object_names(git_dir) {
+        return None;
+    }
+    let file = git_dir.join("index");
+    match std::fs::metadata(&file) {
+        Ok(meta) if meta.len() > MAX_INDEX_BYTES => return None,
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
+    }
+    paths(&std::fs::read(file).ok()?)
+}
+
+/// Whether the repository names its objects otherwise than by SHA-1
+/// (`extensions.objectFormat = sha256`): its entries are longer. Any
+/// mention of the setting counts, so a form this does not read gives no
+/// answer rather than a wrong one.
+fn uses_other_object_names(git_dir: &Path) -> bool {
+    match std::fs::read_to_string(git_dir.join("config")) {
+        Ok(text) => text.to_ascii_lowercase().contains("objectformat"),
+        Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
+/// The entries' paths of an index file's bytes.
+fn paths(bytes: &[u8]) -> Option<Vec<String>> {
+    let mut reader = Reader { bytes, at: 0 };
+    if reader.take(4)? != b"DIRC" {
+        return None;
+    }
+    let version = reader.u32()?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let count = reader.u32()?;
+    let mut paths = Vec::new();
+    let mut previous: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let start = reader.at;
+        let mode = {
+            let fixed = reader.take(FIXED)?;
+            u32::from_be_bytes(fixed[24..28].try_into().ok()?)
+        };
+        if mode == SPARSE_FOLDER {
+            return None;
+        }
+        let flags = reader.u16()?;
+        if flags & EXTENDED != 0 {
+            if version < 3 {
+                return None;
+            }
+            reader.u16()?;
+        }
+        let name = if version == 4 {
+            let strip = reader.varint()?;
+            let kept = previous.len().checked_sub(strip)?;
+            let mut name = previous[..kept].to_vec();
+            name.extend_from_slice(reader.until_nul()?);
+            name
+        } else {
+            let name = reader.until_nul()?.to_vec();
+            // One to eight NULs end the entry on a multiple of eight bytes,
+            // the name's own NUL among them.
+            let length = reader.at - start;
+            let padded = length.div_ceil(8) * 8;
+            if reader.take(padded - length)?.iter().any(|byte| *byte != 0) {
+                return None;
+            }
+            name
+        };
+        paths.push(String::from_utf8(name.clone()).ok()?);
+        previous = name;
+    }
+    extensions_allow(&mut reader)?;
+    Some(paths)
+}
+
+/// Reads the extensions after the entries up to the closing checksum:
+/// `None` when one of them says the entries are not all here.
+fn extensions_allow(reader: &mut Reader<'_>) -> Option<()> {
+    const CHECKSUM: usize = 20;
+    while reader.bytes.len().checked_sub(reader.at)? > CHECKSUM {
+        let signature = reader.take(4)?;
+        if signature == b"link" || signature == b"sdir" {
+            return None;
+        }
+        let size = usize::try_from(reader.u32()?).ok()?;
+        reader.take(size)?;
+    }
+    (reader.bytes.len() - reader.at == CHECKSUM).then_some(())
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(count)?;
+        let taken = self.bytes.get(self.at..end)?;
+        self.at = end;
+        Some(taken)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    /// The bytes up to a NUL, which is passed over.
+    fn until_nul(&mut self) -> Option<&'a [u8]> {
+        let rest = self.bytes.get(self.at..)?;
+        let length = rest.iter().position(|byte| *byte == 0)?;
+        self.at += length + 1;
+        Some(&rest[..length])
+    }
+
+    /// Git's offset varint (`varint.c`): seven bits a byte, high bit set
+    /// when another follows, each continuation adding one.
+    fn varint(&mut self) -> Option<usize> {
+        let mut byte = self.take(1)?[0];
+        let mut value = usize::from(byte & 0x7f);
+        while byte & 0x80 != 0 {
+            byte = self.take(1)?[0];
+            value = value
+                .checked_add(1)?
+                .checked_mul(128)?
+                .checked_add(usize::from(byte & 0x7f))?;
+        }
+        Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let output = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+
+    /// A repository tracking names that share prefixes (version 4
+    /// compresses them), a long one, nested ones and one not ASCII.
+    fn repository() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        git(dir.path(), &["init", "-q"]);
+        let names = [
+            ".env",
+            "src/a.rs",
+            "src/ab.rs",
+            "src/deep/er/x.txt",
+            "docs/naïve.md",
+            // Longer than the 12 bits an entry's flags hold for its length.
+            &format!("long/{0}/{0}/{0}/{0}/{0}/x", "n".repeat(200)),
+        ];
+        for name in names {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("folder");
+            std::fs::write(&path, name).expect("file");
+        }
+        git(dir.path(), &["add", "-A"]);
+        dir
+    }
+
+    #[test]
+    fn every_index_version_reads_as_git_lists_it() {
+        let dir = repository();
+        for version in ["2", "3", "4"] {
+            git(dir.path(), &["update-index", "--index-version", version]);
+            if version == "3" {
+                // An extended flag, which only version 3 and later carry.
+                std::fs::write(dir.path().join("src/new.rs"), "new").expect("file");
+                git(dir.path(), &["add", "--intent-to-add", "src/new.rs"]);
+                git(
+                    dir.path(),
+                    &["update-index", "--skip-worktree", "src/ab.rs"],
+                );
+            }
+            let listed: Vec<String> = git(dir.path(), &["-c", "core.quotePath=false", "ls-files"])
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            let read = tracked(&dir.path().join(".git")).expect("readable");
+            assert_eq!(read, listed, "version {version}");
+            assert!(read.contains(&".env".to_owned()));
+        }
+    }
+
+    #[test]
+    fn an_index_whose_entries_are_not_all_in_it_gives_no_answer() {
+        let dir = repository();
+        git(dir.path(), &["update-index", "--split-index"]);
+        assert_eq!(tracked(&dir.path().join(".git")), None);
+    }
+
+    #[test]
+    fn a_repository_without_an_index_tracks_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        git(dir.path(), &["init", "-q"]);
+        assert_eq!(tracked(&dir.path().join(".git")), Some(Vec::new()));
+    }
+
+    #[test]
+    fn bytes_out_of_place_give_no_answer() {
+        let dir = repository();
+        let bytes = std::fs::read(dir.path().join(".git/index")).expect("index");
+        assert!(paths(&bytes).is_some());
+        for cut in [3, 12, 70, bytes.len() / 2, bytes.len() - 21] {
+            assert_eq!(paths(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut version = bytes.clone();
+        version[7] = 5;
+        assert_eq!(paths(&version), None);
+        let mut padding = bytes.clone();
+        // The first entry's padding: the header's 12 bytes, 62 fixed, the
+        // name `.env` and its NUL, then NULs up to byte 84.
+        padding[80] = b'x';
+        assert_eq!(paths(&padding), None);
+    }
+
+    #[test]
+    fn another_object_format_gives_no_answer() {
+        let dir = repository();
+        let config = dir.path().join(".git/config");
+        let mut text = std::fs::read_to_string(&config).expect("config");
+        text.push_str("[extensions]\n\tobjectFormat = sha256\n");
+        std::fs::write(&config, text).expect("config");
+        assert_eq!(tracked(&dir.path().join(".git")), None);
+    }
+}
