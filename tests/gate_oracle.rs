@@ -98,6 +98,10 @@ fn the_oracle_finds_what_bash_did_that_the_gate_did_not_judge() {
             "opened a socket",
         ),
         ("mv a.txt moved.txt", "ls", "rename"),
+        // A short call, which strace pads before its result.
+        ("mkdir d", "ls", "mkdir(\"d\""),
+        // A new file in the temp folder is scratch only if it goes again.
+        ("mktemp", "echo hi", "left /tmp/tmp."),
     ] {
         let judged = judge(&engine, "agent", &root, None, judged_as, Transport::Cli).unwrap();
         let trace = traced(&ws, ran, &log);

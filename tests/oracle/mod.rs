@@ -8,7 +8,8 @@
 //! - passes a program other words than the gate judged (a continuation, a
 //!   brace sequence, quoting), where the gate's word is not a pattern;
 //! - opens a file for writing, creates, renames, removes or links one, or
-//!   changes its mode;
+//!   changes its mode (but a scratch file a program makes new in the temp
+//!   folder and removes, as `sort` and `tac` do);
 //! - opens a secret (by its resolved path, with the built-in path classes)
 //!   for reading;
 //! - opens a network socket.
@@ -178,17 +179,22 @@ fn calls(log: &str) -> Vec<Call> {
         let Some(open) = whole.find('(') else {
             continue;
         };
-        let Some(equals) = whole.rfind(") = ") else {
+        // strace pads a short call with spaces up to its result's column:
+        // `unlink("/tmp/x")          = 0`.
+        let Some(equals) = whole.rfind(" = ") else {
             continue;
         };
-        if equals < open {
+        let Some(close) = whole[..equals].trim_end().strip_suffix(')').map(str::len) else {
+            continue;
+        };
+        if close < open {
             continue;
         }
         out.push(Call {
             pid: pid.to_owned(),
             name: whole[..open].to_owned(),
-            args: whole[open + 1..equals].to_owned(),
-            result: whole[equals + 4..].to_owned(),
+            args: whole[open + 1..close].to_owned(),
+            result: whole[equals + 3..].to_owned(),
         });
     }
     out
@@ -286,6 +292,8 @@ pub fn disagreements(
     secrets: &PathClasses,
 ) -> Vec<String> {
     let mut found = Vec::new();
+    // Scratch files programs made (see `scratch_file`), until removed.
+    let mut scratch = BTreeSet::new();
     // Every program the gate says the command runs: the ones it judged,
     // and those it saw through (`env`, `xargs`, `bash -c`).
     let mut programs: BTreeSet<String> = judged
@@ -369,7 +377,9 @@ pub fn disagreements(
                     || path.starts_with("pipe:")
                     || path.starts_with("socket:")
                     || path.starts_with("/proc/");
-                if writes && !device {
+                if writes && scratch_file(&path, &call.args) {
+                    scratch.insert(path);
+                } else if writes && !device && !scratch.contains(&path) {
                     found.push(format!("opened {path} for writing"));
                 } else if !writes {
                     let mut classes = BTreeSet::new();
@@ -395,7 +405,16 @@ pub fn disagreements(
             | "mkdirat" | "truncate" | "mknod" | "mknodat"
                 if succeeded(&call) =>
             {
-                found.push(format!("{}({})", call.name, call.args));
+                let removed = scratch
+                    .iter()
+                    .find(|path| call.args.contains(&format!("\"{path}\"")))
+                    .cloned();
+                match removed {
+                    Some(path) if call.name.starts_with("unlink") => {
+                        scratch.remove(&path);
+                    }
+                    _ => found.push(format!("{}({})", call.name, call.args)),
+                }
             }
             "socket" if succeeded(&call) && !call.args.starts_with("AF_UNIX") => {
                 found.push(format!("opened a socket: socket({})", call.args));
@@ -403,10 +422,28 @@ pub fn disagreements(
             _ => {}
         }
     }
+    found.extend(
+        scratch
+            .iter()
+            .map(|path| format!("left {path} in the temp folder")),
+    );
     found
         .into_iter()
         .map(|why| format!("{command:?}: {why}"))
         .collect()
+}
+
+/// Whether an open makes a private scratch file: a new one (`O_EXCL`, so
+/// never a file that was there) directly in the temp folder, as `sort`
+/// keeps while merging a file into its own output or past its buffer, and
+/// `tac` to copy a pipe. Not an effect as long as the program removes it
+/// (held at the end of the trace): under `exec` the temp folder is the
+/// command's own, and without it nothing that was there is touched.
+fn scratch_file(path: &str, flags: &str) -> bool {
+    path.strip_prefix("/tmp/")
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+        && flags.contains("O_CREAT")
+        && flags.contains("O_EXCL")
 }
 
 fn have(program: &str) -> bool {
