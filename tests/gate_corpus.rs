@@ -414,11 +414,17 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
         "cd src && git grep TOKEN",
         "git --no-pager log -p",
     ];
-    let names_only = ["git status", "git log --oneline", "git ls-files"];
+    let names_only = [
+        "git status",
+        "git log --oneline",
+        "git ls-files",
+        "git stash list",
+    ];
     all_decided(&decide, Outcome::Allow, &prints_tracked);
     all_decided(&decide, Outcome::Allow, &names_only);
     git(&["add", ".env"]);
     all_decided(&decide, Outcome::Deny, &prints_tracked);
+    all_decided(&decide, Outcome::Deny, &["git stash show -p"]);
     all_decided(&decide, Outcome::Allow, &names_only);
     git(&["rm", "-q", "--cached", ".env"]);
     git(&["update-index", "--split-index"]);

@@ -132,7 +132,8 @@ impl<'a> GitRun<'a> {
         match name.as_str() {
             "grep" => !options.iter().any(|word| word == "--no-index"),
             "show" | "diff" | "diff-tree" | "diff-index" | "diff-files" | "cat-file" | "blame"
-            | "annotate" | "archive" | "range-diff" | "stash" | "format-patch" => true,
+            | "annotate" | "archive" | "range-diff" | "format-patch" => true,
+            "stash" => options.first().is_some_and(|word| word == "show"),
             "log" | "whatchanged" | "reflog" | "shortlog" => patch(),
             _ => false,
         }
