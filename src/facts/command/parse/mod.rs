@@ -707,6 +707,24 @@ mod tests {
         }
     }
 
+    /// Text of a statement that is in none of its parts is a word the
+    /// grammar lost: `wc - 2>&1` passes `-` to `wc`, where the grammar
+    /// reads only `wc` and the redirect.
+    #[test]
+    fn a_word_the_grammar_reads_past_is_not_read_as_bash_reads_it() {
+        for command in ["wc - 2>&1", "echo - 3</dev/null", "ls | wc - 2>&1 | wc -l"] {
+            assert!(parse(command).unparseable, "{command}");
+        }
+        for command in [
+            "wc - >/dev/null",
+            "ls  2>&1   >/dev/null",
+            "cat <<EOF > /dev/null\nx\nEOF\n",
+            "wc -l 2>&1",
+        ] {
+            assert!(!parse(command).unparseable, "{command}");
+        }
+    }
+
     #[test]
     fn heredocs_and_pipes_are_seen() {
         let parsed = parse("bash <<EOF\nrm -rf /\nEOF\n");
