@@ -136,9 +136,16 @@ fn node_is_read(node: Node<'_>, known: &[bool], source: &str) -> bool {
         Kind::Command => !reads_words_otherwise(node, source),
         // The grammar reads `wc - 2>&1` as `wc` with the redirect `2>&1`
         // and no node holds the `-` between them, which bash passes to
-        // `wc` (found by the fuzz target's oracle): text between a
-        // statement's parts that is not blank is a word the gate lost.
-        Kind::RedirectedStatement => !skips_text(node, source),
+        // `wc` (found by the fuzz target's oracle), and `[ - 2>&1 ]` as a
+        // test of nothing: text between a statement's parts that is not
+        // blank is a word the gate lost.
+        Kind::RedirectedStatement
+        | Kind::TestCommand
+        | Kind::Pipeline
+        | Kind::DeclarationCommand
+        | Kind::UnsetCommand
+        | Kind::FileRedirect
+        | Kind::HerestringRedirect => !skips_text(node, source),
         // Bash takes only digits that start a word for a redirect's
         // descriptor; the grammar also takes a word such as `-ab2` in
         // `echo x -ab2>/dev/null`, which bash passes as an argument

@@ -712,7 +712,12 @@ mod tests {
     /// reads only `wc` and the redirect.
     #[test]
     fn a_word_the_grammar_reads_past_is_not_read_as_bash_reads_it() {
-        for command in ["wc - 2>&1", "echo - 3</dev/null", "ls | wc - 2>&1 | wc -l"] {
+        for command in [
+            "wc - 2>&1",
+            "echo - 3</dev/null",
+            "ls | wc - 2>&1 | wc -l",
+            "[ - 2>&1 ]",
+        ] {
             assert!(parse(command).unparseable, "{command}");
         }
         for command in [
@@ -720,6 +725,10 @@ mod tests {
             "ls  2>&1   >/dev/null",
             "cat <<EOF > /dev/null\nx\nEOF\n",
             "wc -l 2>&1",
+            "[ -f x ] && ls | wc -l",
+            "[[ -n $x ]]",
+            "export A=1 B",
+            "cat <<< hi",
         ] {
             assert!(!parse(command).unparseable, "{command}");
         }
