@@ -197,7 +197,13 @@ fn reads_words_otherwise(command: Node<'_>, source: &str) -> bool {
                     Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
                 )
         };
+        // A word that touches the redirect before it ends that redirect's
+        // word to bash: `cat <<< 'a'\b` reads the string `ab`, where the
+        // grammar reads `'a'` and passes `b` to `cat` (found by the fuzz
+        // target's oracle). A redirect's operator splits words, so a word
+        // may touch the redirect after it (`echo x>out`).
+        let redirect = |node: Node<'_>| node.is_named() && !words(node);
         gap.chars().any(|c| c != ' ' && c != '\t')
-            || (gap.is_empty() && words(pair[0]) && words(pair[1]))
+            || (gap.is_empty() && (words(pair[0]) || redirect(pair[0])) && words(pair[1]))
     })
 }

@@ -717,6 +717,8 @@ mod tests {
             "echo - 3</dev/null",
             "ls | wc - 2>&1 | wc -l",
             "[ - 2>&1 ]",
+            "cat <<< 'a'\\b",
+            "wc -l <<< 'a'\\rb",
         ] {
             assert!(parse(command).unparseable, "{command}");
         }
@@ -729,6 +731,9 @@ mod tests {
             "[[ -n $x ]]",
             "export A=1 B",
             "cat <<< hi",
+            "cat <<< 'a'b",
+            "echo x>/dev/null",
+            "cat <<< a >/dev/null",
         ] {
             assert!(!parse(command).unparseable, "{command}");
         }
