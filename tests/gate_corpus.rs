@@ -413,6 +413,11 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
         "git -C src grep TOKEN",
         "cd src && git grep TOKEN",
         "git --no-pager log -p",
+        "git log -wp",
+        "git log -U1",
+        "git log -S TOKEN --oneline",
+        "git blame src/main.rs",
+        "git config --list --blob HEAD:src/main.rs",
     ];
     let names_only = [
         "git status",
@@ -424,8 +429,17 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
     all_decided(&decide, Outcome::Allow, &names_only);
     git(&["add", ".env"]);
     all_decided(&decide, Outcome::Deny, &prints_tracked);
-    all_decided(&decide, Outcome::Deny, &["git stash show -p"]);
+    all_decided(
+        &decide,
+        Outcome::Deny,
+        &["git stash show -p", "git stash list -p"],
+    );
     all_decided(&decide, Outcome::Allow, &names_only);
+    // A pattern is judged as the shell expands it: a file named `show`
+    // makes `sho?` the subcommand.
+    fs::write(ws.join("show"), "").unwrap();
+    all_decided(&decide, Outcome::Deny, &["git sho? HEAD"]);
+    fs::remove_file(ws.join("show")).unwrap();
     git(&["rm", "-q", "--cached", ".env"]);
     git(&["update-index", "--split-index"]);
     all_decided(&decide, Outcome::Ask, &["git grep TOKEN", "git show"]);

@@ -61,6 +61,19 @@ pub struct Walk {
     pub list_flags: HashSet<String>,
 }
 
+/// How a program prints what a repository tracks (`git show`, `git log
+/// -p`, `git grep`): every tracked file is read, a tracked `.env` too,
+/// though no word names it.
+#[derive(Debug, Clone, Default)]
+pub struct TrackedReads {
+    /// Every use of the description does.
+    pub always: bool,
+    /// The subcommands of the description that do.
+    pub subcommands: Vec<Vec<String>>,
+    /// Flags and options that make it do so (`-p`, `-U3`, `--word-diff`).
+    pub flags: HashSet<String>,
+}
+
 /// The folders a command reads every file under.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WalkScope {
@@ -110,6 +123,7 @@ pub struct Description {
     /// Operands `KEY=FILE` whose file is written (`dd of=FILE`).
     pub output_assignments: Vec<String>,
     pub walk: Walk,
+    pub tracked: TrackedReads,
 }
 
 /// What a description makes of a program's words.
@@ -121,6 +135,8 @@ pub struct Scan {
     pub writes: Vec<String>,
     /// The folders it reads every file under.
     pub walk: Option<WalkScope>,
+    /// It prints what the repository tracks.
+    pub reads_tracked: bool,
 }
 
 enum Word<'a> {
@@ -139,10 +155,9 @@ impl Description {
         if self.subcommands.is_empty() {
             return Some(words);
         }
-        self.subcommands.iter().find_map(|sub| {
-            let matches = words.len() >= sub.len() && words.iter().zip(sub).all(|(w, s)| w == s);
-            matches.then(|| &words[sub.len()..])
-        })
+        self.subcommands
+            .iter()
+            .find_map(|sub| starts_with(words, sub).then(|| &words[sub.len()..]))
     }
 
     /// Reads `words` (after the subcommand) against the description. The
@@ -151,6 +166,7 @@ impl Description {
     pub fn scan(&self, words: &[String]) -> Scan {
         let mut scan = Scan {
             fits: true,
+            reads_tracked: self.tracked.always,
             ..Scan::default()
         };
         let mut read = Reading {
@@ -179,6 +195,7 @@ impl Description {
                 continue;
             }
             self.read_walk_option(word, words.get(index).map(String::as_str), &mut read);
+            scan.reads_tracked |= self.names_one_of(word, &self.tracked.flags);
             for item in self.read_option(word, words, &mut index) {
                 match item {
                     Word::Flag | Word::Value => {}
@@ -288,6 +305,51 @@ impl Description {
         }
     }
 
+    /// Whether `words`, from the subcommand on, are a subcommand that
+    /// prints tracked content whatever its options (`git show`).
+    pub fn tracked_subcommand(&self, words: &[String]) -> bool {
+        self.tracked
+            .subcommands
+            .iter()
+            .any(|sub| starts_with(words, sub))
+    }
+
+    /// Whether an option word names one of `names`: `--opt`, `--opt=value`,
+    /// a single-dash long option, or a cluster of short flags up to the
+    /// option that takes the rest as its value (`-wU3` names `-w` and
+    /// `-U`, `-np` only `-n`).
+    fn names_one_of(&self, word: &str, names: &HashSet<String>) -> bool {
+        if names.is_empty() {
+            return false;
+        }
+        if word.starts_with("--") || self.whole_words {
+            let name = match word.split_once('=') {
+                Some((name, _)) if word.starts_with("--") => name,
+                _ => word,
+            };
+            return names.contains(name);
+        }
+        for c in word.chars().skip(1) {
+            let name = format!("-{c}");
+            if names.contains(&name) {
+                return true;
+            }
+            if !self.flags.contains(&name) || self.takes_value(&name) {
+                return false;
+            }
+        }
+        false
+    }
+
+    fn takes_value(&self, name: &str) -> bool {
+        self.options.contains(name)
+            || self.output_options.contains(name)
+            || self
+                .script
+                .as_ref()
+                .is_some_and(|s| s.options.contains(name))
+    }
+
     /// Whether a cluster of short flags (`-rn`) holds one of `flags`.
     fn cluster_holds(&self, word: &str, flags: &HashSet<String>) -> bool {
         if self.whole_words || word.starts_with("--") || flags.is_empty() {
@@ -335,12 +397,7 @@ impl Description {
             let name = format!("-{c}");
             let rest = &word[at + c.len_utf8()..];
             let attached = (!rest.is_empty()).then_some(rest);
-            let takes_value = self.options.contains(&name)
-                || self.output_options.contains(&name)
-                || self
-                    .script
-                    .as_ref()
-                    .is_some_and(|s| s.options.contains(&name));
+            let takes_value = self.takes_value(&name);
             if takes_value && (attached.is_some() || !self.flags.contains(&name)) {
                 items.push(self.long(&name, attached, &mut next));
                 return items;
@@ -421,6 +478,11 @@ fn option_value<'a>(
     word.get(short.len()..).filter(|rest| !rest.is_empty())
 }
 
+/// Whether `words` begin with the words of `subcommand`.
+fn starts_with(words: &[String], subcommand: &[String]) -> bool {
+    words.len() >= subcommand.len() && words.iter().zip(subcommand).all(|(w, s)| w == s)
+}
+
 /// An option word: starts with `-` and is more than `-` (stdin).
 fn looks_like_option(word: &str) -> bool {
     word.len() > 1 && word.starts_with('-')
@@ -471,6 +533,7 @@ mod tests {
             output_operands: OutputOperands::None,
             output_assignments: Vec::new(),
             walk: Walk::default(),
+            tracked: TrackedReads::default(),
         }
     }
 

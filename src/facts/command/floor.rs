@@ -5,8 +5,9 @@
 //! read-only with no outputs would have let `tee ../x` through.
 //!
 //! Two lines hold the floor. At load, a team entry that drops a built-in
-//! rule, output, walk, folder a subcommand works in, or loading variable is
-//! refused, naming the file and the entry (`check`). When judging, the
+//! rule, output, walk, tracked read, folder a subcommand works in, or
+//! loading variable is refused, naming the file and the entry (`check`).
+//! When judging, the
 //! built-in table judges every command beside the team's (`table.rs`), so
 //! what it knows about writes and strict classes holds whatever the team's
 //! table adds (a global option that swallows an operand, say).
@@ -81,7 +82,7 @@ fn keeps_programs(team: &TableFile, builtin: &TableFile) -> Result<(), (String, 
                     format!(
                         "no entry of this table keeps what it knows ({}); a team's table may \
                          describe more harmless uses and add outputs, never drop the files a \
-                         program writes or the folders it reads whole",
+                         program writes or the folders and tracked files it reads whole",
                         entry.effects_text()
                     ),
                 ));
@@ -183,6 +184,8 @@ impl ProgramEntry {
             || !self.walk_flags.is_empty()
             || self.lists
             || !self.list_flags.is_empty()
+            || !self.tracked_reads.is_none()
+            || !self.tracked_read_flags.is_empty()
     }
 
     /// Whether this entry, about the same program and subcommands, knows
@@ -201,6 +204,11 @@ impl ProgramEntry {
             && (!self.walk_visible_only || ours.walk_visible_only)
             && (self.lists || !ours.lists)
             && superset(&self.list_flags, &ours.list_flags)
+            && superset(
+                &self.tracked_reads.resolved(&self.subcommand),
+                &ours.tracked_reads.resolved(&ours.subcommand),
+            )
+            && superset(&self.tracked_read_flags, &ours.tracked_read_flags)
     }
 
     pub(super) fn effects_text(&self) -> String {
@@ -222,6 +230,8 @@ impl ProgramEntry {
             parts.push("lists".to_owned());
         }
         parts.extend(list("list_flags", &self.list_flags));
+        parts.extend(self.tracked_reads.text());
+        parts.extend(list("tracked_read_flags", &self.tracked_read_flags));
         parts.join("; ")
     }
 }
@@ -293,6 +303,39 @@ mod tests {
             err.contains("[globals.git]") && err.contains("`--git-dir`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_team_table_that_drops_a_tracked_read_is_refused() {
+        let subcommands = "tracked_reads = [\"show\", \"diff\", \"stash show\", \"range-diff\"]";
+        assert!(BUILTIN_TABLE.contains(subcommands));
+        let err = refusal(&BUILTIN_TABLE.replace(
+            subcommands,
+            "tracked_reads = [\"diff\", \"stash show\", \"range-diff\"]",
+        ));
+        assert!(
+            err.contains("`git` log|show") && err.contains("tracked_reads show diff"),
+            "{err}"
+        );
+        let err = refusal(&BUILTIN_TABLE.replace("\"--check\", \"-S\", \"-G\"]", "\"--check\"]"));
+        assert!(err.contains("tracked_read_flags -p -u"), "{err}");
+        let grep = "subcommand = [\"grep\"]\ntracked_reads = true";
+        let err = refusal(&BUILTIN_TABLE.replacen(grep, "subcommand = [\"grep\"]", 1));
+        assert!(
+            err.contains("`git` grep") && err.contains("tracked_reads"),
+            "{err}"
+        );
+        // Every use covers a list of the same subcommands, and the reverse.
+        for kept in [
+            BUILTIN_TABLE.replace(subcommands, "tracked_reads = true"),
+            BUILTIN_TABLE.replacen(
+                grep,
+                "subcommand = [\"grep\"]\ntracked_reads = [\"grep\"]",
+                1,
+            ),
+        ] {
+            CommandClasses::parse("team/commands.toml", &kept).unwrap();
+        }
     }
 
     #[test]

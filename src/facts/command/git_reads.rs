@@ -4,7 +4,7 @@
 //! start from where git looks for its repository: every place the command
 //! may be in, moved by `-C` and `--git-dir` as git reads them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::places::Paths;
@@ -38,129 +38,90 @@ fn git_runs_programs_from(args: &[String], start: Option<PathBuf>, home: Option<
 }
 
 /// Where `git ARGS` looks for its repository, as git reads its options
-/// before the subcommand (`-C`, `--git-dir`), and the words from the
-/// subcommand on.
-struct GitRun<'a> {
+/// before the subcommand (`-C`, `--git-dir`).
+struct GitRun {
     start: Option<PathBuf>,
     git_dir: Option<PathBuf>,
-    subcommand: &'a [String],
 }
 
-impl<'a> GitRun<'a> {
+impl GitRun {
     /// `None` when `--git-dir` names a relative folder from a place the
     /// gate cannot know.
-    fn read(args: &'a [String], mut start: Option<PathBuf>) -> Option<Self> {
+    fn read(args: &[String], mut start: Option<PathBuf>) -> Option<Self> {
         let mut git_dir = None;
-        let mut at = 0;
-        while let Some(word) = args.get(at) {
-            if !word.starts_with('-') {
-                break;
-            }
-            at += 1;
-            let mut value = |inline: Option<&str>| {
-                inline.map(str::to_owned).or_else(|| {
-                    let next = args.get(at).cloned();
-                    at += 1;
-                    next
-                })
+        let mut words = global_options(args).iter();
+        while let Some(word) = words.next() {
+            let value = if takes_separate_value(word) {
+                words.next().cloned()
+            } else {
+                word.split_once('=').map(|(_, value)| value.to_owned())
+            };
+            let relative_to = |start: &Option<PathBuf>| match (start, value.clone()) {
+                (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
+                (Some(from), Some(folder)) => Some(from.join(folder)),
+                _ => None,
             };
             if word == "-C" {
-                let folder = value(None);
-                start = match (start, folder) {
-                    (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
-                    (Some(from), Some(folder)) => Some(from.join(folder)),
-                    _ => None,
-                };
-            } else if let Some(rest) = word.strip_prefix("--git-dir") {
-                let folder = value(rest.strip_prefix('='));
-                git_dir = match (&start, folder) {
-                    (_, Some(folder)) if folder.starts_with('/') => Some(PathBuf::from(folder)),
-                    (Some(from), Some(folder)) => Some(from.join(folder)),
-                    _ => return None,
-                };
-            } else if [
-                "-c",
-                "--work-tree",
-                "--namespace",
-                "--exec-path",
-                "--config-env",
-            ]
-            .contains(&word.as_str())
-            {
-                at += 1;
+                start = relative_to(&start);
+            } else if word == "--git-dir" || word.starts_with("--git-dir=") {
+                git_dir = Some(relative_to(&start)?);
             }
         }
-        Some(Self {
-            start,
-            git_dir,
-            subcommand: args.get(at..).unwrap_or_default(),
-        })
-    }
-
-    /// Whether it prints what the repository tracks: a search of the
-    /// tracked files, a patch, a blob, an archive. `git log` prints commit
-    /// messages unless asked for patches.
-    fn prints_tracked_content(&self) -> bool {
-        let Some((name, options)) = self.subcommand.split_first() else {
-            return false;
-        };
-        let patch = || {
-            options.iter().any(|word| {
-                [
-                    "-p",
-                    "-u",
-                    "-c",
-                    "-m",
-                    "--cc",
-                    "--dd",
-                    "--full-diff",
-                    "--remerge-diff",
-                ]
-                .contains(&word.as_str())
-                    || [
-                        "--patch",
-                        "--word-diff",
-                        "--color-words",
-                        "-L",
-                        "-U",
-                        "--unified",
-                    ]
-                    .iter()
-                    .any(|prefix| word.starts_with(prefix))
-            })
-        };
-        match name.as_str() {
-            "grep" => !options.iter().any(|word| word == "--no-index"),
-            "show" | "diff" | "diff-tree" | "diff-index" | "diff-files" | "cat-file" | "blame"
-            | "annotate" | "archive" | "range-diff" | "format-patch" => true,
-            "stash" => options.first().is_some_and(|word| word == "show"),
-            "log" | "whatchanged" | "reflog" | "shortlog" => patch(),
-            _ => false,
-        }
+        Some(Self { start, git_dir })
     }
 }
 
-/// A git read that prints tracked content (`git grep`, `git show`, `git
-/// log -p`) reads every file the repository tracks: each tracked path is
-/// judged as a walk's entry is, so a tracked `.env` is a secret read with
-/// no name in the command. From every place the command may be in; an
-/// index that cannot be read whole, more tracked files than a walk's
-/// budget, or a place the gate cannot know leave the command unproven.
+/// The words before git's subcommand: its global options and their
+/// values, as git reads them. Two runs with the same global options look
+/// in the same repository.
+pub(super) fn global_options(args: &[String]) -> &[String] {
+    let mut at = 0;
+    while let Some(word) = args.get(at) {
+        if !word.starts_with('-') {
+            break;
+        }
+        at += if takes_separate_value(word) { 2 } else { 1 };
+    }
+    &args[..at.min(args.len())]
+}
+
+/// A global option of git's whose value is the next word.
+fn takes_separate_value(word: &str) -> bool {
+    [
+        "-C",
+        "--git-dir",
+        "-c",
+        "--work-tree",
+        "--namespace",
+        "--exec-path",
+        "--config-env",
+        "--super-prefix",
+        "--attr-source",
+        "--list-cmds",
+    ]
+    .contains(&word)
+}
+
+/// A git read that prints tracked content (the table's `tracked_reads`:
+/// `git grep`, `git show`, `git log -p`) reads every file the repository
+/// tracks: each tracked path is judged as a walk's entry is, so a tracked
+/// `.env` is a secret read with no name in the command. The repository is
+/// found from every place the command may be in, and each one found is
+/// read once; an index that cannot be read whole, more tracked files than
+/// a walk's budget, or a place the gate cannot know leave the command
+/// unproven.
 pub(super) fn tracked_reads(args: &[String], paths: &Paths<'_>, table: &CommandClasses) -> Tracked {
     let starts: Vec<Option<PathBuf>> = match &paths.places {
         Some(places) => places.iter().cloned().map(Some).collect(),
         None => vec![None],
     };
     let mut unproven = false;
-    let mut classes = BTreeSet::new();
+    let mut repositories = BTreeMap::new();
     for start in starts {
         let Some(run) = GitRun::read(args, start) else {
             unproven = true;
             continue;
         };
-        if !run.prints_tracked_content() {
-            continue;
-        }
         let repository = match (run.git_dir, run.start) {
             (Some(git_dir), Some(top)) => Some(git_config::Repository { git_dir, top }),
             (None, Some(start)) => git_config::repository(&start),
@@ -170,14 +131,16 @@ pub(super) fn tracked_reads(args: &[String], paths: &Paths<'_>, table: &CommandC
             }
         };
         // Outside a repository git finds none and prints nothing tracked.
-        let Some(repository) = repository else {
-            continue;
-        };
-        match git_index::tracked(&repository.git_dir) {
+        if let Some(repository) = repository {
+            repositories.insert(repository.git_dir, repository.top);
+        }
+    }
+    let mut classes = BTreeSet::new();
+    for (git_dir, top) in repositories {
+        match git_index::tracked(&git_dir) {
             Some(tracked) if tracked.len() <= walk::MAX_WALK_ENTRIES => {
                 for path in tracked {
-                    let path = repository.top.join(path);
-                    classes.extend(table.classify_word(&path.to_string_lossy()));
+                    classes.extend(table.classify_word(&top.join(path).to_string_lossy()));
                 }
             }
             _ => unproven = true,

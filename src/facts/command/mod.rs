@@ -27,7 +27,7 @@ pub use continuation::join as join_continuations;
 mod values;
 mod walk;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,7 @@ pub use walk::{MAX_WALK_ENTRIES, Reach, reach as walk_reach};
 
 use super::paths::Root;
 use super::tool_call::HARDLINKED;
-use git_reads::{git_runs_programs, tracked_reads};
+use git_reads::{git_runs_programs, global_options, tracked_reads};
 use places::{Leads, Paths};
 use unwrap::{Run, Unwrapped, unwrap_source};
 use values::Expanded;
@@ -196,10 +196,9 @@ struct JudgedRun {
     opaque: bool,
 }
 
-/// Judges one run: its words by the table, each pattern by the words it
-/// becomes, a git read by the configuration it reads and the files it
-/// prints, each operand that is a link by what it points at, values it
-/// cannot see, and a name the text defines.
+/// Judges one run: its words by the table as written and with each
+/// pattern as the shell expands it, each operand that is a link by what it
+/// points at, values it cannot see, and a name the text defines.
 fn judge_run(
     run: &Run,
     unwrapped: &Unwrapped,
@@ -208,37 +207,27 @@ fn judge_run(
     glob_cwd: Option<&Path>,
     home: Option<&Path>,
 ) -> JudgedRun {
-    let inside_root = |folder: &str| paths.inside_root(folder);
-    let classified = table.classify(&run.name, &run.args, &inside_root);
     let mut judged = JudgedRun {
-        classes: classified.classes,
-        walks: classified.walks,
+        classes: run.extra.iter().cloned().collect(),
+        walks: Vec::new(),
         writes: Vec::new(),
         opaque: false,
     };
-    judged.classes.extend(run.extra.iter().cloned());
-    judge_patterns(run, table, paths, glob_cwd, home, &mut judged);
-    judged
-        .writes
-        .extend(classified.writes.into_iter().map(Some));
-    // A git read runs what the repository's configuration names (a
-    // pager, a driver, an fsmonitor): proven only when it names none.
-    let opaque_git = run.name == "git"
-        && judged.classes.contains("vcs_read")
-        && git_runs_programs(&run.args, paths);
+    let expansions = expand_patterns(run, table, paths, glob_cwd, home, &mut judged);
+    let mut repositories_seen = HashSet::new();
+    for args in std::iter::once(&run.args).chain(&expansions) {
+        judge_words(
+            &run.name,
+            args,
+            (table, paths),
+            &mut repositories_seen,
+            &mut judged,
+        );
+    }
     // A function or alias of that name: not the program.
-    let defined = unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program);
-    if opaque_git || defined {
+    if unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program) {
         judged.classes.insert(OPAQUE.to_owned());
         judged.opaque = true;
-    }
-    if run.name == "git" {
-        let tracked = tracked_reads(&run.args, paths, table);
-        judged.classes.extend(tracked.classes);
-        if tracked.unproven {
-            judged.classes.insert(OPAQUE.to_owned());
-            judged.opaque = true;
-        }
     }
     // An operand that is a link, or lies under one, is judged by what
     // it points at too: `cat docs/envlink` reads `.env`. A word that looks
@@ -261,17 +250,56 @@ fn judge_run(
     judged
 }
 
-/// A pattern is judged by the words the shell turns it into: the run
-/// again with each of them in its place.
-fn judge_patterns(
+/// One reading of a run's words: by the table, and a git read by the
+/// configuration it reads and the tracked files it prints. Readings with
+/// the same global options look in the same repository, and it is looked
+/// at once (`seen`): a pattern may become a thousand words.
+fn judge_words<'a>(
+    name: &str,
+    args: &'a [String],
+    (table, paths): (&CommandClasses, &Paths<'_>),
+    seen: &mut HashSet<(bool, &'a [String])>,
+    judged: &mut JudgedRun,
+) {
+    let inside_root = |folder: &str| paths.inside_root(folder);
+    let classified = table.classify(name, args, &inside_root);
+    // A git read runs what the repository's configuration names (a
+    // pager, a driver, an fsmonitor): proven only when it names none.
+    let opaque_git = name == "git"
+        && classified.classes.contains("vcs_read")
+        && seen.insert((false, global_options(args)))
+        && git_runs_programs(args, paths);
+    if opaque_git {
+        judged.classes.insert(OPAQUE.to_owned());
+        judged.opaque = true;
+    }
+    if classified.reads_tracked && seen.insert((true, global_options(args))) {
+        let tracked = tracked_reads(args, paths, table);
+        judged.classes.extend(tracked.classes);
+        if tracked.unproven {
+            judged.classes.insert(OPAQUE.to_owned());
+            judged.opaque = true;
+        }
+    }
+    judged.classes.extend(classified.classes);
+    judged.walks.extend(classified.walks);
+    judged
+        .writes
+        .extend(classified.writes.into_iter().map(Some));
+}
+
+/// The run's words with each pattern as the shell turns it into words:
+/// one list for each word a pattern becomes. A pattern the gate cannot
+/// expand, or one that reaches outside the root, leaves the run opaque.
+fn expand_patterns(
     run: &Run,
     table: &CommandClasses,
     paths: &Paths<'_>,
     glob_cwd: Option<&Path>,
     home: Option<&Path>,
     judged: &mut JudgedRun,
-) {
-    let inside_root = |folder: &str| paths.inside_root(folder);
+) -> Vec<Vec<String>> {
+    let mut expansions = Vec::new();
     for (index, arg) in run.args.iter().enumerate() {
         match globs::expand(arg, glob_cwd, home) {
             globs::Expansion::Plain => {}
@@ -284,10 +312,7 @@ fn judge_patterns(
                     judged.classes.extend(linked_classes(word, paths, table));
                     let mut args = run.args.clone();
                     args[index].clone_from(word);
-                    let expanded = table.classify(&run.name, &args, &inside_root);
-                    judged.walks.extend(expanded.walks);
-                    judged.classes.extend(expanded.classes);
-                    judged.writes.extend(expanded.writes.into_iter().map(Some));
+                    expansions.push(args);
                     if !paths.resolve(word).is_some_and(|r| r.inside_root) {
                         // A pattern that reaches outside the root.
                         judged.classes.insert(OPAQUE.to_owned());
@@ -297,6 +322,7 @@ fn judge_patterns(
             }
         }
     }
+    expansions
 }
 
 /// Words named outside the commands' arguments (redirect sources, assigned

@@ -120,6 +120,61 @@ pub(super) struct ProgramEntry {
     /// Flags that make it do so (`ls -R`).
     #[serde(default)]
     pub(super) list_flags: Vec<String>,
+    /// It prints what the repository tracks (`git show`): every tracked
+    /// file is read, whether or not the command names it.
+    #[serde(default)]
+    pub(super) tracked_reads: TrackedReads,
+    /// Flags and options that make it do so (`git log -p`).
+    #[serde(default)]
+    pub(super) tracked_read_flags: Vec<String>,
+}
+
+/// Which uses of an entry print tracked content: `true` for every one, or
+/// a list of the entry's subcommands (`["show", "diff"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "`true`, `false` or a list of the entry's subcommands"
+)]
+pub(super) enum TrackedReads {
+    Every(bool),
+    Subcommands(Vec<String>),
+}
+
+impl Default for TrackedReads {
+    fn default() -> Self {
+        Self::Every(false)
+    }
+}
+
+impl TrackedReads {
+    pub(super) fn is_none(&self) -> bool {
+        match self {
+            Self::Every(every) => !every,
+            Self::Subcommands(subcommands) => subcommands.is_empty(),
+        }
+    }
+
+    /// The subcommands of an entry (with `subcommands`) that print tracked
+    /// content; an entry without subcommands has the one empty name.
+    pub(super) fn resolved(&self, subcommands: &[String]) -> Vec<String> {
+        match self {
+            Self::Every(false) => Vec::new(),
+            Self::Every(true) if subcommands.is_empty() => vec![String::new()],
+            Self::Every(true) => subcommands.to_vec(),
+            Self::Subcommands(listed) => listed.clone(),
+        }
+    }
+
+    pub(super) fn text(&self) -> Option<String> {
+        match self {
+            Self::Every(true) => Some("tracked_reads".to_owned()),
+            Self::Subcommands(subcommands) if !subcommands.is_empty() => {
+                Some(format!("tracked_reads {}", subcommands.join(" ")))
+            }
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,10 +4,11 @@
 
 use globset::{Glob, GlobSetBuilder};
 
-use super::super::description::{Description, OutputOperands, Script, Walk};
+use super::super::description::{Description, OutputOperands, Script, TrackedReads, Walk};
 use super::super::pattern::Pattern;
 use super::super::table_file::{
     EnvironmentEntry, GlobalsEntry, OneOrMany, ProgramEntry, RuleEntry,
+    TrackedReads as TrackedReadsEntry,
 };
 use super::{CommandClassError, Environment, Globals, PROVEN_CLASSES, Rule, set, valid_class};
 
@@ -142,6 +143,7 @@ pub(super) fn description(
         .iter()
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .collect();
+    let tracked = tracked_of(&mut entry).map_err(bad)?;
     Ok(Description {
         names,
         class: class.clone(),
@@ -149,6 +151,7 @@ pub(super) fn description(
         flag_pattern: anchored("flag_pattern", entry.flag_pattern.as_deref())?,
         operand_pattern: anchored("operand_pattern", entry.operand_pattern.as_deref())?,
         walk: walk_of(&mut entry),
+        tracked,
         flags: set(entry.flags),
         options: set(entry.options),
         pair_options: set(entry.pair_options),
@@ -200,6 +203,31 @@ pub(super) fn script_of(
             .map(|p| compile("script_unless", p))
             .transpose()?,
     }))
+}
+
+/// Which uses of a program print what a repository tracks, as its entry
+/// says; a subcommand named there must be one of the entry's own.
+fn tracked_of(entry: &mut ProgramEntry) -> Result<TrackedReads, String> {
+    let (always, subcommands) = match std::mem::take(&mut entry.tracked_reads) {
+        TrackedReadsEntry::Every(every) => (every, Vec::new()),
+        TrackedReadsEntry::Subcommands(subcommands) => (false, subcommands),
+    };
+    if let Some(stray) = subcommands
+        .iter()
+        .find(|sub| !entry.subcommand.contains(sub))
+    {
+        return Err(format!(
+            "tracked_reads names `{stray}`, which is not one of the entry's subcommands"
+        ));
+    }
+    Ok(TrackedReads {
+        always,
+        subcommands: subcommands
+            .iter()
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+            .collect(),
+        flags: set(std::mem::take(&mut entry.tracked_read_flags)),
+    })
 }
 
 /// How a program walks a tree, as its entry says.

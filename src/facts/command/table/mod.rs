@@ -154,6 +154,8 @@ pub struct Classified {
     pub writes: Vec<String>,
     /// The folders it reads every file under.
     pub walks: Vec<WalkScope>,
+    /// It prints what the repository it runs in tracks.
+    pub reads_tracked: bool,
 }
 
 /// What an assignment to a variable means.
@@ -350,6 +352,7 @@ impl CommandClasses {
                 classified.walks.push(walk);
             }
         }
+        classified.reads_tracked |= known.reads_tracked;
         if !classified.writes.is_empty() {
             classified.classes.insert(WRITES_FILES.to_owned());
         }
@@ -400,6 +403,7 @@ impl CommandClasses {
             let scan = description.scan(after);
             proven_fit |= scan.fits && PROVEN_CLASSES.contains(&description.class.as_str());
             classified.walks.extend(scan.walk);
+            classified.reads_tracked |= scan.reads_tracked || description.tracked_subcommand(rest);
             for write in scan.writes {
                 if !classified.writes.contains(&write) {
                     classified.writes.push(write);
@@ -811,6 +815,84 @@ flags = ["-q"]
         assert_eq!(classes(&t, "cat", &["plain"]), [UNKNOWN]);
         // The program pattern is anchored: `catalog` is not `cat`.
         assert_eq!(classes(&t, "catalog", &[]), [UNKNOWN]);
+    }
+
+    /// Which git reads print tracked content, by the built-in table: the
+    /// options are read as the description reads them (a cluster, a value
+    /// attached or apart), not by their spelling.
+    #[test]
+    fn the_table_says_which_git_reads_print_tracked_content() {
+        let t = table(BUILTIN_TABLE).unwrap();
+        let reads = |a: &str| {
+            let a: Vec<String> = a.split_whitespace().map(str::to_owned).collect();
+            t.classify("git", &a, &|dir| !dir.starts_with('/'))
+                .reads_tracked
+        };
+        for prints in [
+            "show",
+            "show HEAD:src/main.rs",
+            "diff --cached",
+            "stash show",
+            "grep TOKEN",
+            "blame src/main.rs",
+            "cat-file -p HEAD:x",
+            "diff-tree HEAD",
+            "log -p",
+            "log -wp",
+            "log -U3",
+            "log --unified=5",
+            "log --word-diff=color",
+            "log -S TOKEN --oneline",
+            "log -GTOKEN",
+            "log -L1,2:src/main.rs",
+            "log --check",
+            "log --binary",
+            "reflog -p",
+            "stash list -p",
+            "config --list --blob HEAD:x",
+            "archive HEAD",
+            "-C src --no-pager log -p",
+            "-c color.ui=never show",
+        ] {
+            assert!(reads(prints), "git {prints}");
+        }
+        for names_only in [
+            "status",
+            "log --oneline",
+            "log -n3",
+            "log -np",
+            "log --grep -p",
+            "log --stat",
+            "ls-files",
+            "ls-tree -r HEAD",
+            "stash list",
+            "config --list",
+            "rev-parse HEAD",
+        ] {
+            assert!(!reads(names_only), "git {names_only}");
+        }
+    }
+
+    #[test]
+    fn tracked_reads_name_the_entry_s_own_subcommands() {
+        let err = table(
+            "[[program]]\nprogram = \"git\"\nclass = \"vcs_read\"\nsubcommand = [\"log\"]\n\
+             tracked_reads = [\"show\"]",
+        )
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            CommandClassError::BadProgram { index: 1, .. }
+        ));
+        assert!(err.to_string().contains("`show`"), "{err}");
+        let err =
+            table("[[program]]\nprogram = \"git\"\nclass = \"vcs_read\"\ntracked_reads = \"yes\"")
+                .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a list of the entry's subcommands"),
+            "{err}"
+        );
     }
 
     #[test]
