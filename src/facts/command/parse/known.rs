@@ -133,19 +133,18 @@ fn node_is_read(node: Node<'_>, known: &[bool], source: &str) -> bool {
         // the command there; the grammar sometimes reads one into a
         // word (`ls a` newline `\d x`), hiding the next command.
         Kind::Word => !text(node, source).contains('\n'),
-        Kind::Command => !reads_words_otherwise(node, source),
         // The grammar reads `wc - 2>&1` as `wc` with the redirect `2>&1`
         // and no node holds the `-` between them, which bash passes to
         // `wc` (found by the fuzz target's oracle), and `[ - 2>&1 ]` as a
-        // test of nothing: text between a statement's parts that is not
-        // blank is a word the gate lost.
-        Kind::RedirectedStatement
+        // test of nothing.
+        Kind::Command
+        | Kind::RedirectedStatement
         | Kind::TestCommand
         | Kind::Pipeline
         | Kind::DeclarationCommand
         | Kind::UnsetCommand
         | Kind::FileRedirect
-        | Kind::HerestringRedirect => !skips_text(node, source),
+        | Kind::HerestringRedirect => !loses_text(node, source),
         // Bash takes only digits that start a word for a redirect's
         // descriptor; the grammar also takes a word such as `-ab2` in
         // `echo x -ab2>/dev/null`, which bash passes as an argument
@@ -158,52 +157,53 @@ fn node_is_read(node: Node<'_>, known: &[bool], source: &str) -> bool {
     }
 }
 
-/// Whether some of `node`'s text is in none of its children and is not
-/// blank: bytes the grammar read past.
-fn skips_text(node: Node<'_>, source: &str) -> bool {
+/// Whether the grammar's reading of `node` loses text bash reads. Bash
+/// splits words only at blanks (and before a redirect), and every other
+/// byte belongs to a word or a redirect; so anything but blanks between
+/// two parts, or around them, is a part the grammar dropped (`echo \\ d`
+/// passes ` d` where the grammar reads `d`; `wc - 2>&1` passes `-` where
+/// the grammar reads `wc` and the redirect), and in a simple command, two
+/// words with nothing between them are one word to bash (`sort a]\\]b`
+/// passes `a]]b`, where the grammar reads `a]` and `]b`).
+fn loses_text(node: Node<'_>, source: &str) -> bool {
+    let command = node.kind() == Kind::Command;
+    // A simple command ends at a newline; a statement's parts, a
+    // pipeline's or a test's may stand on several lines.
+    let blank = |c: char| c == ' ' || c == '\t' || (c == '\n' && !command);
     let mut at = node.start_byte();
-    let mut gaps = Vec::new();
-    for child in node.children() {
-        gaps.push(at..child.start_byte());
-        at = child.end_byte();
+    let mut before = None;
+    for next in node.children().map(Some).chain([None]) {
+        let end = next.map_or(node.end_byte(), |part: Node<'_>| part.start_byte());
+        let gap = source.get(at..end).unwrap_or("");
+        let touching = command
+            && gap.is_empty()
+            && before
+                .zip(next)
+                .is_some_and(|(a, b)| one_word_to_bash(a, b));
+        if touching || !gap.chars().all(blank) {
+            return true;
+        }
+        if let Some(part) = next {
+            at = part.end_byte();
+            before = Some(part);
+        }
     }
-    gaps.push(at..node.end_byte());
-    gaps.into_iter().any(|gap| {
-        source
-            .get(gap)
-            .unwrap_or("")
-            .chars()
-            .any(|c| !matches!(c, ' ' | '\t' | '\n'))
-    })
+    false
 }
 
-/// Whether the grammar reads a simple command's words otherwise than
-/// bash. Bash splits words only at blanks (and before a redirect), and
-/// every other byte belongs to a word or a redirect; so two words with
-/// nothing between them are one word to bash (`sort a]\\]b` passes
-/// `a]]b`, where the grammar reads `a]` and `]b`), and anything but blanks
-/// between two parts is a part the grammar dropped (`echo \\ d` passes
-/// ` d`, where the grammar reads `d`).
-fn reads_words_otherwise(command: Node<'_>, source: &str) -> bool {
-    let parts: Vec<Node<'_>> = command.children().collect();
-    parts.windows(2).any(|pair| {
-        let gap = source
-            .get(pair[0].end_byte()..pair[1].start_byte())
-            .unwrap_or("");
-        let words = |node: Node<'_>| {
-            node.is_named()
-                && !matches!(
-                    node.kind(),
-                    Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
-                )
-        };
-        // A word that touches the redirect before it ends that redirect's
-        // word to bash: `cat <<< 'a'\b` reads the string `ab`, where the
-        // grammar reads `'a'` and passes `b` to `cat` (found by the fuzz
-        // target's oracle). A redirect's operator splits words, so a word
-        // may touch the redirect after it (`echo x>out`).
-        let redirect = |node: Node<'_>| node.is_named() && !words(node);
-        gap.chars().any(|c| c != ' ' && c != '\t')
-            || (gap.is_empty() && (words(pair[0]) || redirect(pair[0])) && words(pair[1]))
-    })
+/// Whether bash reads two parts of a simple command that touch as one
+/// word. A word that touches the redirect before it ends that redirect's
+/// word to bash: `cat <<< 'a'\b` reads the string `ab`, where the grammar
+/// reads `'a'` and passes `b` to `cat` (found by the fuzz target's oracle).
+/// A redirect's operator splits words, so a word may touch the redirect
+/// after it (`echo x>out`).
+fn one_word_to_bash(before: Node<'_>, after: Node<'_>) -> bool {
+    let redirect = |node: Node<'_>| {
+        matches!(
+            node.kind(),
+            Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
+        )
+    };
+    let word = |node: Node<'_>| node.is_named() && !redirect(node);
+    before.is_named() && word(after)
 }
