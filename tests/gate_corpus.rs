@@ -3,6 +3,7 @@
 //! should be denied or asked may be allowed.
 
 use std::fs;
+use std::path::Path;
 
 use portcullis::facts::{Root, Transport};
 use portcullis::gate::judge;
@@ -441,9 +442,71 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
     all_decided(&decide, Outcome::Deny, &["git sho? HEAD"]);
     fs::remove_file(ws.join("show")).unwrap();
     git(&["rm", "-q", "--cached", ".env"]);
+    // An index the gate cannot read whole may hide a tracked secret, and
+    // a submodule whose configuration runs a program.
     git(&["update-index", "--split-index"]);
     all_decided(&decide, Outcome::Ask, &["git grep TOKEN", "git show"]);
-    all_decided(&decide, Outcome::Allow, &names_only);
+    all_decided(&decide, Outcome::Ask, &names_only);
+}
+
+/// Git reads more repositories than the one it finds: each populated
+/// submodule (`git status` runs git in it, `git grep
+/// --recurse-submodules` prints what it tracks), and a linked worktree
+/// reads its main repository's configuration.
+#[test]
+fn git_reads_look_through_submodules_and_worktrees() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["sub"]);
+    let ws = root.path();
+    let git = |dir: &Path, args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(ws, &["init", "-q"]);
+    git(&ws.join("sub"), &["init", "-q"]);
+    fs::write(ws.join("sub/.env"), "TOKEN=1").unwrap();
+    git(&ws.join("sub"), &["add", ".env"]);
+    git(&ws.join("sub"), &["commit", "-q", "-m", "env"]);
+    git(ws, &["add", "sub"]);
+    let decide = decider(engine, root);
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &["git status", "git log --oneline"],
+    );
+    all_decided(
+        &decide,
+        Outcome::Deny,
+        &["git grep --recurse-submodules TOKEN", "git show"],
+    );
+    fs::write(
+        ws.join("sub/.git/config"),
+        "[core]\n\tfsmonitor = ./watch.sh\n",
+    )
+    .unwrap();
+    all_decided(&decide, Outcome::Ask, &["git status", "git log --oneline"]);
+    fs::write(ws.join("sub/.git/config"), "[core]\n").unwrap();
+
+    let main = tempfile::tempdir().unwrap();
+    git(main.path(), &["init", "-q"]);
+    git(main.path(), &["commit", "-q", "--allow-empty", "-m", "i"]);
+    git(
+        main.path(),
+        &["worktree", "add", "-q", &ws.join("wt").to_string_lossy()],
+    );
+    all_decided(&decide, Outcome::Allow, &["cd wt && git status"]);
+    fs::write(
+        main.path().join(".git/config"),
+        "[core]\n\tfsmonitor = ./watch.sh\n",
+    )
+    .unwrap();
+    all_decided(&decide, Outcome::Ask, &["cd wt && git status"]);
 }
 
 /// The gate's outcome for a command of the client `agent` in `root`.

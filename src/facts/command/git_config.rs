@@ -12,20 +12,13 @@ use std::path::{Path, PathBuf};
 /// Most configuration files followed through `include.path`.
 const MAX_INCLUDES: usize = 16;
 
-/// Whether git, started in `start` (or with the repository `git_dir`),
-/// reads a configuration that names a program. An unreadable or
-/// unresolvable place counts as naming one; `home` is what an include's
-/// `~/` stands for.
-pub fn names_a_program(start: &Path, git_dir: Option<&Path>, home: Option<&Path>) -> bool {
-    let Some(git_dir) = git_dir
-        .map(Path::to_owned)
-        .or_else(|| repository(start).map(|found| found.git_dir))
-    else {
-        // No repository: git reads only the user's and the system's own
-        // configuration, which the project does not carry.
-        return false;
+/// Whether git, reading the repository `git_dir`, reads a configuration
+/// that names a program. An unreadable file counts as naming one; `home`
+/// is what an include's `~/` stands for.
+pub fn names_a_program(git_dir: &Path, home: Option<&Path>) -> bool {
+    let Some(mut pending) = config_files(git_dir) else {
+        return true;
     };
-    let mut pending = vec![git_dir.join("config")];
     let mut read = 0;
     while let Some(file) = pending.pop() {
         read += 1;
@@ -68,21 +61,15 @@ pub struct Repository {
 /// a repository (a bare one: `HEAD`, `objects/`, `refs/`).
 pub fn repository(start: &Path) -> Option<Repository> {
     for folder in start.ancestors() {
-        let dot_git = folder.join(".git");
-        // One look at `.git` for both questions: this runs for every
-        // folder up to `/` at each `git` the gate judges.
-        let found = std::fs::metadata(&dot_git).ok();
-        let git_dir = if found.as_ref().is_some_and(std::fs::Metadata::is_dir) {
-            Some(dot_git)
-        } else if found.is_some_and(|meta| meta.is_file()) {
-            let text = std::fs::read_to_string(&dot_git).ok()?;
-            let target = text.trim().strip_prefix("gitdir:")?.trim();
-            Some(folder.join(target))
-        } else {
-            let bare = folder.join("HEAD").is_file()
-                && folder.join("objects").is_dir()
-                && folder.join("refs").is_dir();
-            bare.then(|| folder.to_owned())
+        let git_dir = match dot_git(folder) {
+            DotGit::Repository(git_dir) => Some(git_dir),
+            DotGit::Unreadable => return None,
+            DotGit::Absent => {
+                let bare = folder.join("HEAD").is_file()
+                    && folder.join("objects").is_dir()
+                    && folder.join("refs").is_dir();
+                bare.then(|| folder.to_owned())
+            }
         };
         if let Some(git_dir) = git_dir {
             return Some(Repository {
@@ -92,6 +79,47 @@ pub fn repository(start: &Path) -> Option<Repository> {
         }
     }
     None
+}
+
+/// What a folder's `.git` says.
+pub enum DotGit {
+    Absent,
+    /// A git directory: `.git` itself, or the one its `gitdir:` names.
+    Repository(PathBuf),
+    /// A `.git` file that names no git directory.
+    Unreadable,
+}
+
+/// The git directory `folder/.git` is or names. One look at `.git` for
+/// both forms: this runs for every folder up to `/` at each `git` the gate
+/// judges.
+pub fn dot_git(folder: &Path) -> DotGit {
+    let dot_git = folder.join(".git");
+    match std::fs::metadata(&dot_git) {
+        Ok(meta) if meta.is_dir() => DotGit::Repository(dot_git),
+        Ok(meta) if meta.is_file() => std::fs::read_to_string(&dot_git)
+            .ok()
+            .and_then(|text| {
+                let target = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
+                Some(DotGit::Repository(folder.join(target)))
+            })
+            .unwrap_or(DotGit::Unreadable),
+        _ => DotGit::Absent,
+    }
+}
+
+/// The configuration files of the repository `git_dir`, as git reads
+/// them: a linked worktree's git directory (`.git/worktrees/NAME`) names
+/// its main repository's in a `commondir` file, and the configuration is
+/// that one's, with the worktree's own `config.worktree` beside it. `None`
+/// when `commondir` cannot be read.
+pub fn config_files(git_dir: &Path) -> Option<Vec<PathBuf>> {
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(text) => git_dir.join(text.trim_end_matches(['\n', '\r'])),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => git_dir.to_owned(),
+        Err(_) => return None,
+    };
+    Some(vec![common.join("config"), git_dir.join("config.worktree")])
 }
 
 enum Scan {
@@ -187,6 +215,12 @@ mod tests {
         dir
     }
 
+    /// Whether git started in `start` reads a configuration that names a
+    /// program.
+    fn runs(start: &Path) -> bool {
+        repository(start).is_some_and(|found| names_a_program(&found.git_dir, None))
+    }
+
     #[test]
     fn a_configuration_that_names_a_program_is_found() {
         for config in [
@@ -199,12 +233,9 @@ mod tests {
             "[core] pager = x\n",
         ] {
             let dir = repo(config);
-            assert!(names_a_program(dir.path(), None, None), "{config}");
+            assert!(runs(dir.path()), "{config}");
             std::fs::create_dir_all(dir.path().join("sub/deeper")).unwrap();
-            assert!(
-                names_a_program(&dir.path().join("sub/deeper"), None, None),
-                "{config}"
-            );
+            assert!(runs(&dir.path().join("sub/deeper")), "{config}");
         }
     }
 
@@ -213,16 +244,16 @@ mod tests {
         let dir = repo(
             "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n[pager]\n\tbranch = false\n[core]\n\tfsmonitor = false\n",
         );
-        assert!(!names_a_program(dir.path(), None, None));
+        assert!(!runs(dir.path()));
         let none = tempfile::tempdir().unwrap();
-        assert!(!names_a_program(none.path(), None, None), "no repository");
+        assert!(!runs(none.path()), "no repository");
     }
 
     #[test]
     fn includes_bare_repositories_and_gitdir_files_are_followed() {
         let dir = repo("[include]\n\tpath = extra.cfg\n");
         std::fs::write(dir.path().join(".git/extra.cfg"), "[core]\n\tpager = ./p\n").unwrap();
-        assert!(names_a_program(dir.path(), None, None));
+        assert!(runs(dir.path()));
         let bare = tempfile::tempdir().unwrap();
         for folder in ["objects", "refs"] {
             std::fs::create_dir_all(bare.path().join(folder)).unwrap();
@@ -233,13 +264,33 @@ mod tests {
             "[diff \"x\"]\n\ttextconv = ./t\n",
         )
         .unwrap();
-        assert!(names_a_program(bare.path(), None, None));
+        assert!(runs(bare.path()));
         let worktree = tempfile::tempdir().unwrap();
         std::fs::write(
             worktree.path().join(".git"),
             format!("gitdir: {}\n", bare.path().display()),
         )
         .unwrap();
-        assert!(names_a_program(worktree.path(), None, None));
+        assert!(runs(worktree.path()));
+    }
+
+    /// A linked worktree's git directory names its main repository's in
+    /// `commondir`, whose configuration git reads, with `config.worktree`.
+    #[test]
+    fn a_linked_worktree_reads_its_main_repository_s_configuration() {
+        let main = repo("[core]\n\tbare = false\n");
+        let worktree = main.path().join(".git/worktrees/wt");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(worktree.join("commondir"), "../..\n").unwrap();
+        assert!(!names_a_program(&worktree, None));
+        std::fs::write(worktree.join("config.worktree"), "[core]\n\tpager = ./p\n").unwrap();
+        assert!(names_a_program(&worktree, None));
+        std::fs::remove_file(worktree.join("config.worktree")).unwrap();
+        std::fs::write(
+            main.path().join(".git/config"),
+            "[core]\n\tfsmonitor = ./watch\n",
+        )
+        .unwrap();
+        assert!(names_a_program(&worktree, None));
     }
 }

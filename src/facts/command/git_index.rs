@@ -13,6 +13,8 @@
 
 use std::path::Path;
 
+use super::git_config;
+
 /// Bytes before an entry's flags: ctime, mtime, dev, ino, mode, uid, gid,
 /// size (4 bytes each but the times, 8) and a SHA-1 object name.
 const FIXED: usize = 40 + 20;
@@ -20,12 +22,23 @@ const FIXED: usize = 40 + 20;
 const EXTENDED: u16 = 0x4000;
 /// The mode of a sparse index's folder entry.
 const SPARSE_FOLDER: u32 = 0o040_000;
+/// The mode of a submodule's entry (a commit of another repository).
+const GITLINK: u32 = 0o160_000;
 /// Larger than any index the gate reads through on one judgement.
 const MAX_INDEX_BYTES: u64 = 64 << 20;
 
-/// The paths `git_dir`'s index tracks (relative to its working tree), an
-/// empty list when it has no index, `None` when it cannot be read whole.
-pub fn tracked(git_dir: &Path) -> Option<Vec<String>> {
+/// What a repository's index lists.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Index {
+    /// Every tracked path, relative to the working tree.
+    pub paths: Vec<String>,
+    /// The paths among them that are submodules.
+    pub submodules: Vec<String>,
+}
+
+/// What `git_dir`'s index tracks, nothing when it has no index, `None`
+/// when it cannot be read whole.
+pub fn tracked(git_dir: &Path) -> Option<Index> {
     if uses_other_object_names(git_dir) {
         return None;
     }
@@ -33,10 +46,10 @@ pub fn tracked(git_dir: &Path) -> Option<Vec<String>> {
     match std::fs::metadata(&file) {
         Ok(meta) if meta.len() > MAX_INDEX_BYTES => return None,
         Ok(_) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Index::default()),
         Err(_) => return None,
     }
-    paths(&std::fs::read(file).ok()?)
+    entries(&std::fs::read(file).ok()?)
 }
 
 /// Whether the repository names its objects otherwise than by SHA-1
@@ -44,14 +57,19 @@ pub fn tracked(git_dir: &Path) -> Option<Vec<String>> {
 /// mention of the setting counts, so a form this does not read gives no
 /// answer rather than a wrong one.
 fn uses_other_object_names(git_dir: &Path) -> bool {
-    match std::fs::read_to_string(git_dir.join("config")) {
-        Ok(text) => text.to_ascii_lowercase().contains("objectformat"),
-        Err(err) => err.kind() != std::io::ErrorKind::NotFound,
-    }
+    let Some(files) = git_config::config_files(git_dir) else {
+        return true;
+    };
+    files
+        .iter()
+        .any(|file| match std::fs::read_to_string(file) {
+            Ok(text) => text.to_ascii_lowercase().contains("objectformat"),
+            Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+        })
 }
 
-/// The entries' paths of an index file's bytes.
-fn paths(bytes: &[u8]) -> Option<Vec<String>> {
+/// The entries of an index file's bytes.
+fn entries(bytes: &[u8]) -> Option<Index> {
     let mut reader = Reader { bytes, at: 0 };
     if reader.take(4)? != b"DIRC" {
         return None;
@@ -61,7 +79,7 @@ fn paths(bytes: &[u8]) -> Option<Vec<String>> {
         return None;
     }
     let count = reader.u32()?;
-    let mut paths = Vec::new();
+    let mut index = Index::default();
     let mut previous: Vec<u8> = Vec::new();
     for _ in 0..count {
         let start = reader.at;
@@ -96,11 +114,15 @@ fn paths(bytes: &[u8]) -> Option<Vec<String>> {
             }
             name
         };
-        paths.push(String::from_utf8(name.clone()).ok()?);
+        let path = String::from_utf8(name.clone()).ok()?;
+        if mode == GITLINK {
+            index.submodules.push(path.clone());
+        }
+        index.paths.push(path);
         previous = name;
     }
     extensions_allow(&mut reader)?;
-    Some(paths)
+    Some(index)
 }
 
 /// Reads the extensions after the entries up to the closing checksum:
@@ -221,9 +243,31 @@ mod tests {
                 .map(str::to_owned)
                 .collect();
             let read = tracked(&dir.path().join(".git")).expect("readable");
-            assert_eq!(read, listed, "version {version}");
-            assert!(read.contains(&".env".to_owned()));
+            assert_eq!(read.paths, listed, "version {version}");
+            assert!(read.paths.contains(&".env".to_owned()));
+            assert!(read.submodules.is_empty());
         }
+    }
+
+    /// A submodule is an entry of its own mode: the paths git lists with
+    /// that mode are the submodules read.
+    #[test]
+    fn submodules_read_as_git_lists_them() {
+        let dir = repository();
+        let inner = dir.path().join("vendor/inner");
+        std::fs::create_dir_all(&inner).expect("folder");
+        git(&inner, &["init", "-q"]);
+        git(&inner, &["commit", "-q", "--allow-empty", "-m", "i"]);
+        git(dir.path(), &["add", "vendor/inner"]);
+        let gitlinks: Vec<String> = git(dir.path(), &["ls-files", "-s"])
+            .lines()
+            .filter(|line| line.starts_with("160000 "))
+            .filter_map(|line| line.split_once('\t').map(|(_, path)| path.to_owned()))
+            .collect();
+        assert_eq!(gitlinks, ["vendor/inner"]);
+        let read = tracked(&dir.path().join(".git")).expect("readable");
+        assert_eq!(read.submodules, gitlinks);
+        assert!(read.paths.contains(&"vendor/inner".to_owned()));
     }
 
     #[test]
@@ -237,25 +281,25 @@ mod tests {
     fn a_repository_without_an_index_tracks_nothing() {
         let dir = tempfile::tempdir().expect("temp dir");
         git(dir.path(), &["init", "-q"]);
-        assert_eq!(tracked(&dir.path().join(".git")), Some(Vec::new()));
+        assert_eq!(tracked(&dir.path().join(".git")), Some(Index::default()));
     }
 
     #[test]
     fn bytes_out_of_place_give_no_answer() {
         let dir = repository();
         let bytes = std::fs::read(dir.path().join(".git/index")).expect("index");
-        assert!(paths(&bytes).is_some());
+        assert!(entries(&bytes).is_some());
         for cut in [3, 12, 70, bytes.len() / 2, bytes.len() - 21] {
-            assert_eq!(paths(&bytes[..cut]), None, "cut at {cut}");
+            assert_eq!(entries(&bytes[..cut]), None, "cut at {cut}");
         }
         let mut version = bytes.clone();
         version[7] = 5;
-        assert_eq!(paths(&version), None);
+        assert_eq!(entries(&version), None);
         let mut padding = bytes.clone();
         // The first entry's padding: the header's 12 bytes, 62 fixed, the
         // name `.env` and its NUL, then NULs up to byte 84.
         padding[80] = b'x';
-        assert_eq!(paths(&padding), None);
+        assert_eq!(entries(&padding), None);
     }
 
     #[test]

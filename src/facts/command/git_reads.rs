@@ -1,39 +1,124 @@
-//! What a git read reads beyond its words: the configuration of the
-//! repository it finds (which may name a program to run) and, for a read
-//! that prints tracked content, every file the repository tracks. Both
-//! start from where git looks for its repository: every place the command
-//! may be in, moved by `-C` and `--git-dir` as git reads them.
+//! What a git read reads beyond its words: the configuration of every
+//! repository it may read (which may name a program to run) and, for a
+//! read that prints tracked content, every file they track. The
+//! repositories are where git looks: from every place the command may be
+//! in, moved by `-C` and `--git-dir` as git reads them, and every populated
+//! submodule of each (`git status` runs git in them, `git grep
+//! --recurse-submodules` prints what they track).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use super::git_config::{self, DotGit, Repository};
+use super::git_index::{self, Index};
 use super::places::Paths;
 use super::table::CommandClasses;
-use super::{git_config, git_index, walk};
+use super::walk;
 
-/// Whether `git ARGS` reads a configuration that names a program: the
-/// repository is found from `-C` folders and `--git-dir`, as git finds it.
-/// A place the gate cannot know (after a `cd`) counts as naming one.
-pub(super) fn git_runs_programs(args: &[String], paths: &Paths<'_>) -> bool {
-    // Where it may run: every place the command may be in (a `cd` may come
-    // before or after it, once or in a loop).
-    match &paths.places {
-        Some(places) => places
-            .iter()
-            .any(|start| git_runs_programs_from(args, Some(start.clone()), paths.root.home())),
-        None => git_runs_programs_from(args, None, paths.root.home()),
+/// Most repositories (a workspace's and its submodules') one git read is
+/// looked through for.
+const MAX_REPOSITORIES: usize = 64;
+
+/// The repositories a git read may read, each with what its index lists.
+pub(super) struct Look {
+    /// By git directory: the folder its tracked paths are relative to, and
+    /// its index (`None`: it cannot be read whole).
+    repositories: BTreeMap<PathBuf, (PathBuf, Option<Index>)>,
+    /// Git may start where the gate cannot know, or read more repositories
+    /// than it looks through.
+    unknown: bool,
+}
+
+/// Looks for the repositories `git ARGS` may read, from every place the
+/// command may be in.
+pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
+    let starts: Vec<Option<PathBuf>> = match &paths.places {
+        Some(places) => places.iter().cloned().map(Some).collect(),
+        None => vec![None],
+    };
+    let mut unknown = false;
+    let mut pending = Vec::new();
+    for start in starts {
+        let Some(run) = GitRun::read(args, start) else {
+            unknown = true;
+            continue;
+        };
+        match (run.git_dir, run.start) {
+            (Some(git_dir), Some(top)) => pending.push(Repository { git_dir, top }),
+            // Outside a repository git reads none.
+            (None, Some(start)) => pending.extend(git_config::repository(&start)),
+            (git_dir, None) => {
+                unknown = true;
+                pending.extend(git_dir.map(|git_dir| Repository {
+                    top: git_dir.clone(),
+                    git_dir,
+                }));
+            }
+        }
+    }
+    let mut repositories = BTreeMap::new();
+    while let Some(Repository { git_dir, top }) = pending.pop() {
+        if repositories.contains_key(&git_dir) {
+            continue;
+        }
+        if repositories.len() == MAX_REPOSITORIES {
+            unknown = true;
+            break;
+        }
+        let index = git_index::tracked(&git_dir);
+        for submodule in index.iter().flat_map(|index| &index.submodules) {
+            let folder = top.join(submodule);
+            match git_config::dot_git(&folder) {
+                DotGit::Repository(git_dir) => pending.push(Repository {
+                    git_dir,
+                    top: folder,
+                }),
+                // Not checked out: git has nothing there to read.
+                DotGit::Absent => {}
+                DotGit::Unreadable => unknown = true,
+            }
+        }
+        repositories.insert(git_dir, (top, index));
+    }
+    Look {
+        repositories,
+        unknown,
     }
 }
 
-fn git_runs_programs_from(args: &[String], start: Option<PathBuf>, home: Option<&Path>) -> bool {
-    let Some(run) = GitRun::read(args, start) else {
-        return true;
-    };
-    match run.start {
-        Some(start) => git_config::names_a_program(&start, run.git_dir.as_deref(), home),
-        None => run
-            .git_dir
-            .is_none_or(|dir| git_config::names_a_program(&dir, Some(&dir), home)),
+impl Look {
+    /// Whether git may run a program a configuration names: one of the
+    /// repositories' configurations names one, or the gate cannot know
+    /// which repositories it reads (a place it cannot know, an index that
+    /// does not read whole and so hides its submodules).
+    pub(super) fn runs_programs(&self, home: Option<&Path>) -> bool {
+        self.unknown
+            || self.repositories.iter().any(|(git_dir, (_, index))| {
+                index.is_none() || git_config::names_a_program(git_dir, home)
+            })
+    }
+
+    /// What printing every tracked file makes of a git read: each tracked
+    /// path is judged as a walk's entry is, so a tracked `.env` is a secret
+    /// read with no name in the command. An index that cannot be read whole,
+    /// more tracked files than a walk's budget, or a place the gate cannot
+    /// know leave it unproven.
+    pub(super) fn tracked(&self, table: &CommandClasses) -> Tracked {
+        let mut unproven = self.unknown;
+        let mut classes = BTreeSet::new();
+        let mut budget = walk::MAX_WALK_ENTRIES;
+        for (top, index) in self.repositories.values() {
+            match index {
+                Some(index) if index.paths.len() <= budget => {
+                    budget -= index.paths.len();
+                    for path in &index.paths {
+                        classes.extend(table.classify_word(&top.join(path).to_string_lossy()));
+                    }
+                }
+                _ => unproven = true,
+            }
+        }
+        Tracked { classes, unproven }
     }
 }
 
@@ -100,53 +185,6 @@ fn takes_separate_value(word: &str) -> bool {
         "--list-cmds",
     ]
     .contains(&word)
-}
-
-/// A git read that prints tracked content (the table's `tracked_reads`:
-/// `git grep`, `git show`, `git log -p`) reads every file the repository
-/// tracks: each tracked path is judged as a walk's entry is, so a tracked
-/// `.env` is a secret read with no name in the command. The repository is
-/// found from every place the command may be in, and each one found is
-/// read once; an index that cannot be read whole, more tracked files than
-/// a walk's budget, or a place the gate cannot know leave the command
-/// unproven.
-pub(super) fn tracked_reads(args: &[String], paths: &Paths<'_>, table: &CommandClasses) -> Tracked {
-    let starts: Vec<Option<PathBuf>> = match &paths.places {
-        Some(places) => places.iter().cloned().map(Some).collect(),
-        None => vec![None],
-    };
-    let mut unproven = false;
-    let mut repositories = BTreeMap::new();
-    for start in starts {
-        let Some(run) = GitRun::read(args, start) else {
-            unproven = true;
-            continue;
-        };
-        let repository = match (run.git_dir, run.start) {
-            (Some(git_dir), Some(top)) => Some(git_config::Repository { git_dir, top }),
-            (None, Some(start)) => git_config::repository(&start),
-            (_, None) => {
-                unproven = true;
-                continue;
-            }
-        };
-        // Outside a repository git finds none and prints nothing tracked.
-        if let Some(repository) = repository {
-            repositories.insert(repository.git_dir, repository.top);
-        }
-    }
-    let mut classes = BTreeSet::new();
-    for (git_dir, top) in repositories {
-        match git_index::tracked(&git_dir) {
-            Some(tracked) if tracked.len() <= walk::MAX_WALK_ENTRIES => {
-                for path in tracked {
-                    classes.extend(table.classify_word(&top.join(path).to_string_lossy()));
-                }
-            }
-            _ => unproven = true,
-        }
-    }
-    Tracked { classes, unproven }
 }
 
 /// What a git read's tracked files make of it.

@@ -27,7 +27,7 @@ pub use continuation::join as join_continuations;
 mod values;
 mod walk;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,7 @@ pub use walk::{MAX_WALK_ENTRIES, Reach, reach as walk_reach};
 
 use super::paths::Root;
 use super::tool_call::HARDLINKED;
-use git_reads::{git_runs_programs, global_options, tracked_reads};
+use git_reads::global_options;
 use places::{Leads, Paths};
 use unwrap::{Run, Unwrapped, unwrap_source};
 use values::Expanded;
@@ -214,15 +214,9 @@ fn judge_run(
         opaque: false,
     };
     let expansions = expand_patterns(run, table, paths, glob_cwd, home, &mut judged);
-    let mut repositories_seen = HashSet::new();
+    let mut looks = HashMap::new();
     for args in std::iter::once(&run.args).chain(&expansions) {
-        judge_words(
-            &run.name,
-            args,
-            (table, paths),
-            &mut repositories_seen,
-            &mut judged,
-        );
+        judge_words(&run.name, args, (table, paths), &mut looks, &mut judged);
     }
     // A function or alias of that name: not the program.
     if unwrapped.defined.contains(&run.name) || unwrapped.defined.contains(&run.program) {
@@ -252,31 +246,31 @@ fn judge_run(
 
 /// One reading of a run's words: by the table, and a git read by the
 /// configuration it reads and the tracked files it prints. Readings with
-/// the same global options look in the same repository, and it is looked
-/// at once (`seen`): a pattern may become a thousand words.
+/// the same global options read the same repositories, and they are looked
+/// for once (`looks`): a pattern may become a thousand words.
 fn judge_words<'a>(
     name: &str,
     args: &'a [String],
     (table, paths): (&CommandClasses, &Paths<'_>),
-    seen: &mut HashSet<(bool, &'a [String])>,
+    looks: &mut HashMap<&'a [String], git_reads::Look>,
     judged: &mut JudgedRun,
 ) {
     let inside_root = |folder: &str| paths.inside_root(folder);
     let classified = table.classify(name, args, &inside_root);
-    // A git read runs what the repository's configuration names (a
-    // pager, a driver, an fsmonitor): proven only when it names none.
-    let opaque_git = name == "git"
-        && classified.classes.contains("vcs_read")
-        && seen.insert((false, global_options(args)))
-        && git_runs_programs(args, paths);
-    if opaque_git {
-        judged.classes.insert(OPAQUE.to_owned());
-        judged.opaque = true;
-    }
-    if classified.reads_tracked && seen.insert((true, global_options(args))) {
-        let tracked = tracked_reads(args, paths, table);
-        judged.classes.extend(tracked.classes);
-        if tracked.unproven {
+    let git_read = name == "git" && classified.classes.contains("vcs_read");
+    if git_read || classified.reads_tracked {
+        let look = looks
+            .entry(global_options(args))
+            .or_insert_with(|| git_reads::look(args, paths));
+        // A git read runs what a repository's configuration names (a
+        // pager, a driver, an fsmonitor): proven only when none does.
+        let mut unproven = git_read && look.runs_programs(paths.root.home());
+        if classified.reads_tracked {
+            let tracked = look.tracked(table);
+            judged.classes.extend(tracked.classes);
+            unproven |= tracked.unproven;
+        }
+        if unproven {
             judged.classes.insert(OPAQUE.to_owned());
             judged.opaque = true;
         }
