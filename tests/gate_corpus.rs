@@ -452,7 +452,7 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
 /// Git reads more repositories than the one it finds: each populated
 /// submodule (`git status` runs git in it, `git grep
 /// --recurse-submodules` prints what it tracks), and a linked worktree
-/// reads its main repository's configuration.
+/// reads its main repository's configuration; and a read runs a hook.
 #[test]
 fn git_reads_look_through_submodules_and_worktrees() {
     let GateBench { engine, root, .. } = &GateBench::new(&["sub"]);
@@ -507,6 +507,18 @@ fn git_reads_look_through_submodules_and_worktrees() {
     )
     .unwrap();
     all_decided(&decide, Outcome::Ask, &["cd wt && git status"]);
+
+    // A bare repository kept as ordinary files, its working tree the
+    // root: `git status` there writes its index, which runs the
+    // `post-index-change` hook.
+    for folder in ["objects", "refs", "hooks"] {
+        fs::create_dir_all(ws.join("hooked.git").join(folder)).unwrap();
+    }
+    fs::write(ws.join("hooked.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(ws.join("hooked.git/config"), "[core]\n\tworktree = ..\n").unwrap();
+    all_decided(&decide, Outcome::Allow, &["cd hooked.git && git status"]);
+    fs::write(ws.join("hooked.git/hooks/post-index-change"), "#!/bin/sh\n").unwrap();
+    all_decided(&decide, Outcome::Ask, &["cd hooked.git && git status"]);
 }
 
 /// The gate's outcome for a command of the client `agent` in `root`.

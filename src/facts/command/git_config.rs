@@ -12,13 +12,16 @@ use std::path::{Path, PathBuf};
 /// Most configuration files followed through `include.path`.
 const MAX_INCLUDES: usize = 16;
 
-/// Whether git, reading the repository `git_dir`, reads a configuration
-/// that names a program. An unreadable file counts as naming one; `home`
-/// is what an include's `~/` stands for.
-pub fn names_a_program(git_dir: &Path, home: Option<&Path>) -> bool {
-    let Some(mut pending) = config_files(git_dir) else {
+/// Whether git, reading the repository `git_dir` whose working tree is
+/// `top`, runs a program its configuration names, or a hook a read runs.
+/// An unreadable file counts as naming one; `home` is what an include's
+/// `~/` stands for.
+pub fn names_a_program(git_dir: &Path, top: &Path, home: Option<&Path>) -> bool {
+    let Some(common) = common_dir(git_dir) else {
         return true;
     };
+    let mut pending = vec![common.join("config"), git_dir.join("config.worktree")];
+    let mut hooks = vec![common.join("hooks")];
     let mut read = 0;
     while let Some(file) = pending.pop() {
         read += 1;
@@ -30,23 +33,41 @@ pub fn names_a_program(git_dir: &Path, home: Option<&Path>) -> bool {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
             Err(_) => return true,
         };
-        match scan(&text) {
-            Scan::Program => return true,
-            Scan::Includes(paths) => {
-                let folder = file.parent().unwrap_or(Path::new("/"));
-                for path in paths {
-                    pending.push(match path.strip_prefix("~/") {
-                        Some(rest) => match home {
-                            Some(home) => home.join(rest),
-                            None => return true,
-                        },
-                        None => folder.join(path),
-                    });
-                }
-            }
+        let Scan::Settings {
+            includes,
+            hooks_paths,
+        } = scan(&text)
+        else {
+            return true;
+        };
+        let folder = file.parent().unwrap_or(Path::new("/"));
+        for path in includes {
+            let Some(path) = expand_home(&path, home) else {
+                return true;
+            };
+            pending.push(folder.join(path));
+        }
+        for path in hooks_paths {
+            let Some(path) = expand_home(&path, home) else {
+                return true;
+            };
+            hooks.push(top.join(path));
         }
     }
-    false
+    // `git status` and `git diff` write the index they refresh, and the
+    // `post-index-change` hook runs then: the one hook a read runs.
+    hooks
+        .iter()
+        .any(|folder| std::fs::symlink_metadata(folder.join("post-index-change")).is_ok())
+}
+
+/// `~/x` as the path under `home` (`None` when there is no home to know);
+/// any other path as it is.
+fn expand_home(path: &str, home: Option<&Path>) -> Option<PathBuf> {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.map(|home| home.join(rest)),
+        None => Some(PathBuf::from(path)),
+    }
 }
 
 /// A repository git finds: its git directory, and the folder the paths it
@@ -108,30 +129,42 @@ pub fn dot_git(folder: &Path) -> DotGit {
     }
 }
 
+/// The git directory whose configuration and hooks the repository
+/// `git_dir` uses: a linked worktree's (`.git/worktrees/NAME`) names its
+/// main repository's in a `commondir` file; git reads that one's `config`,
+/// with the worktree's own `config.worktree` beside it. `None` when
+/// `commondir` cannot be read.
+pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
+    match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(text) => Some(git_dir.join(text.trim_end_matches(['\n', '\r']))),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(git_dir.to_owned()),
+        Err(_) => None,
+    }
+}
+
 /// The configuration files of the repository `git_dir`, as git reads
-/// them: a linked worktree's git directory (`.git/worktrees/NAME`) names
-/// its main repository's in a `commondir` file, and the configuration is
-/// that one's, with the worktree's own `config.worktree` beside it. `None`
-/// when `commondir` cannot be read.
+/// them (see `common_dir`).
 pub fn config_files(git_dir: &Path) -> Option<Vec<PathBuf>> {
-    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
-        Ok(text) => git_dir.join(text.trim_end_matches(['\n', '\r'])),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => git_dir.to_owned(),
-        Err(_) => return None,
-    };
+    let common = common_dir(git_dir)?;
     Some(vec![common.join("config"), git_dir.join("config.worktree")])
 }
 
 enum Scan {
     Program,
-    Includes(Vec<String>),
+    /// It names no program: the files it includes, and the folders it
+    /// says hooks are in (`core.hooksPath`).
+    Settings {
+        includes: Vec<String>,
+        hooks_paths: Vec<String>,
+    },
 }
 
-/// Reads one configuration file: whether it names a program, and the
-/// files it includes.
+/// Reads one configuration file: whether it names a program, the files it
+/// includes and where it says hooks are.
 fn scan(text: &str) -> Scan {
     let mut section = String::new();
     let mut includes = Vec::new();
+    let mut hooks_paths = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with(['#', ';']) {
@@ -160,8 +193,14 @@ fn scan(text: &str) -> Scan {
         if key == "path" && (section == "include" || section.starts_with("includeif.")) {
             includes.push(value.to_owned());
         }
+        if section == "core" && key == "hookspath" {
+            hooks_paths.push(value.to_owned());
+        }
     }
-    Scan::Includes(includes)
+    Scan::Settings {
+        includes,
+        hooks_paths,
+    }
 }
 
 /// `core`, `diff.NAME`, `includeIf.gitdir:x`: the section, lower-cased,
@@ -218,7 +257,7 @@ mod tests {
     /// Whether git started in `start` reads a configuration that names a
     /// program.
     fn runs(start: &Path) -> bool {
-        repository(start).is_some_and(|found| names_a_program(&found.git_dir, None))
+        repository(start).is_some_and(|found| names_a_program(&found.git_dir, &found.top, None))
     }
 
     #[test]
@@ -274,6 +313,37 @@ mod tests {
         assert!(runs(worktree.path()));
     }
 
+    /// `git status` and `git diff` write the index they refresh, which runs
+    /// the `post-index-change` hook: in the git directory's `hooks`, or
+    /// where `core.hooksPath` says (relative to the working tree).
+    #[test]
+    fn a_hook_a_read_runs_counts_as_a_program() {
+        let dir = repo("[core]\n\tbare = false\n");
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
+        std::fs::write(dir.path().join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::write(
+            dir.path().join(".git/hooks/post-index-change.sample"),
+            "#!/bin/sh\n",
+        )
+        .unwrap();
+        assert!(!runs(dir.path()), "hooks a read does not run");
+        std::fs::write(
+            dir.path().join(".git/hooks/post-index-change"),
+            "#!/bin/sh\n",
+        )
+        .unwrap();
+        assert!(runs(dir.path()));
+        let moved = repo("[core]\n\thooksPath = tools/hooks\n");
+        assert!(!runs(moved.path()));
+        std::fs::create_dir_all(moved.path().join("tools/hooks")).unwrap();
+        std::fs::write(
+            moved.path().join("tools/hooks/post-index-change"),
+            "#!/bin/sh\n",
+        )
+        .unwrap();
+        assert!(runs(moved.path()));
+    }
+
     /// A linked worktree's git directory names its main repository's in
     /// `commondir`, whose configuration git reads, with `config.worktree`.
     #[test]
@@ -282,15 +352,15 @@ mod tests {
         let worktree = main.path().join(".git/worktrees/wt");
         std::fs::create_dir_all(&worktree).unwrap();
         std::fs::write(worktree.join("commondir"), "../..\n").unwrap();
-        assert!(!names_a_program(&worktree, None));
+        assert!(!names_a_program(&worktree, main.path(), None));
         std::fs::write(worktree.join("config.worktree"), "[core]\n\tpager = ./p\n").unwrap();
-        assert!(names_a_program(&worktree, None));
+        assert!(names_a_program(&worktree, main.path(), None));
         std::fs::remove_file(worktree.join("config.worktree")).unwrap();
         std::fs::write(
             main.path().join(".git/config"),
             "[core]\n\tfsmonitor = ./watch\n",
         )
         .unwrap();
-        assert!(names_a_program(&worktree, None));
+        assert!(names_a_program(&worktree, main.path(), None));
     }
 }

@@ -93,8 +93,8 @@ impl Look {
     /// does not read whole and so hides its submodules).
     pub(super) fn runs_programs(&self, home: Option<&Path>) -> bool {
         self.unknown
-            || self.repositories.iter().any(|(git_dir, (_, index))| {
-                index.is_none() || git_config::names_a_program(git_dir, home)
+            || self.repositories.iter().any(|(git_dir, (top, index))| {
+                index.is_none() || git_config::names_a_program(git_dir, top, home)
             })
     }
 
