@@ -2,7 +2,8 @@
 //! `git show` print what is tracked, so a tracked `.env` is read by them as
 //! surely as by `cat .env`, with no name in the command to judge.
 //!
-//! Only the entries' paths are read, and only from an index whose whole
+//! Only the entries' paths are read (and which are submodules, whose own
+//! repositories git reads too), and only from an index whose whole
 //! list of paths is in this one file: a split index (its entries partly in
 //! a shared file), a sparse one (a folder standing for the files beneath
 //! it), a repository with other than SHA-1 object names, a version other
@@ -24,8 +25,8 @@ const EXTENDED: u16 = 0x4000;
 const SPARSE_FOLDER: u32 = 0o040_000;
 /// The mode of a submodule's entry (a commit of another repository).
 const GITLINK: u32 = 0o160_000;
-/// Larger than any index the gate reads through on one judgement.
-const MAX_INDEX_BYTES: u64 = 64 << 20;
+/// More than the indexes the gate reads through on one judgement hold.
+pub const MAX_INDEX_BYTES: u64 = 64 << 20;
 
 /// What a repository's index lists.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -37,15 +38,17 @@ pub struct Index {
 }
 
 /// What `git_dir`'s index tracks, nothing when it has no index, `None`
-/// when it cannot be read whole.
-pub fn tracked(git_dir: &Path) -> Option<Index> {
+/// when it cannot be read whole or is larger than what is left of
+/// `budget`, the bytes one judgement reads through (a workspace's
+/// repositories and their submodules share it).
+pub fn tracked(git_dir: &Path, budget: &mut u64) -> Option<Index> {
     if uses_other_object_names(git_dir) {
         return None;
     }
     let file = git_dir.join("index");
     match std::fs::metadata(&file) {
-        Ok(meta) if meta.len() > MAX_INDEX_BYTES => return None,
-        Ok(_) => {}
+        Ok(meta) if meta.len() > *budget => return None,
+        Ok(meta) => *budget -= meta.len(),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Index::default()),
         Err(_) => return None,
     }
@@ -190,6 +193,12 @@ mod tests {
     use super::*;
     use std::process::Command;
 
+    /// The index of the repository at `dir`, with the whole budget.
+    fn read_whole(dir: &Path) -> Option<Index> {
+        let mut budget = MAX_INDEX_BYTES;
+        tracked(&dir.join(".git"), &mut budget)
+    }
+
     fn git(dir: &Path, args: &[&str]) -> String {
         let output = Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@t"])
@@ -242,7 +251,7 @@ mod tests {
                 .lines()
                 .map(str::to_owned)
                 .collect();
-            let read = tracked(&dir.path().join(".git")).expect("readable");
+            let read = read_whole(dir.path()).expect("readable");
             assert_eq!(read.paths, listed, "version {version}");
             assert!(read.paths.contains(&".env".to_owned()));
             assert!(read.submodules.is_empty());
@@ -265,23 +274,38 @@ mod tests {
             .filter_map(|line| line.split_once('\t').map(|(_, path)| path.to_owned()))
             .collect();
         assert_eq!(gitlinks, ["vendor/inner"]);
-        let read = tracked(&dir.path().join(".git")).expect("readable");
+        let read = read_whole(dir.path()).expect("readable");
         assert_eq!(read.submodules, gitlinks);
         assert!(read.paths.contains(&"vendor/inner".to_owned()));
+    }
+
+    /// The indexes of one judgement share a budget of bytes: each read
+    /// takes its size from it, and one larger than what is left is not read.
+    #[test]
+    fn an_index_larger_than_the_budget_left_gives_no_answer() {
+        let dir = repository();
+        let size = std::fs::metadata(dir.path().join(".git/index"))
+            .expect("index")
+            .len();
+        let mut budget = size + 10;
+        assert!(tracked(&dir.path().join(".git"), &mut budget).is_some());
+        assert_eq!(budget, 10);
+        assert_eq!(tracked(&dir.path().join(".git"), &mut budget), None);
+        assert_eq!(budget, 10);
     }
 
     #[test]
     fn an_index_whose_entries_are_not_all_in_it_gives_no_answer() {
         let dir = repository();
         git(dir.path(), &["update-index", "--split-index"]);
-        assert_eq!(tracked(&dir.path().join(".git")), None);
+        assert_eq!(read_whole(dir.path()), None);
     }
 
     #[test]
     fn a_repository_without_an_index_tracks_nothing() {
         let dir = tempfile::tempdir().expect("temp dir");
         git(dir.path(), &["init", "-q"]);
-        assert_eq!(tracked(&dir.path().join(".git")), Some(Index::default()));
+        assert_eq!(read_whole(dir.path()), Some(Index::default()));
     }
 
     #[test]
@@ -309,6 +333,6 @@ mod tests {
         let mut text = std::fs::read_to_string(&config).expect("config");
         text.push_str("[extensions]\n\tobjectFormat = sha256\n");
         std::fs::write(&config, text).expect("config");
-        assert_eq!(tracked(&dir.path().join(".git")), None);
+        assert_eq!(read_whole(dir.path()), None);
     }
 }

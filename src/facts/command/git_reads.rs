@@ -57,6 +57,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
         }
     }
     let mut repositories = BTreeMap::new();
+    let mut budget = git_index::MAX_INDEX_BYTES;
     while let Some(Repository { git_dir, top }) = pending.pop() {
         if repositories.contains_key(&git_dir) {
             continue;
@@ -65,7 +66,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
             unknown = true;
             break;
         }
-        let index = git_index::tracked(&git_dir);
+        let index = git_index::tracked(&git_dir, &mut budget);
         for submodule in index.iter().flat_map(|index| &index.submodules) {
             let folder = top.join(submodule);
             match git_config::dot_git(&folder) {
