@@ -452,7 +452,8 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
 /// Git reads more repositories than the one it finds: each populated
 /// submodule (`git status` runs git in it, `git grep
 /// --recurse-submodules` prints what it tracks), and a linked worktree
-/// reads its main repository's configuration; and a read runs a hook.
+/// reads its main repository's configuration; a read runs a hook and
+/// reads the files a configuration names.
 #[test]
 fn git_reads_look_through_submodules_and_worktrees() {
     let GateBench { engine, root, .. } = &GateBench::new(&["sub"]);
@@ -519,6 +520,20 @@ fn git_reads_look_through_submodules_and_worktrees() {
     all_decided(&decide, Outcome::Allow, &["cd hooked.git && git status"]);
     fs::write(ws.join("hooked.git/hooks/post-index-change"), "#!/bin/sh\n").unwrap();
     all_decided(&decide, Outcome::Ask, &["cd hooked.git && git status"]);
+    // A file its configuration names is read: `git blame` prints a line
+    // of an ignore-revs file it cannot parse. The gate does not tell which
+    // read reads which key's file: every git read there reads it.
+    fs::remove_file(ws.join("hooked.git/hooks/post-index-change")).unwrap();
+    fs::write(
+        ws.join("hooked.git/config"),
+        "[core]\n\tworktree = ..\n[blame]\n\tignoreRevsFile = .env\n",
+    )
+    .unwrap();
+    all_decided(
+        &decide,
+        Outcome::Deny,
+        &["cd hooked.git && git log --oneline"],
+    );
 }
 
 /// The gate's outcome for a command of the client `agent` in `root`.

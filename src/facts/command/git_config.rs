@@ -12,53 +12,81 @@ use std::path::{Path, PathBuf};
 /// Most configuration files followed through `include.path`.
 const MAX_INCLUDES: usize = 16;
 
-/// Whether git, reading the repository `git_dir` whose working tree is
-/// `top`, runs a program its configuration names, or a hook a read runs.
-/// An unreadable file counts as naming one; `home` is what an include's
-/// `~/` stands for.
-pub fn names_a_program(git_dir: &Path, top: &Path, home: Option<&Path>) -> bool {
+/// What git reads of a repository's configuration on a read.
+#[derive(Debug, Default)]
+pub struct Configuration {
+    /// It names a program git may run (or a hook a read runs, or a file
+    /// git writes), or it could not be read whole.
+    pub runs_a_program: bool,
+    /// The files it makes git read beside its own: files it includes, and
+    /// files its keys name (`core.excludesFile`, `blame.ignoreRevsFile`,
+    /// `mailmap.file`, ...). A secret named there is read.
+    pub files: Vec<PathBuf>,
+}
+
+impl Configuration {
+    fn unproven() -> Self {
+        Self {
+            runs_a_program: true,
+            files: Vec::new(),
+        }
+    }
+}
+
+/// The configuration git reads for the repository `git_dir` whose working
+/// tree is `top`, with every file it includes. `home` is what `~/` stands
+/// for in a path it names.
+pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
     let Some(common) = common_dir(git_dir) else {
-        return true;
+        return Configuration::unproven();
     };
     let mut pending = vec![common.join("config"), git_dir.join("config.worktree")];
     let mut hooks = vec![common.join("hooks")];
+    let mut configuration = Configuration::default();
     let mut read = 0;
     while let Some(file) = pending.pop() {
         read += 1;
         if read > MAX_INCLUDES {
-            return true;
+            return Configuration::unproven();
         }
         let text = match std::fs::read_to_string(&file) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(_) => return true,
+            Err(_) => return Configuration::unproven(),
         };
         let Scan::Settings {
             includes,
             hooks_paths,
+            files,
         } = scan(&text)
         else {
-            return true;
+            return Configuration::unproven();
         };
         let folder = file.parent().unwrap_or(Path::new("/"));
-        for path in includes {
-            let Some(path) = expand_home(&path, home) else {
-                return true;
-            };
-            pending.push(folder.join(path));
-        }
-        for path in hooks_paths {
-            let Some(path) = expand_home(&path, home) else {
-                return true;
-            };
-            hooks.push(top.join(path));
-        }
+        let named = |paths: Vec<String>, from: &Path| -> Option<Vec<PathBuf>> {
+            paths
+                .iter()
+                .map(|path| expand_home(path, home).map(|path| from.join(path)))
+                .collect()
+        };
+        let (Some(includes), Some(hooks_paths), Some(files)) = (
+            named(includes, folder),
+            named(hooks_paths, top),
+            named(files, top),
+        ) else {
+            return Configuration::unproven();
+        };
+        configuration.files.extend(includes.iter().cloned());
+        configuration.files.extend(files);
+        pending.extend(includes);
+        hooks.extend(hooks_paths);
     }
     // `git status` and `git diff` write the index they refresh, and the
     // `post-index-change` hook runs then: the one hook a read runs.
-    hooks
+    configuration.runs_a_program = hooks
         .iter()
-        .any(|folder| std::fs::symlink_metadata(folder.join("post-index-change")).is_ok())
+        .any(|folder| std::fs::symlink_metadata(folder.join("post-index-change")).is_ok());
+    configuration
 }
 
 /// `~/x` as the path under `home` (`None` when there is no home to know);
@@ -151,11 +179,12 @@ pub fn config_files(git_dir: &Path) -> Option<Vec<PathBuf>> {
 
 enum Scan {
     Program,
-    /// It names no program: the files it includes, and the folders it
-    /// says hooks are in (`core.hooksPath`).
+    /// It names no program: the files it includes, the folders it says
+    /// hooks are in (`core.hooksPath`), and the files its keys name.
     Settings {
         includes: Vec<String>,
         hooks_paths: Vec<String>,
+        files: Vec<String>,
     },
 }
 
@@ -165,6 +194,7 @@ fn scan(text: &str) -> Scan {
     let mut section = String::new();
     let mut includes = Vec::new();
     let mut hooks_paths = Vec::new();
+    let mut files = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with(['#', ';']) {
@@ -196,10 +226,14 @@ fn scan(text: &str) -> Scan {
         if section == "core" && key == "hookspath" {
             hooks_paths.push(value.to_owned());
         }
+        if names_a_file(&section, &key) {
+            files.push(value.to_owned());
+        }
     }
     Scan::Settings {
         includes,
         hooks_paths,
+        files,
     }
 }
 
@@ -214,6 +248,19 @@ fn header_name(inside: &str) -> String {
         ),
         None => inside.trim().to_ascii_lowercase(),
     }
+}
+
+/// A key whose value is a file a git read reads.
+fn names_a_file(section: &str, key: &str) -> bool {
+    let name = section.split_once('.').map_or(section, |(name, _)| name);
+    matches!(
+        (name, key),
+        ("core", "excludesfile" | "attributesfile")
+            | ("blame", "ignorerevsfile")
+            | ("mailmap", "file")
+            | ("diff", "orderfile")
+            | ("gpg", "allowedsignersfile")
+    )
 }
 
 fn runs_a_program(section: &str, key: &str, value: &str) -> bool {
@@ -239,6 +286,10 @@ fn runs_a_program(section: &str, key: &str, value: &str) -> bool {
         ("gpg", "program") => true,
         ("uploadpack", "packobjectshook") => true,
         ("interactive", "difffilter") => true,
+        // `git help` shows a page with the viewer or browser these name.
+        ("man" | "browser", "cmd" | "path") if !sub.is_empty() => true,
+        // A trace target is a file (or socket) every git command writes.
+        ("trace2", "normaltarget" | "perftarget" | "eventtarget") => !off,
         _ => false,
     }
 }
@@ -257,7 +308,7 @@ mod tests {
     /// Whether git started in `start` reads a configuration that names a
     /// program.
     fn runs(start: &Path) -> bool {
-        repository(start).is_some_and(|found| names_a_program(&found.git_dir, &found.top, None))
+        repository(start).is_some_and(|found| read(&found.git_dir, &found.top, None).runs_a_program)
     }
 
     #[test]
@@ -270,6 +321,9 @@ mod tests {
             "[pager]\n\tlog = ./p\n",
             "[alias]\n\tl = !./run\n",
             "[core] pager = x\n",
+            "[browser \"b\"]\n\tcmd = ./open\n",
+            "[man \"v\"]\n\tcmd = ./view\n",
+            "[trace2]\n\teventTarget = /tmp/trace\n",
         ] {
             let dir = repo(config);
             assert!(runs(dir.path()), "{config}");
@@ -344,6 +398,38 @@ mod tests {
         assert!(runs(moved.path()));
     }
 
+    /// Keys that name a file git reads, and included files, are files the
+    /// read reads: a secret named there is read.
+    #[test]
+    fn files_the_configuration_names_are_read() {
+        let dir =
+            repo("[blame]\n\tignoreRevsFile = .git-blame-ignore-revs\n[include]\n\tpath = more\n");
+        std::fs::write(
+            dir.path().join(".git/more"),
+            "[core]\n\texcludesFile = ~/.env\n[mailmap]\n\tfile = m\n",
+        )
+        .unwrap();
+        let home = Path::new("/home/u");
+        let read = read(&dir.path().join(".git"), dir.path(), Some(home));
+        assert!(!read.runs_a_program);
+        let mut files = read.files;
+        files.sort();
+        let mut expected = vec![
+            dir.path().join(".git-blame-ignore-revs"),
+            dir.path().join(".git/more"),
+            home.join(".env"),
+            dir.path().join("m"),
+        ];
+        expected.sort();
+        assert_eq!(files, expected);
+        let nowhere = read_home_less(&dir);
+        assert!(nowhere.runs_a_program, "`~/` with no home to know");
+    }
+
+    fn read_home_less(dir: &tempfile::TempDir) -> Configuration {
+        read(&dir.path().join(".git"), dir.path(), None)
+    }
+
     /// A linked worktree's git directory names its main repository's in
     /// `commondir`, whose configuration git reads, with `config.worktree`.
     #[test]
@@ -352,15 +438,15 @@ mod tests {
         let worktree = main.path().join(".git/worktrees/wt");
         std::fs::create_dir_all(&worktree).unwrap();
         std::fs::write(worktree.join("commondir"), "../..\n").unwrap();
-        assert!(!names_a_program(&worktree, main.path(), None));
+        assert!(!read(&worktree, main.path(), None).runs_a_program);
         std::fs::write(worktree.join("config.worktree"), "[core]\n\tpager = ./p\n").unwrap();
-        assert!(names_a_program(&worktree, main.path(), None));
+        assert!(read(&worktree, main.path(), None).runs_a_program);
         std::fs::remove_file(worktree.join("config.worktree")).unwrap();
         std::fs::write(
             main.path().join(".git/config"),
             "[core]\n\tfsmonitor = ./watch\n",
         )
         .unwrap();
-        assert!(names_a_program(&worktree, main.path(), None));
+        assert!(read(&worktree, main.path(), None).runs_a_program);
     }
 }

@@ -88,15 +88,21 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
 }
 
 impl Look {
-    /// Whether git may run a program a configuration names: one of the
-    /// repositories' configurations names one, or the gate cannot know
-    /// which repositories it reads (a place it cannot know, an index that
-    /// does not read whole and so hides its submodules).
-    pub(super) fn runs_programs(&self, home: Option<&Path>) -> bool {
-        self.unknown
-            || self.repositories.iter().any(|(git_dir, (top, index))| {
-                index.is_none() || git_config::names_a_program(git_dir, top, home)
-            })
+    /// What git reads of the repositories' configurations: whether it may
+    /// run a program one names (so may a place the gate cannot know, and an
+    /// index that does not read whole, which may hide a submodule), and the
+    /// files they name.
+    pub(super) fn configuration(&self, home: Option<&Path>) -> git_config::Configuration {
+        let mut all = git_config::Configuration {
+            runs_a_program: self.unknown,
+            files: Vec::new(),
+        };
+        for (git_dir, (top, index)) in &self.repositories {
+            let one = git_config::read(git_dir, top, home);
+            all.runs_a_program |= index.is_none() || one.runs_a_program;
+            all.files.extend(one.files);
+        }
+        all
     }
 
     /// What printing every tracked file makes of a git read: each tracked

@@ -263,8 +263,18 @@ fn judge_words<'a>(
             .entry(global_options(args))
             .or_insert_with(|| git_reads::look(args, paths));
         // A git read runs what a repository's configuration names (a
-        // pager, a driver, an fsmonitor): proven only when none does.
-        let mut unproven = git_read && look.runs_programs(paths.root.home());
+        // pager, a driver, an fsmonitor): proven only when none does. It
+        // reads the files they name, as a command that names them would.
+        let mut unproven = false;
+        if git_read {
+            let configuration = look.configuration(paths.root.home());
+            unproven = configuration.runs_a_program;
+            for file in configuration.files {
+                judged
+                    .classes
+                    .extend(table.classify_word(&file.to_string_lossy()));
+            }
+        }
         if classified.reads_tracked {
             let tracked = look.tracked(table);
             judged.classes.extend(tracked.classes);
