@@ -1,11 +1,15 @@
 //! Git reads run programs its configuration names: a pager (`core.pager`,
 //! `pager.log`), a file-system monitor (`core.fsmonitor`), diff and filter
-//! drivers (`diff.NAME.textconv`, `filter.NAME.smudge`), `!` aliases. A
-//! project can carry such configuration: a nested repository, a bare
-//! repository kept as ordinary files (`cd evil.git && git log -p`), the
-//! workspace's own `.git/config`. So a git command is read-only only when
-//! the repository's configuration it will read, and every file that
-//! configuration includes, names no program; otherwise it is opaque.
+//! drivers (`diff.NAME.textconv`, `filter.NAME.smudge`), `!` aliases, and
+//! the `post-index-change` hook; and they read the files it names
+//! (`blame.ignoreRevsFile`, `mailmap.file`). A project can carry such
+//! configuration: a nested repository, a bare repository kept as ordinary
+//! files (`cd evil.git && git log -p`), the workspace's own `.git/config`,
+//! a linked worktree's main repository. So a git command is read-only only
+//! when the configuration it will read (where git reads it: a worktree's in
+//! its `commondir`), and every file that configuration includes, names no
+//! program; otherwise it is opaque. The files it names are judged as the
+//! command's own words.
 
 use std::path::{Path, PathBuf};
 
