@@ -15,6 +15,8 @@
 
 #[path = "../tests/haproxy.rs"]
 mod haproxy;
+#[path = "../tests/ports.rs"]
+mod ports;
 #[path = "../tests/postgres.rs"]
 #[expect(
     dead_code,

@@ -714,11 +714,7 @@ struct HttpServer {
 impl HttpServer {
     fn start(bin: &Path) -> Self {
         use std::io::{BufRead, BufReader};
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::ports::unused_port();
         let mut child = std::process::Command::new(bin.join("mcp-server-everything"))
             .arg("streamableHttp")
             .env("PORT", port.to_string())

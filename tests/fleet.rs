@@ -231,7 +231,7 @@ fn tokens_live_in_the_shared_table_as_hashes_and_every_mistake_is_told() {
         "{bad:?}"
     );
     assert!(!bad.stderr.contains("s3cret"), "{bad:?}");
-    let closed = TcpPort::closed();
+    let closed = crate::ports::unused_port();
     let unreachable = portcullis(&[
         "token",
         "list",
@@ -244,16 +244,6 @@ fn tokens_live_in_the_shared_table_as_hashes_and_every_mistake_is_told() {
         "{unreachable:?}"
     );
     assert!(!unreachable.stderr.contains("s3cret"), "{unreachable:?}");
-}
-
-/// A loopback port nothing listens on.
-pub(crate) struct TcpPort;
-
-impl TcpPort {
-    pub(crate) fn closed() -> u16 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

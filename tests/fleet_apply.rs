@@ -139,7 +139,7 @@ async fn only_the_operators_signed_apply_in_the_shared_state_lets_a_wider_set_th
 /// and never shows the password; the operator key is made all the same.
 #[test]
 fn an_apply_to_a_database_that_cannot_be_reached_fails_and_says_so() {
-    let port = crate::fleet::TcpPort::closed();
+    let port = crate::ports::unused_port();
     apply_is_refused_unreached(&format!("postgres://u:s3cret@127.0.0.1:{port}/p"));
 }
 

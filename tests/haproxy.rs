@@ -26,11 +26,7 @@ impl Balancer {
     /// without `/mcp`), listening once this returns.
     pub fn start(backends: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::ports::unused_port();
         let servers: String = backends
             .iter()
             .enumerate()

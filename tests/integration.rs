@@ -44,6 +44,7 @@ mod oracle;
 mod page;
 mod policy_diff;
 mod policy_review;
+mod ports;
 mod postgres;
 mod regression;
 mod reload;

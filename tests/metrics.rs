@@ -158,11 +158,7 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::ports::unused_port();
         let mut child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

@@ -1,5 +1,5 @@
 //! A PostgreSQL cluster of a test's own: made with `initdb` in a folder of
-//! its own, started with `pg_ctl` on a free loopback port, stopped (fast)
+//! its own, started with `pg_ctl` on an unused loopback port, stopped (fast)
 //! when the test ends. PostgreSQL refuses to run as root: as root, the
 //! cluster belongs to the `postgres` user Debian's package makes.
 //!
@@ -7,7 +7,6 @@
 //! `PORTCULLIS_REQUIRE_POSTGRES` is set (`.ci/run` sets it, having
 //! installed it), when it fails.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -33,14 +32,6 @@ fn binaries() -> Option<PathBuf> {
         .collect();
     found.sort();
     found.pop()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Postgres {
@@ -80,7 +71,7 @@ impl Postgres {
         let cluster = Self {
             dir,
             bin,
-            port: free_port(),
+            port: crate::ports::unused_port(),
             as_postgres,
             fsync,
         };
