@@ -9,7 +9,9 @@
 //! when the configuration it will read (where git reads it: a worktree's in
 //! its `commondir`), and every file that configuration includes, names no
 //! program; otherwise it is opaque. The files it names are judged as the
-//! command's own words.
+//! command's own words. The same reading says how the repository names its
+//! objects, which its index's entries follow: each configuration is read
+//! once per judgement.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,21 @@ pub struct Configuration {
     /// files its keys name (`core.excludesFile`, `blame.ignoreRevsFile`,
     /// `mailmap.file`, ...). A secret named there is read.
     pub files: Vec<PathBuf>,
+    /// How the repository names its objects, which its index's entries
+    /// follow.
+    pub object_names: ObjectNames,
+}
+
+/// How a repository names its objects (`extensions.objectFormat`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectNames {
+    /// SHA-1, the default.
+    #[default]
+    Sha1,
+    /// Another format is named (any mention of the setting counts, so a
+    /// form this does not read gives no answer rather than a wrong one),
+    /// or the configuration could not be read whole.
+    Unknown,
 }
 
 impl Configuration {
@@ -33,6 +50,7 @@ impl Configuration {
         Self {
             runs_a_program: true,
             files: Vec::new(),
+            object_names: ObjectNames::Unknown,
         }
     }
 }
@@ -44,7 +62,7 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
     let Some(common) = common_dir(git_dir) else {
         return Configuration::unproven();
     };
-    let mut pending = vec![common.join("config"), git_dir.join("config.worktree")];
+    let mut pending = config_files(&common, git_dir);
     let mut hooks = vec![common.join("hooks")];
     let mut configuration = Configuration::default();
     let mut read = 0;
@@ -58,12 +76,7 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
             Err(_) => return Configuration::unproven(),
         };
-        let Scan::Settings {
-            includes,
-            hooks_paths,
-            files,
-        } = scan(&text)
-        else {
+        let Some(settings) = scan(&text) else {
             return Configuration::unproven();
         };
         let folder = file.parent().unwrap_or(Path::new("/"));
@@ -74,12 +87,16 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
                 .collect()
         };
         let (Some(includes), Some(hooks_paths), Some(files)) = (
-            named(includes, folder),
-            named(hooks_paths, top),
-            named(files, top),
+            named(settings.includes, folder),
+            named(settings.hooks_paths, top),
+            named(settings.files, top),
         ) else {
             return Configuration::unproven();
         };
+        configuration.runs_a_program |= settings.names_a_program;
+        if settings.names_an_object_format {
+            configuration.object_names = ObjectNames::Unknown;
+        }
         configuration.files.extend(includes.iter().cloned());
         configuration.files.extend(files);
         pending.extend(includes);
@@ -87,7 +104,7 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
     }
     // `git status` and `git diff` write the index they refresh, and the
     // `post-index-change` hook runs then: the one hook a read runs.
-    configuration.runs_a_program = hooks
+    configuration.runs_a_program |= hooks
         .iter()
         .any(|folder| std::fs::symlink_metadata(folder.join("post-index-change")).is_ok());
     configuration
@@ -166,7 +183,7 @@ pub fn dot_git(folder: &Path) -> DotGit {
 /// main repository's in a `commondir` file; git reads that one's `config`,
 /// with the worktree's own `config.worktree` beside it. `None` when
 /// `commondir` cannot be read.
-pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
+fn common_dir(git_dir: &Path) -> Option<PathBuf> {
     match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(text) => Some(git_dir.join(text.trim_end_matches(['\n', '\r']))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(git_dir.to_owned()),
@@ -174,31 +191,30 @@ pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// The configuration files of the repository `git_dir`, as git reads
-/// them (see `common_dir`).
-pub fn config_files(git_dir: &Path) -> Option<Vec<PathBuf>> {
-    let common = common_dir(git_dir)?;
-    Some(vec![common.join("config"), git_dir.join("config.worktree")])
+/// The configuration files of the repository `git_dir` whose common
+/// directory is `common`, as git reads them.
+fn config_files(common: &Path, git_dir: &Path) -> Vec<PathBuf> {
+    vec![common.join("config"), git_dir.join("config.worktree")]
 }
 
-enum Scan {
-    Program,
-    /// It names no program: the files it includes, the folders it says
-    /// hooks are in (`core.hooksPath`), and the files its keys name.
-    Settings {
-        includes: Vec<String>,
-        hooks_paths: Vec<String>,
-        files: Vec<String>,
-    },
+/// What one configuration file says.
+#[derive(Default)]
+struct Settings {
+    names_a_program: bool,
+    names_an_object_format: bool,
+    /// The files it includes, the folders it says hooks are in
+    /// (`core.hooksPath`), and the files its keys name.
+    includes: Vec<String>,
+    hooks_paths: Vec<String>,
+    files: Vec<String>,
 }
 
-/// Reads one configuration file: whether it names a program, the files it
-/// includes and where it says hooks are.
-fn scan(text: &str) -> Scan {
+/// Reads one configuration file whole (a file naming a program may name
+/// files too), `None` for a header git would refuse: not read, so not
+/// trusted.
+fn scan(text: &str) -> Option<Settings> {
     let mut section = String::new();
-    let mut includes = Vec::new();
-    let mut hooks_paths = Vec::new();
-    let mut files = Vec::new();
+    let mut settings = Settings::default();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with(['#', ';']) {
@@ -206,10 +222,7 @@ fn scan(text: &str) -> Scan {
         }
         let mut rest = line;
         if let Some(header) = line.strip_prefix('[') {
-            let Some((inside, after)) = header.split_once(']') else {
-                // A header git would refuse: not read, so not trusted.
-                return Scan::Program;
-            };
+            let (inside, after) = header.split_once(']')?;
             section = header_name(inside);
             rest = after.trim();
             if rest.is_empty() {
@@ -221,24 +234,19 @@ fn scan(text: &str) -> Scan {
             None => (rest.trim().to_ascii_lowercase(), "true"),
         };
         let value = value.trim_matches('"');
-        if runs_a_program(&section, &key, value) {
-            return Scan::Program;
-        }
+        settings.names_a_program |= runs_a_program(&section, &key, value);
+        settings.names_an_object_format |= key.contains("objectformat");
         if key == "path" && (section == "include" || section.starts_with("includeif.")) {
-            includes.push(value.to_owned());
+            settings.includes.push(value.to_owned());
         }
         if section == "core" && key == "hookspath" {
-            hooks_paths.push(value.to_owned());
+            settings.hooks_paths.push(value.to_owned());
         }
         if names_a_file(&section, &key) {
-            files.push(value.to_owned());
+            settings.files.push(value.to_owned());
         }
     }
-    Scan::Settings {
-        includes,
-        hooks_paths,
-        files,
-    }
+    Some(settings)
 }
 
 /// `core`, `diff.NAME`, `includeIf.gitdir:x`: the section, lower-cased,
@@ -400,6 +408,54 @@ mod tests {
         )
         .unwrap();
         assert!(runs(moved.path()));
+        let at_home = repo("[core]\n\thooksPath = ~/hooks\n");
+        let home = tempfile::tempdir().unwrap();
+        let read_at_home = || {
+            read(
+                &at_home.path().join(".git"),
+                at_home.path(),
+                Some(home.path()),
+            )
+        };
+        assert!(!read_at_home().runs_a_program);
+        std::fs::create_dir_all(home.path().join("hooks")).unwrap();
+        std::fs::write(home.path().join("hooks/post-index-change"), "#!/bin/sh\n").unwrap();
+        assert!(read_at_home().runs_a_program, "`~/` is the home's");
+    }
+
+    /// The index's entries follow the object names: held to git, which
+    /// writes the setting in a repository it makes with SHA-256 names.
+    #[test]
+    fn a_repository_naming_objects_otherwise_says_so() {
+        let git_init = |args: &[&str]| {
+            let dir = tempfile::tempdir().unwrap();
+            let made = std::process::Command::new("git")
+                .args(["init", "-q"])
+                .args(args)
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(made.success());
+            read(&dir.path().join(".git"), dir.path(), None)
+        };
+        assert_eq!(git_init(&[]).object_names, ObjectNames::Sha1);
+        assert_eq!(
+            git_init(&["--object-format=sha256"]).object_names,
+            ObjectNames::Unknown
+        );
+        let worktree = repo("[core]\n\tbare = false\n");
+        std::fs::write(
+            worktree.path().join(".git/config.worktree"),
+            "[extensions] objectFormat = sha256\n",
+        )
+        .unwrap();
+        let read = read(&worktree.path().join(".git"), worktree.path(), None);
+        assert_eq!(read.object_names, ObjectNames::Unknown);
+        assert!(!read.runs_a_program);
+        let unreadable = repo("[core\n");
+        let read = read_home_less(&unreadable);
+        assert_eq!(read.object_names, ObjectNames::Unknown);
+        assert!(read.runs_a_program);
     }
 
     /// Keys that name a file git reads, and included files, are files the
@@ -428,6 +484,12 @@ mod tests {
         assert_eq!(files, expected);
         let nowhere = read_home_less(&dir);
         assert!(nowhere.runs_a_program, "`~/` with no home to know");
+        // A file that names a program is still read whole: the files it
+        // names are read too.
+        let both = repo("[core]\n\tpager = ./p\n[blame]\n\tignoreRevsFile = .env\n");
+        let read = read_home_less(&both);
+        assert!(read.runs_a_program);
+        assert_eq!(read.files, [both.path().join(".env")]);
     }
 
     fn read_home_less(dir: &tempfile::TempDir) -> Configuration {

@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use super::git_config;
+use super::git_config::ObjectNames;
 
 /// Bytes before an entry's flags: ctime, mtime, dev, ino, mode, uid, gid,
 /// size (4 bytes each but the times, 8) and a SHA-1 object name.
@@ -40,9 +40,11 @@ pub struct Index {
 /// What `git_dir`'s index tracks, nothing when it has no index, `None`
 /// when it cannot be read whole or is larger than what is left of
 /// `budget`, the bytes one judgement reads through (a workspace's
-/// repositories and their submodules share it).
-pub fn tracked(git_dir: &Path, budget: &mut u64) -> Option<Index> {
-    if uses_other_object_names(git_dir) {
+/// repositories and their submodules share it). `object_names` is what the
+/// repository's configuration says of its object names: the entries'
+/// length follows them.
+pub fn tracked(git_dir: &Path, object_names: ObjectNames, budget: &mut u64) -> Option<Index> {
+    if object_names != ObjectNames::Sha1 {
         return None;
     }
     let file = git_dir.join("index");
@@ -53,22 +55,6 @@ pub fn tracked(git_dir: &Path, budget: &mut u64) -> Option<Index> {
         Err(_) => return None,
     }
     entries(&std::fs::read(file).ok()?)
-}
-
-/// Whether the repository names its objects otherwise than by SHA-1
-/// (`extensions.objectFormat = sha256`): its entries are longer. Any
-/// mention of the setting counts, so a form this does not read gives no
-/// answer rather than a wrong one.
-fn uses_other_object_names(git_dir: &Path) -> bool {
-    let Some(files) = git_config::config_files(git_dir) else {
-        return true;
-    };
-    files
-        .iter()
-        .any(|file| match std::fs::read_to_string(file) {
-            Ok(text) => text.to_ascii_lowercase().contains("objectformat"),
-            Err(err) => err.kind() != std::io::ErrorKind::NotFound,
-        })
 }
 
 /// The entries of an index file's bytes.
@@ -196,7 +182,7 @@ mod tests {
     /// The index of the repository at `dir`, with the whole budget.
     fn read_whole(dir: &Path) -> Option<Index> {
         let mut budget = MAX_INDEX_BYTES;
-        tracked(&dir.join(".git"), &mut budget)
+        tracked(&dir.join(".git"), ObjectNames::Sha1, &mut budget)
     }
 
     fn git(dir: &Path, args: &[&str]) -> String {
@@ -288,9 +274,12 @@ mod tests {
             .expect("index")
             .len();
         let mut budget = size + 10;
-        assert!(tracked(&dir.path().join(".git"), &mut budget).is_some());
+        assert!(tracked(&dir.path().join(".git"), ObjectNames::Sha1, &mut budget).is_some());
         assert_eq!(budget, 10);
-        assert_eq!(tracked(&dir.path().join(".git"), &mut budget), None);
+        assert_eq!(
+            tracked(&dir.path().join(".git"), ObjectNames::Sha1, &mut budget),
+            None
+        );
         assert_eq!(budget, 10);
     }
 
@@ -329,10 +318,9 @@ mod tests {
     #[test]
     fn another_object_format_gives_no_answer() {
         let dir = repository();
-        let config = dir.path().join(".git/config");
-        let mut text = std::fs::read_to_string(&config).expect("config");
-        text.push_str("[extensions]\n\tobjectFormat = sha256\n");
-        std::fs::write(&config, text).expect("config");
-        assert_eq!(read_whole(dir.path()), None);
+        let mut budget = MAX_INDEX_BYTES;
+        let git_dir = dir.path().join(".git");
+        assert_eq!(tracked(&git_dir, ObjectNames::Unknown, &mut budget), None);
+        assert_eq!(budget, MAX_INDEX_BYTES, "nothing read");
     }
 }

@@ -6,8 +6,8 @@
 //! submodule of each (`git status` runs git in them, `git grep
 //! --recurse-submodules` prints what they track).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use super::git_config::{self, DotGit, Repository};
 use super::git_index::{self, Index};
@@ -19,19 +19,72 @@ use super::walk;
 /// looked through for.
 const MAX_REPOSITORIES: usize = 64;
 
-/// The repositories a git read may read, each with what its index lists.
+/// The repositories a git read may read: what their configurations say
+/// and what their indexes list, each read once.
 pub(super) struct Look {
-    /// By git directory: the folder its tracked paths are relative to, and
-    /// its index (`None`: it cannot be read whole).
-    repositories: BTreeMap<PathBuf, (PathBuf, Option<Index>)>,
+    /// Each repository's folder its tracked paths are relative to, and its
+    /// index (`None`: it cannot be read whole).
+    indexes: Vec<(PathBuf, Option<Index>)>,
+    /// Whether git may run a program a configuration names (so may a place
+    /// the gate cannot know, and an index that does not read whole, which
+    /// may hide a submodule).
+    runs_a_program: bool,
+    /// The files the configurations name.
+    files: Vec<PathBuf>,
     /// Git may start where the gate cannot know, or read more repositories
     /// than it looks through.
     unknown: bool,
 }
 
 /// Looks for the repositories `git ARGS` may read, from every place the
-/// command may be in.
+/// command may be in, and reads each one's configuration and index.
 pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
+    let (mut pending, unknown) = repositories_git_starts_in(args, paths);
+    let home = paths.root.home();
+    let mut seen = BTreeSet::new();
+    let mut look = Look {
+        indexes: Vec::new(),
+        runs_a_program: unknown,
+        files: Vec::new(),
+        unknown,
+    };
+    let mut budget = git_index::MAX_INDEX_BYTES;
+    while let Some(Repository { git_dir, top }) = pending.pop() {
+        if !seen.insert(git_dir.clone()) {
+            continue;
+        }
+        if seen.len() > MAX_REPOSITORIES {
+            look.unknown = true;
+            look.runs_a_program = true;
+            break;
+        }
+        let configuration = git_config::read(&git_dir, &top, home);
+        let index = git_index::tracked(&git_dir, configuration.object_names, &mut budget);
+        for submodule in index.iter().flat_map(|index| &index.submodules) {
+            let folder = top.join(submodule);
+            match git_config::dot_git(&folder) {
+                DotGit::Repository(git_dir) => pending.push(Repository {
+                    git_dir,
+                    top: folder,
+                }),
+                // Not checked out: git has nothing there to read.
+                DotGit::Absent => {}
+                DotGit::Unreadable => {
+                    look.unknown = true;
+                    look.runs_a_program = true;
+                }
+            }
+        }
+        look.runs_a_program |= index.is_none() || configuration.runs_a_program;
+        look.files.extend(configuration.files);
+        look.indexes.push((top, index));
+    }
+    look
+}
+
+/// The repositories `git ARGS` finds from every place the command may be
+/// in, and whether it may start where the gate cannot know.
+fn repositories_git_starts_in(args: &[String], paths: &Paths<'_>) -> (Vec<Repository>, bool) {
     let starts: Vec<Option<PathBuf>> = match &paths.places {
         Some(places) => places.iter().cloned().map(Some).collect(),
         None => vec![None],
@@ -56,53 +109,18 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
             }
         }
     }
-    let mut repositories = BTreeMap::new();
-    let mut budget = git_index::MAX_INDEX_BYTES;
-    while let Some(Repository { git_dir, top }) = pending.pop() {
-        if repositories.contains_key(&git_dir) {
-            continue;
-        }
-        if repositories.len() == MAX_REPOSITORIES {
-            unknown = true;
-            break;
-        }
-        let index = git_index::tracked(&git_dir, &mut budget);
-        for submodule in index.iter().flat_map(|index| &index.submodules) {
-            let folder = top.join(submodule);
-            match git_config::dot_git(&folder) {
-                DotGit::Repository(git_dir) => pending.push(Repository {
-                    git_dir,
-                    top: folder,
-                }),
-                // Not checked out: git has nothing there to read.
-                DotGit::Absent => {}
-                DotGit::Unreadable => unknown = true,
-            }
-        }
-        repositories.insert(git_dir, (top, index));
-    }
-    Look {
-        repositories,
-        unknown,
-    }
+    (pending, unknown)
 }
 
 impl Look {
-    /// What git reads of the repositories' configurations: whether it may
-    /// run a program one names (so may a place the gate cannot know, and an
-    /// index that does not read whole, which may hide a submodule), and the
-    /// files they name.
-    pub(super) fn configuration(&self, home: Option<&Path>) -> git_config::Configuration {
-        let mut all = git_config::Configuration {
-            runs_a_program: self.unknown,
-            files: Vec::new(),
-        };
-        for (git_dir, (top, index)) in &self.repositories {
-            let one = git_config::read(git_dir, top, home);
-            all.runs_a_program |= index.is_none() || one.runs_a_program;
-            all.files.extend(one.files);
-        }
-        all
+    /// Whether git may run a program a configuration names.
+    pub(super) fn runs_a_program(&self) -> bool {
+        self.runs_a_program
+    }
+
+    /// The files the repositories' configurations make git read.
+    pub(super) fn files(&self) -> &[PathBuf] {
+        &self.files
     }
 
     /// What printing every tracked file makes of a git read: each tracked
@@ -114,7 +132,7 @@ impl Look {
         let mut unproven = self.unknown;
         let mut classes = BTreeSet::new();
         let mut budget = walk::MAX_WALK_ENTRIES;
-        for (top, index) in self.repositories.values() {
+        for (top, index) in &self.indexes {
             match index {
                 Some(index) if index.paths.len() <= budget => {
                     budget -= index.paths.len();

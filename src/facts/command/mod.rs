@@ -267,9 +267,8 @@ fn judge_words<'a>(
         // reads the files they name, as a command that names them would.
         let mut unproven = false;
         if git_read {
-            let configuration = look.configuration(paths.root.home());
-            unproven = configuration.runs_a_program;
-            for file in configuration.files {
+            unproven = look.runs_a_program();
+            for file in look.files() {
                 judged
                     .classes
                     .extend(table.classify_word(&file.to_string_lossy()));
