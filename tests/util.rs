@@ -30,15 +30,34 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// Spawns `command`, whose program a test may just have written (a copy
+/// of the binary, a script): while another test's fork still holds the
+/// file open for writing, between its fork and its exec, the kernel
+/// refuses to run it ("Text file busy"). That child execs (closing the
+/// file) at once, so the spawn is tried again until it has.
+pub fn spawn_once_written(command: &mut Command) -> std::process::Child {
+    let start = std::time::Instant::now();
+    loop {
+        match command.spawn() {
+            Err(err)
+                if err.kind() == std::io::ErrorKind::ExecutableFileBusy
+                    && start.elapsed() < std::time::Duration::from_secs(60) =>
+            {
+                std::thread::yield_now();
+            }
+            spawned => return spawned.unwrap(),
+        }
+    }
+}
+
 /// Runs `command` with `stdin` written to it; the process may exit before
 /// reading it all (a refusal), so a broken pipe is not an error.
 pub fn run_with_stdin(mut command: Command, stdin: &[u8]) -> Run {
-    let mut child = command
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    let mut child = spawn_once_written(&mut command);
     let _ = child.stdin.take().unwrap().write_all(stdin);
     let output = child.wait_with_output().unwrap();
     Run {
