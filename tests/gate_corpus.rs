@@ -407,17 +407,23 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
     let prints_tracked = [
         "git grep TOKEN",
         "git grep --cached TOKEN",
+        "git -C src grep TOKEN",
+        "cd src && git grep TOKEN",
+        "git diff",
+        "git diff -U1 --word-diff",
+        "git blame src/main.rs",
+    ];
+    // These print from history too, which the gate does not read: they
+    // ask, unless what is tracked now settles it.
+    let prints_history = [
         "git show",
         "git diff --cached",
         "git log -p",
         "git log --patch -n 3",
-        "git -C src grep TOKEN",
-        "cd src && git grep TOKEN",
         "git --no-pager log -p",
         "git log -wp",
         "git log -U1",
         "git log -S TOKEN --oneline",
-        "git blame src/main.rs",
         "git config --list --blob HEAD:src/main.rs",
     ];
     let names_only = [
@@ -427,9 +433,11 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
         "git stash list",
     ];
     all_decided(&decide, Outcome::Allow, &prints_tracked);
+    all_decided(&decide, Outcome::Ask, &prints_history);
     all_decided(&decide, Outcome::Allow, &names_only);
     git(&["add", ".env"]);
     all_decided(&decide, Outcome::Deny, &prints_tracked);
+    all_decided(&decide, Outcome::Deny, &prints_history);
     all_decided(
         &decide,
         Outcome::Deny,
@@ -447,6 +455,94 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
     git(&["update-index", "--split-index"]);
     all_decided(&decide, Outcome::Ask, &["git grep TOKEN", "git show"]);
     all_decided(&decide, Outcome::Ask, &names_only);
+}
+
+/// A `.env` committed once and removed since is in the repository's
+/// history, not in its index: `git show` right after the removal prints
+/// it, as do `git log -p` and `git diff HEAD~1` (each tried with git
+/// first). The gate reads no objects, so every read of history asks; one
+/// that names the file is a secret read, and a read of the working tree
+/// and the index goes on.
+#[test]
+fn a_secret_in_history_is_not_proven_absent() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["src"]);
+    let ws = root.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
+    fs::write(ws.join(".env"), "TOKEN=s3cret").unwrap();
+    git(&["add", "src/main.rs", ".env"]);
+    git(&["commit", "-q", "-m", "one"]);
+    git(&["tag", "v1.0"]);
+    git(&["rm", "-q", "--cached", ".env"]);
+    fs::remove_file(ws.join(".env")).unwrap();
+    git(&["commit", "-q", "-m", "drop the secret"]);
+    git(&["branch", "old", "v1.0"]);
+    // What git prints, first: the secret, from history only.
+    for args in [
+        &["show"][..],
+        &["log", "-p"],
+        &["diff", "HEAD~1"],
+        &["diff", "old"],
+        &["grep", "TOKEN", "v1.0"],
+    ] {
+        assert!(git(args).contains("s3cret"), "git {args:?}");
+    }
+    for args in [&["diff"][..], &["grep", "-c", "fn"], &["log", "--oneline"]] {
+        assert!(!git(args).contains("s3cret"), "git {args:?}");
+    }
+    let decide = decider(engine, root);
+    all_decided(
+        &decide,
+        Outcome::Ask,
+        &[
+            "git show",
+            "git show --stat",
+            "git log -p",
+            "git log -p -- src",
+            "git diff HEAD~1",
+            "git diff HEAD~1 -- src",
+            "git diff old",
+            "git diff v1.0 HEAD",
+            "git diff main..old",
+            "git diff 'HEAD@{1}'",
+            "git grep TOKEN v1.0",
+            "git grep -e TOKEN old",
+            "git stash show -p",
+            "git cat-file -p HEAD~1",
+            "git diff-tree -p HEAD",
+        ],
+    );
+    all_decided(
+        &decide,
+        Outcome::Deny,
+        &["git show HEAD~1:.env", "git show v1.0 -- .env"],
+    );
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &[
+            "git status",
+            "git diff",
+            "git diff -- src",
+            "git diff src/main.rs",
+            "git diff --stat",
+            "git grep TOKEN",
+            "git grep -n TOKEN -- src",
+            "git log --oneline",
+            "git log --stat old",
+            "git blame src/main.rs",
+        ],
+    );
 }
 
 /// Git reads more repositories than the one it finds: each populated
@@ -583,7 +679,7 @@ fn git_reads_whose_configuration_runs_programs_are_not_proven() {
     for command in [
         "git log --oneline",
         "git -C vendor/lib status",
-        "cd evil.git && git log -p -1",
+        "cd evil.git && git log --stat -1",
     ] {
         assert_eq!(decide(command), Outcome::Allow, "{command}");
     }
@@ -602,7 +698,7 @@ fn git_reads_whose_configuration_runs_programs_are_not_proven() {
     for command in [
         "git log --oneline",
         "git -C vendor/lib status",
-        "cd evil.git && git log -p -1",
+        "cd evil.git && git log --stat -1",
         "git --git-dir=evil.git log",
     ] {
         assert_eq!(decide(command), Outcome::Ask, "{command}");

@@ -61,17 +61,30 @@ pub struct Walk {
     pub list_flags: HashSet<String>,
 }
 
-/// How a program prints what a repository tracks (`git show`, `git log
-/// -p`, `git grep`): every tracked file is read, a tracked `.env` too,
-/// though no word names it.
+/// Which uses of a description do something: print what a repository
+/// tracks (`git grep`: every tracked file is read, a tracked `.env` too,
+/// though no word names it), print from its history (`git show`, `git log
+/// -p`), or take revisions as operands (`git diff HEAD~3`).
 #[derive(Debug, Clone, Default)]
-pub struct TrackedReads {
+pub struct Uses {
     /// Every use of the description does.
     pub always: bool,
     /// The subcommands of the description that do.
     pub subcommands: Vec<Vec<String>>,
     /// Flags and options that make it do so (`-p`, `-U3`, `--word-diff`).
     pub flags: HashSet<String>,
+}
+
+impl Uses {
+    /// Whether `words`, from the subcommand on, are a use that does,
+    /// whatever its options (`git show`).
+    pub fn by_subcommand(&self, words: &[String]) -> bool {
+        self.always || self.subcommands.iter().any(|sub| starts_with(words, sub))
+    }
+
+    fn any(&self) -> bool {
+        self.always || !self.subcommands.is_empty() || !self.flags.is_empty()
+    }
 }
 
 /// The folders a command reads every file under.
@@ -123,7 +136,10 @@ pub struct Description {
     /// Operands `KEY=FILE` whose file is written (`dd of=FILE`).
     pub output_assignments: Vec<String>,
     pub walk: Walk,
-    pub tracked: TrackedReads,
+    pub tracked: Uses,
+    pub history: Uses,
+    /// Uses whose operands before `--` may name revisions.
+    pub revisions: Uses,
 }
 
 /// What a description makes of a program's words.
@@ -137,6 +153,11 @@ pub struct Scan {
     pub walk: Option<WalkScope>,
     /// It prints what the repository tracks.
     pub reads_tracked: bool,
+    /// It prints from the repository's history by its flags.
+    pub reads_history: bool,
+    /// Its operands before `--`, when the description's uses may take
+    /// revisions (which of them do is the subcommand's to say).
+    pub leading_operands: Vec<String>,
 }
 
 enum Word<'a> {
@@ -167,6 +188,7 @@ impl Description {
         let mut scan = Scan {
             fits: true,
             reads_tracked: self.tracked.always,
+            reads_history: self.history.always,
             ..Scan::default()
         };
         let mut read = Reading {
@@ -187,6 +209,9 @@ impl Description {
                 if word == UNQUOTED_EXPANSION && !(options_end && self.free_words) {
                     scan.fits = false;
                 }
+                if !options_end && self.revisions.any() {
+                    scan.leading_operands.push(word.to_owned());
+                }
                 read.operands.push(word);
                 continue;
             }
@@ -196,6 +221,7 @@ impl Description {
             }
             self.read_walk_option(word, words.get(index).map(String::as_str), &mut read);
             scan.reads_tracked |= self.names_one_of(word, &self.tracked.flags);
+            scan.reads_history |= self.names_one_of(word, &self.history.flags);
             for item in self.read_option(word, words, &mut index) {
                 match item {
                     Word::Flag | Word::Value => {}
@@ -303,15 +329,6 @@ impl Description {
             // A program that writes a file is not what its class says.
             scan.fits = false;
         }
-    }
-
-    /// Whether `words`, from the subcommand on, are a subcommand that
-    /// prints tracked content whatever its options (`git show`).
-    pub fn tracked_subcommand(&self, words: &[String]) -> bool {
-        self.tracked
-            .subcommands
-            .iter()
-            .any(|sub| starts_with(words, sub))
     }
 
     /// Whether an option word names one of `names`: `--opt`, `--opt=value`,
@@ -533,7 +550,9 @@ mod tests {
             output_operands: OutputOperands::None,
             output_assignments: Vec::new(),
             walk: Walk::default(),
-            tracked: TrackedReads::default(),
+            tracked: Uses::default(),
+            history: Uses::default(),
+            revisions: Uses::default(),
         }
     }
 

@@ -82,7 +82,8 @@ fn keeps_programs(team: &TableFile, builtin: &TableFile) -> Result<(), (String, 
                     format!(
                         "no entry of this table keeps what it knows ({}); a team's table may \
                          describe more harmless uses and add outputs, never drop the files a \
-                         program writes or the folders and tracked files it reads whole",
+                         program writes, the folders and tracked files it reads whole or what \
+                         it prints from history",
                         entry.effects_text()
                     ),
                 ));
@@ -186,6 +187,9 @@ impl ProgramEntry {
             || !self.list_flags.is_empty()
             || !self.tracked_reads.is_none()
             || !self.tracked_read_flags.is_empty()
+            || !self.history_reads.is_none()
+            || !self.history_read_flags.is_empty()
+            || !self.revision_operands.is_none()
     }
 
     /// Whether this entry, about the same program and subcommands, knows
@@ -209,6 +213,15 @@ impl ProgramEntry {
                 &ours.tracked_reads.resolved(&ours.subcommand),
             )
             && superset(&self.tracked_read_flags, &ours.tracked_read_flags)
+            && superset(
+                &self.history_reads.resolved(&self.subcommand),
+                &ours.history_reads.resolved(&ours.subcommand),
+            )
+            && superset(&self.history_read_flags, &ours.history_read_flags)
+            && superset(
+                &self.revision_operands.resolved(&self.subcommand),
+                &ours.revision_operands.resolved(&ours.subcommand),
+            )
     }
 
     pub(super) fn effects_text(&self) -> String {
@@ -230,8 +243,11 @@ impl ProgramEntry {
             parts.push("lists".to_owned());
         }
         parts.extend(list("list_flags", &self.list_flags));
-        parts.extend(self.tracked_reads.text());
+        parts.extend(self.tracked_reads.text("tracked_reads"));
         parts.extend(list("tracked_read_flags", &self.tracked_read_flags));
+        parts.extend(self.history_reads.text("history_reads"));
+        parts.extend(list("history_read_flags", &self.history_read_flags));
+        parts.extend(self.revision_operands.text("revision_operands"));
         parts.join("; ")
     }
 }
@@ -307,14 +323,14 @@ mod tests {
 
     #[test]
     fn a_team_table_that_drops_a_tracked_read_is_refused() {
-        let subcommands = "tracked_reads = [\"show\", \"diff\", \"stash show\", \"range-diff\"]";
+        let subcommands = "tracked_reads = [\"show\", \"stash show\", \"range-diff\"]";
         assert!(BUILTIN_TABLE.contains(subcommands));
         let err = refusal(&BUILTIN_TABLE.replace(
             subcommands,
-            "tracked_reads = [\"diff\", \"stash show\", \"range-diff\"]",
+            "tracked_reads = [\"stash show\", \"range-diff\"]",
         ));
         assert!(
-            err.contains("`git` log|show") && err.contains("tracked_reads show diff"),
+            err.contains("`git` log|show") && err.contains("tracked_reads show stash"),
             "{err}"
         );
         let err = refusal(&BUILTIN_TABLE.replace("\"--check\", \"-S\", \"-G\"]", "\"--check\"]"));
@@ -336,6 +352,44 @@ mod tests {
         ] {
             CommandClasses::parse("team/commands.toml", &kept).unwrap();
         }
+    }
+
+    /// What prints from history is kept as what prints tracked files is:
+    /// a team entry that drops a history read, its flags or its revision
+    /// operands is refused, naming what it dropped.
+    #[test]
+    fn a_team_table_that_drops_a_history_read_is_refused() {
+        let history = "history_reads = [\"show\", \"stash show\", \"range-diff\"]";
+        assert!(BUILTIN_TABLE.contains(history));
+        let err = refusal(&BUILTIN_TABLE.replace(history, "history_reads = [\"range-diff\"]"));
+        assert!(
+            err.contains("`git` log|show") && err.contains("history_reads show stash show"),
+            "{err}"
+        );
+        let cached = "history_read_flags = [\"--cached\", \"--staged\", \"--merge-base\"]";
+        assert!(BUILTIN_TABLE.contains(cached));
+        let err = refusal(&BUILTIN_TABLE.replace(cached, "history_read_flags = [\"--cached\"]"));
+        assert!(
+            err.contains("`git` diff") && err.contains("history_read_flags --cached --staged"),
+            "{err}"
+        );
+        let grep = "tracked_reads = true\n# `git grep TOKEN v1.0` searches the files a commit holds.\nrevision_operands = true";
+        assert!(BUILTIN_TABLE.contains(grep));
+        let err = refusal(&BUILTIN_TABLE.replace(grep, "tracked_reads = true"));
+        assert!(
+            err.contains("`git` grep") && err.contains("revision_operands"),
+            "{err}"
+        );
+        let err = refusal(&BUILTIN_TABLE.replace(
+            history,
+            "history_reads = [\"show\", \"stash show\", \"range-diff\", \"log -p\"]",
+        ));
+        assert!(
+            err.contains(
+                "history_reads names `log -p`, which is not one of the entry's subcommands"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -183,7 +183,7 @@ pub fn dot_git(folder: &Path) -> DotGit {
 /// main repository's in a `commondir` file; git reads that one's `config`,
 /// with the worktree's own `config.worktree` beside it. `None` when
 /// `commondir` cannot be read.
-fn common_dir(git_dir: &Path) -> Option<PathBuf> {
+pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
     match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(text) => Some(git_dir.join(text.trim_end_matches(['\n', '\r']))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(git_dir.to_owned()),

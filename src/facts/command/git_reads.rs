@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use super::git_config::{self, DotGit, Repository};
 use super::git_index::{self, Index};
+use super::git_revisions;
 use super::places::Paths;
 use super::table::CommandClasses;
 use super::walk;
@@ -25,6 +26,8 @@ pub(super) struct Look {
     /// Each repository's folder its tracked paths are relative to, and its
     /// index (`None`: it cannot be read whole).
     indexes: Vec<(PathBuf, Option<Index>)>,
+    /// Each repository's git directory, where its refs are.
+    git_dirs: Vec<PathBuf>,
     /// Whether git may run a program a configuration names (so may a place
     /// the gate cannot know, and an index that does not read whole, which
     /// may hide a submodule).
@@ -44,6 +47,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
     let mut seen = BTreeSet::new();
     let mut look = Look {
         indexes: Vec::new(),
+        git_dirs: Vec::new(),
         runs_a_program: unknown,
         files: Vec::new(),
         unknown,
@@ -78,6 +82,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
         look.runs_a_program |= index.is_none() || configuration.runs_a_program;
         look.files.extend(configuration.files);
         look.indexes.push((top, index));
+        look.git_dirs.push(git_dir);
     }
     look
 }
@@ -121,6 +126,22 @@ impl Look {
     /// The files the repositories' configurations make git read.
     pub(super) fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// Whether git may read a repository at all: outside one, no history
+    /// is there to print.
+    pub(super) fn finds_a_repository(&self) -> bool {
+        self.unknown || !self.git_dirs.is_empty()
+    }
+
+    /// Whether `word` may name a revision of a repository git reads (in
+    /// a place the gate cannot know, any word may).
+    pub(super) fn may_name_a_revision(&self, word: &str) -> bool {
+        self.unknown
+            || self
+                .git_dirs
+                .iter()
+                .any(|git_dir| git_revisions::may_name_a_revision(word, git_dir))
     }
 
     /// What printing every tracked file makes of a git read: each tracked

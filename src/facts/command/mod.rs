@@ -11,6 +11,7 @@ mod floor;
 mod git_config;
 mod git_index;
 mod git_reads;
+mod git_revisions;
 mod globs;
 mod kind;
 mod node;
@@ -258,16 +259,24 @@ fn judge_words<'a>(
     let inside_root = |folder: &str| paths.inside_root(folder);
     let classified = table.classify(name, args, &inside_root);
     let git_read = name == "git" && classified.classes.contains("vcs_read");
-    if git_read || classified.reads_tracked {
+    let may_read_history = classified.reads_history || !classified.revision_operands.is_empty();
+    if git_read || classified.reads_tracked || may_read_history {
         let look = looks
             .entry(global_options(args))
             .or_insert_with(|| git_reads::look(args, paths));
+        // What a read prints from history (`git show`, `git diff HEAD~3`)
+        // may be any file ever committed: the gate reads no objects, so it
+        // is not proven.
+        let mut unproven = (classified.reads_history && look.finds_a_repository())
+            || classified
+                .revision_operands
+                .iter()
+                .any(|word| look.may_name_a_revision(word));
         // A git read runs what a repository's configuration names (a
         // pager, a driver, an fsmonitor): proven only when none does. It
         // reads the files they name, as a command that names them would.
-        let mut unproven = false;
         if git_read {
-            unproven = look.runs_a_program();
+            unproven |= look.runs_a_program();
             for file in look.files() {
                 judged
                     .classes

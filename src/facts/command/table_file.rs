@@ -120,34 +120,45 @@ pub(super) struct ProgramEntry {
     /// Flags that make it do so (`ls -R`).
     #[serde(default)]
     pub(super) list_flags: Vec<String>,
-    /// It prints what the repository tracks (`git show`): every tracked
+    /// It prints what the repository tracks (`git grep`): every tracked
     /// file is read, whether or not the command names it.
     #[serde(default)]
-    pub(super) tracked_reads: TrackedReads,
-    /// Flags and options that make it do so (`git log -p`).
+    pub(super) tracked_reads: Uses,
+    /// Flags and options that make it do so (`git grep` has none).
     #[serde(default)]
     pub(super) tracked_read_flags: Vec<String>,
+    /// It prints from the repository's history (`git show`): any file ever
+    /// committed, which the gate does not read, so it is not proven.
+    #[serde(default)]
+    pub(super) history_reads: Uses,
+    /// Flags and options that make it do so (`git log -p`).
+    #[serde(default)]
+    pub(super) history_read_flags: Vec<String>,
+    /// Its operands (before `--`) may name revisions, whose content it
+    /// then prints (`git diff HEAD~3`): one that may is a history read.
+    #[serde(default)]
+    pub(super) revision_operands: Uses,
 }
 
-/// Which uses of an entry print tracked content: `true` for every one, or
-/// a list of the entry's subcommands (`["show", "diff"]`).
+/// Which uses of an entry do something: `true` for every one, or a list of
+/// the entry's subcommands (`["show", "diff"]`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(
     untagged,
     expecting = "`true`, `false` or a list of the entry's subcommands"
 )]
-pub(super) enum TrackedReads {
+pub(super) enum Uses {
     Every(bool),
     Subcommands(Vec<String>),
 }
 
-impl Default for TrackedReads {
+impl Default for Uses {
     fn default() -> Self {
         Self::Every(false)
     }
 }
 
-impl TrackedReads {
+impl Uses {
     pub(super) fn is_none(&self) -> bool {
         match self {
             Self::Every(every) => !every,
@@ -155,8 +166,8 @@ impl TrackedReads {
         }
     }
 
-    /// The subcommands of an entry (with `subcommands`) that print tracked
-    /// content; an entry without subcommands has the one empty name.
+    /// The subcommands of an entry (with `subcommands`) it names; an entry
+    /// without subcommands has the one empty name.
     pub(super) fn resolved(&self, subcommands: &[String]) -> Vec<String> {
         match self {
             Self::Every(false) => Vec::new(),
@@ -166,11 +177,12 @@ impl TrackedReads {
         }
     }
 
-    pub(super) fn text(&self) -> Option<String> {
+    /// How the entry's field `field` says it, for a message.
+    pub(super) fn text(&self, field: &str) -> Option<String> {
         match self {
-            Self::Every(true) => Some("tracked_reads".to_owned()),
+            Self::Every(true) => Some(field.to_owned()),
             Self::Subcommands(subcommands) if !subcommands.is_empty() => {
-                Some(format!("tracked_reads {}", subcommands.join(" ")))
+                Some(format!("{field} {}", subcommands.join(" ")))
             }
             _ => None,
         }

@@ -4,11 +4,10 @@
 
 use globset::{Glob, GlobSetBuilder};
 
-use super::super::description::{Description, OutputOperands, Script, TrackedReads, Walk};
+use super::super::description::{Description, OutputOperands, Script, Uses, Walk};
 use super::super::pattern::Pattern;
 use super::super::table_file::{
-    EnvironmentEntry, GlobalsEntry, OneOrMany, ProgramEntry, RuleEntry,
-    TrackedReads as TrackedReadsEntry,
+    EnvironmentEntry, GlobalsEntry, OneOrMany, ProgramEntry, RuleEntry, Uses as UsesEntry,
 };
 use super::{CommandClassError, Environment, Globals, PROVEN_CLASSES, Rule, set, valid_class};
 
@@ -143,7 +142,21 @@ pub(super) fn description(
         .iter()
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .collect();
-    let tracked = tracked_of(&mut entry).map_err(bad)?;
+    let tracked_flags = std::mem::take(&mut entry.tracked_read_flags);
+    let tracked = uses_of(&entry, "tracked_reads", &entry.tracked_reads, tracked_flags);
+    let history_flags = std::mem::take(&mut entry.history_read_flags);
+    let history = uses_of(&entry, "history_reads", &entry.history_reads, history_flags);
+    let revisions = uses_of(
+        &entry,
+        "revision_operands",
+        &entry.revision_operands,
+        Vec::new(),
+    );
+    let (tracked, history, revisions) = (
+        tracked.map_err(bad)?,
+        history.map_err(bad)?,
+        revisions.map_err(bad)?,
+    );
     Ok(Description {
         names,
         class: class.clone(),
@@ -152,6 +165,8 @@ pub(super) fn description(
         operand_pattern: anchored("operand_pattern", entry.operand_pattern.as_deref())?,
         walk: walk_of(&mut entry),
         tracked,
+        history,
+        revisions,
         flags: set(entry.flags),
         options: set(entry.options),
         pair_options: set(entry.pair_options),
@@ -205,28 +220,34 @@ pub(super) fn script_of(
     }))
 }
 
-/// Which uses of a program print what a repository tracks, as its entry
-/// says; a subcommand named there must be one of the entry's own.
-fn tracked_of(entry: &mut ProgramEntry) -> Result<TrackedReads, String> {
-    let (always, subcommands) = match std::mem::take(&mut entry.tracked_reads) {
-        TrackedReadsEntry::Every(every) => (every, Vec::new()),
-        TrackedReadsEntry::Subcommands(subcommands) => (false, subcommands),
+/// Which uses of a program do what the entry's field `field` says (print
+/// what a repository tracks, print from its history, take revisions); a
+/// subcommand named there must be one of the entry's own.
+fn uses_of(
+    entry: &ProgramEntry,
+    field: &str,
+    uses: &UsesEntry,
+    flags: Vec<String>,
+) -> Result<Uses, String> {
+    let (always, subcommands) = match uses {
+        UsesEntry::Every(every) => (*every, &[][..]),
+        UsesEntry::Subcommands(subcommands) => (false, &subcommands[..]),
     };
     if let Some(stray) = subcommands
         .iter()
         .find(|sub| !entry.subcommand.contains(sub))
     {
         return Err(format!(
-            "tracked_reads names `{stray}`, which is not one of the entry's subcommands"
+            "{field} names `{stray}`, which is not one of the entry's subcommands"
         ));
     }
-    Ok(TrackedReads {
+    Ok(Uses {
         always,
         subcommands: subcommands
             .iter()
             .map(|s| s.split_whitespace().map(str::to_owned).collect())
             .collect(),
-        flags: set(std::mem::take(&mut entry.tracked_read_flags)),
+        flags: set(flags),
     })
 }
 

@@ -156,6 +156,11 @@ pub struct Classified {
     pub walks: Vec<WalkScope>,
     /// It prints what the repository it runs in tracks.
     pub reads_tracked: bool,
+    /// It prints from the repository's history, whatever its operands.
+    pub reads_history: bool,
+    /// Operands that make it print from the history if they name a
+    /// revision (`git diff HEAD~3`); which do, the repository says.
+    pub revision_operands: Vec<String>,
 }
 
 /// What an assignment to a variable means.
@@ -353,6 +358,12 @@ impl CommandClasses {
             }
         }
         classified.reads_tracked |= known.reads_tracked;
+        classified.reads_history |= known.reads_history;
+        for operand in known.revision_operands {
+            if !classified.revision_operands.contains(&operand) {
+                classified.revision_operands.push(operand);
+            }
+        }
         if !classified.writes.is_empty() {
             classified.classes.insert(WRITES_FILES.to_owned());
         }
@@ -403,7 +414,13 @@ impl CommandClasses {
             let scan = description.scan(after);
             proven_fit |= scan.fits && PROVEN_CLASSES.contains(&description.class.as_str());
             classified.walks.extend(scan.walk);
-            classified.reads_tracked |= scan.reads_tracked || description.tracked_subcommand(rest);
+            classified.reads_tracked |=
+                scan.reads_tracked || description.tracked.by_subcommand(rest);
+            classified.reads_history |=
+                scan.reads_history || description.history.by_subcommand(rest);
+            if description.revisions.by_subcommand(rest) {
+                classified.revision_operands.extend(scan.leading_operands);
+            }
             for write in scan.writes {
                 if !classified.writes.contains(&write) {
                     classified.writes.push(write);
@@ -871,6 +888,64 @@ flags = ["-q"]
         ] {
             assert!(!reads(names_only), "git {names_only}");
         }
+    }
+
+    /// Which git reads print from history, by the built-in table: always
+    /// (`git show`), by a flag (`git log -p`, `git diff --cached`), or
+    /// by an operand that may name a revision, which the repository judges
+    /// (`git diff HEAD~3`): the operands before `--` are handed on.
+    #[test]
+    fn the_table_says_which_git_reads_print_from_history() {
+        let t = table(BUILTIN_TABLE).unwrap();
+        let classify = |a: &str| {
+            let a: Vec<String> = a.split_whitespace().map(str::to_owned).collect();
+            t.classify("git", &a, &|dir| !dir.starts_with('/'))
+        };
+        for prints in [
+            "show",
+            "show --stat HEAD",
+            "stash show -p",
+            "range-diff A...B",
+            "cat-file -p HEAD:x",
+            "diff-tree -p HEAD",
+            "diff-index HEAD",
+            "log -p",
+            "log -wp",
+            "log --unified=5",
+            "whatchanged -p",
+            "reflog show -p",
+            "stash list --patch",
+            "diff --cached",
+            "diff --staged src",
+            "diff --merge-base main",
+            "config --list --blob HEAD:x",
+            "archive HEAD",
+            "format-patch -1",
+        ] {
+            assert!(classify(prints).reads_history, "git {prints}");
+        }
+        for current in [
+            "status",
+            "diff",
+            "diff -U5 --word-diff",
+            "diff --stat",
+            "grep TOKEN",
+            "log --oneline",
+            "log --stat",
+            "stash list",
+            "blame src/main.rs",
+            "diff-files -p",
+            "ls-tree -r HEAD",
+        ] {
+            assert!(!classify(current).reads_history, "git {current}");
+        }
+        let operands = |a: &str| classify(a).revision_operands;
+        assert_eq!(operands("diff HEAD~3 -- src"), ["HEAD~3"]);
+        assert_eq!(operands("diff --stat main feature"), ["main", "feature"]);
+        assert_eq!(operands("grep -n TOKEN v1.0 -- src"), ["TOKEN", "v1.0"]);
+        assert!(operands("diff -- HEAD~3").is_empty(), "a path past `--`");
+        assert!(operands("log main").is_empty(), "messages only");
+        assert!(operands("ls-files main").is_empty());
     }
 
     #[test]

@@ -1,0 +1,188 @@
+//! Whether a word of a git read may name a revision. `git diff HEAD~3`,
+//! `git diff main` and `git grep TOKEN v1.0` print what a commit holds: a
+//! file committed once and no longer tracked (a `.env` removed after it
+//! was pushed) is printed though nothing in the working tree or the index
+//! names it, and the gate reads no objects. So an operand that may name a
+//! revision makes the read one of the history's, which is not proven. An
+//! operand that cannot (a path, a pattern) leaves the read on the working
+//! tree and the index, which the gate does read.
+//!
+//! A word may name one as `gitrevisions(7)` reads it: by revision syntax
+//! (`HEAD~3`, `A..B`, `@{u}`, `:/fix`, `REV:path`), as an object name or a
+//! prefix of one, as `git describe` prints one (`v1.0-3-gabc1234`), or as a
+//! ref the repository has (`$GIT_DIR/NAME`, `refs/NAME`, `refs/tags/NAME`,
+//! `refs/heads/NAME`, `refs/remotes/NAME`, `refs/remotes/NAME/HEAD`, loose
+//! or in `packed-refs`). A ref store the gate does not read (`reftable`),
+//! or one it cannot, counts as naming every word.
+
+use std::path::Path;
+
+use super::git_config;
+
+/// Whether `word` may name a revision of the repository `git_dir`.
+pub fn may_name_a_revision(word: &str, git_dir: &Path) -> bool {
+    if word.is_empty() {
+        return false;
+    }
+    if word.contains(['^', '~', '@', ':', '{']) || word.contains("..") {
+        return true;
+    }
+    if is_object_name(word) || is_described(word) {
+        return true;
+    }
+    // A ref name holds none of these; a pathspec or a pattern may.
+    if word.contains(['*', '?', '[', '\\', ' ']) || word.chars().any(char::is_control) {
+        return false;
+    }
+    names_a_ref(word, git_dir)
+}
+
+/// Four hex digits or more: an object name, or a prefix git expands.
+fn is_object_name(word: &str) -> bool {
+    word.len() >= 4 && word.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `git describe`'s form, `NAME-N-gHEX`, which git reads by its object.
+fn is_described(word: &str) -> bool {
+    word.rsplit_once("-g")
+        .is_some_and(|(_, hex)| is_object_name(hex))
+}
+
+/// Whether the repository has a ref `word` names, by the rules git
+/// applies to a short name.
+fn names_a_ref(word: &str, git_dir: &Path) -> bool {
+    let Some(common) = git_config::common_dir(git_dir) else {
+        return true;
+    };
+    if common.join("reftable").exists()
+        || word.starts_with("worktrees/")
+        || word.starts_with("main-worktree/")
+    {
+        return true;
+    }
+    let mut candidates = Vec::with_capacity(6);
+    // `$GIT_DIR/NAME` is git's first rule; only a pseudo-ref (`HEAD`,
+    // `FETCH_HEAD`) or a full `refs/` name is looked up there.
+    if word.starts_with("refs/") || word.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
+        candidates.push(word.to_owned());
+    }
+    candidates.extend(
+        ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
+            .iter()
+            .map(|prefix| format!("{prefix}{word}")),
+    );
+    candidates.push(format!("refs/remotes/{word}/HEAD"));
+    let exists = |name: &String| {
+        [git_dir, &common]
+            .iter()
+            .any(|dir| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| !m.is_dir()))
+    };
+    if candidates.iter().any(exists) {
+        return true;
+    }
+    match std::fs::read_to_string(common.join("packed-refs")) {
+        Ok(packed) => packed.lines().any(|line| {
+            line.split_once(' ')
+                .is_some_and(|(_, name)| candidates.iter().any(|c| c == name))
+        }),
+        Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git runs")
+    }
+
+    /// A repository with a commit, a branch, a tag, a remote-tracking ref
+    /// and a packed ref.
+    fn repository() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["commit", "-q", "--allow-empty", "-m", "one"],
+            &["branch", "feature"],
+            &["tag", "v1.0"],
+            &["update-ref", "refs/remotes/origin/main", "HEAD"],
+            &["branch", "packed"],
+            &["pack-refs", "--all"],
+            &["branch", "loose"],
+        ] {
+            assert!(git(dir.path(), args).status.success(), "git {args:?}");
+        }
+        dir
+    }
+
+    /// Held to git: every word `git rev-parse --verify` resolves may name a
+    /// revision here.
+    #[test]
+    fn every_word_git_resolves_may_name_a_revision() {
+        let dir = repository();
+        let git_dir = dir.path().join(".git");
+        let head =
+            String::from_utf8(git(dir.path(), &["rev-parse", "HEAD"]).stdout).expect("utf-8");
+        for word in [
+            "HEAD",
+            "main",
+            "feature",
+            "packed",
+            "loose",
+            "v1.0",
+            "origin/main",
+            "refs/heads/main",
+            "heads/main",
+            "tags/v1.0",
+            "HEAD~0",
+            "main^{tree}",
+            "@",
+            &head[..7],
+            &head[..40],
+        ] {
+            let resolved = git(dir.path(), &["rev-parse", "--verify", "-q", word]);
+            assert!(resolved.status.success(), "git resolves {word}");
+            assert!(may_name_a_revision(word, &git_dir), "{word}");
+        }
+    }
+
+    /// Paths, patterns and the folders refs are kept in name no ref: git
+    /// resolves none of them, and neither counts them.
+    #[test]
+    fn paths_and_patterns_name_none() {
+        let dir = repository();
+        let git_dir = dir.path().join(".git");
+        for word in [
+            "src/main.rs",
+            "TODO",
+            "README.md",
+            "*.rs",
+            "config",
+            "index",
+            "mainly",
+            "origin",
+        ] {
+            let resolved = git(dir.path(), &["rev-parse", "--verify", "-q", word]);
+            assert!(!resolved.status.success(), "git resolves {word}");
+            assert!(!may_name_a_revision(word, &git_dir), "{word}");
+        }
+    }
+
+    /// A form the gate does not read counts as naming every word.
+    #[test]
+    fn a_ref_store_not_read_names_every_word() {
+        let dir = repository();
+        let git_dir = dir.path().join(".git");
+        assert!(!may_name_a_revision("TODO", &git_dir));
+        std::fs::create_dir(git_dir.join("reftable")).expect("folder");
+        assert!(may_name_a_revision("TODO", &git_dir));
+        assert!(may_name_a_revision("v2.0-1-gdeadbee", &git_dir));
+    }
+}
