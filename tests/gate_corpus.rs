@@ -517,6 +517,8 @@ fn a_secret_in_history_is_not_proven_absent() {
             "git diff 'HEAD@{1}'",
             "git grep TOKEN v1.0",
             "git grep -e TOKEN old",
+            "git diff --stat -p HEAD~1",
+            "git diff --name-only -U3 old",
             "git stash show -p",
             "git cat-file -p HEAD~1",
             "git diff-tree -p HEAD",
@@ -541,6 +543,9 @@ fn a_secret_in_history_is_not_proven_absent() {
             "git log --oneline",
             "git log --stat old",
             "git blame src/main.rs",
+            "git diff --stat HEAD~1",
+            "git diff --name-only main...old",
+            "git diff --cached --name-status",
         ],
     );
 }

@@ -140,6 +140,11 @@ pub struct Description {
     pub history: Uses,
     /// Uses whose operands before `--` may name revisions.
     pub revisions: Uses,
+    /// Flags that make it print names, counts or object names instead of
+    /// content (`git diff --stat`): with one, and none of the tracked
+    /// read's flags (the formats that print content), it prints no file's
+    /// content, whatever it compares.
+    pub names_only_flags: HashSet<String>,
 }
 
 /// What a description makes of a program's words.
@@ -158,6 +163,8 @@ pub struct Scan {
     /// Its operands before `--`, when the description's uses may take
     /// revisions (which of them do is the subcommand's to say).
     pub leading_operands: Vec<String>,
+    /// It prints names, not content, whatever it reads.
+    pub names_only: bool,
 }
 
 enum Word<'a> {
@@ -187,8 +194,6 @@ impl Description {
     pub fn scan(&self, words: &[String]) -> Scan {
         let mut scan = Scan {
             fits: true,
-            reads_tracked: self.tracked.always,
-            reads_history: self.history.always,
             ..Scan::default()
         };
         let mut read = Reading {
@@ -222,6 +227,7 @@ impl Description {
             self.read_walk_option(word, words.get(index).map(String::as_str), &mut read);
             scan.reads_tracked |= self.names_one_of(word, &self.tracked.flags);
             scan.reads_history |= self.names_one_of(word, &self.history.flags);
+            scan.names_only |= self.names_one_of(word, &self.names_only_flags);
             for item in self.read_option(word, words, &mut index) {
                 match item {
                     Word::Flag | Word::Value => {}
@@ -231,6 +237,17 @@ impl Description {
                     Word::Unknown => scan.fits = false,
                 }
             }
+        }
+        // A format that prints content (a tracked read's flag) outweighs
+        // one that prints names; what the names are of (`--cached`, a
+        // revision) does not matter then.
+        scan.names_only &= !scan.reads_tracked;
+        if scan.names_only {
+            scan.reads_history = false;
+            scan.leading_operands.clear();
+        } else {
+            scan.reads_tracked |= self.tracked.always;
+            scan.reads_history |= self.history.always;
         }
         self.judge_scripts(&mut read, &mut scan);
         self.judge_operands(&read, &mut scan);
@@ -553,6 +570,7 @@ mod tests {
             tracked: Uses::default(),
             history: Uses::default(),
             revisions: Uses::default(),
+            names_only_flags: HashSet::new(),
         }
     }
 

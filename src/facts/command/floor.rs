@@ -392,6 +392,21 @@ mod tests {
         );
     }
 
+    /// Names-only flags relax a read: a team's table that adds one does
+    /// load, but the built-in table's judgement beside it still sees the
+    /// read of history.
+    #[test]
+    fn a_team_table_cannot_make_a_content_read_names_only() {
+        let names = "names_only_flags = [\"--stat\"";
+        assert!(BUILTIN_TABLE.contains(names));
+        let wider = BUILTIN_TABLE.replacen(names, "names_only_flags = [\"--color\", \"--stat\"", 1);
+        let table = CommandClasses::parse("team/commands.toml", &wider).unwrap();
+        let args: Vec<String> = ["diff", "--color", "HEAD~1"].map(str::to_owned).to_vec();
+        let classified = table.classify("git", &args, &|_| true);
+        assert_eq!(classified.revision_operands, ["HEAD~1"]);
+        assert!(classified.reads_tracked);
+    }
+
     #[test]
     fn what_the_builtin_table_knows_is_written_stays_written_beside_a_team_entry() {
         // Allowed at load: the built-in entries are kept, a team adds a

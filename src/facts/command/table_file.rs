@@ -138,6 +138,11 @@ pub(super) struct ProgramEntry {
     /// then prints (`git diff HEAD~3`): one that may is a history read.
     #[serde(default)]
     pub(super) revision_operands: Uses,
+    /// Flags that make it print names or counts instead of content (`git
+    /// diff --stat`), unless one of `tracked_read_flags` asks for content. A team's table
+    /// cannot widen them: the built-in table's judgement stands beside it.
+    #[serde(default)]
+    pub(super) names_only_flags: Vec<String>,
 }
 
 /// Which uses of an entry do something: `true` for every one, or a list of

@@ -167,6 +167,7 @@ pub(super) fn description(
         tracked,
         history,
         revisions,
+        names_only_flags: set(std::mem::take(&mut entry.names_only_flags)),
         flags: set(entry.flags),
         options: set(entry.options),
         pair_options: set(entry.pair_options),

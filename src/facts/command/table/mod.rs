@@ -414,11 +414,12 @@ impl CommandClasses {
             let scan = description.scan(after);
             proven_fit |= scan.fits && PROVEN_CLASSES.contains(&description.class.as_str());
             classified.walks.extend(scan.walk);
+            let prints = !scan.names_only;
             classified.reads_tracked |=
-                scan.reads_tracked || description.tracked.by_subcommand(rest);
+                scan.reads_tracked || (prints && description.tracked.by_subcommand(rest));
             classified.reads_history |=
-                scan.reads_history || description.history.by_subcommand(rest);
-            if description.revisions.by_subcommand(rest) {
+                scan.reads_history || (prints && description.history.by_subcommand(rest));
+            if prints && description.revisions.by_subcommand(rest) {
                 classified.revision_operands.extend(scan.leading_operands);
             }
             for write in scan.writes {
@@ -939,9 +940,28 @@ flags = ["-q"]
         ] {
             assert!(!classify(current).reads_history, "git {current}");
         }
+        // Names and counts print no content, unless a flag asks for it.
+        for names in [
+            "diff --stat HEAD~1",
+            "diff --name-only main...HEAD",
+            "diff --cached --name-status",
+            "diff --stat=80 main",
+            "diff -s --cached",
+        ] {
+            let classified = classify(names);
+            assert!(!classified.reads_history, "git {names}");
+            assert!(!classified.reads_tracked, "git {names}");
+            assert!(classified.revision_operands.is_empty(), "git {names}");
+        }
+        assert_eq!(
+            classify("diff --stat -p HEAD~1").revision_operands,
+            ["HEAD~1"]
+        );
+        assert!(classify("diff --name-only --cached -U3").reads_history);
+        assert!(classify("diff --stat --word-diff").reads_tracked);
         let operands = |a: &str| classify(a).revision_operands;
         assert_eq!(operands("diff HEAD~3 -- src"), ["HEAD~3"]);
-        assert_eq!(operands("diff --stat main feature"), ["main", "feature"]);
+        assert_eq!(operands("diff -U1 main feature"), ["main", "feature"]);
         assert_eq!(operands("grep -n TOKEN v1.0 -- src"), ["TOKEN", "v1.0"]);
         assert!(operands("diff -- HEAD~3").is_empty(), "a path past `--`");
         assert!(operands("log main").is_empty(), "messages only");
