@@ -467,16 +467,7 @@ fn a_git_read_of_tracked_content_reads_a_tracked_secret() {
 fn a_secret_in_history_is_not_proven_absent() {
     let GateBench { engine, root, .. } = &GateBench::new(&["src"]);
     let ws = root.path();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(ws)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = |args: &[&str]| git_in(ws, args);
     git(&["init", "-q", "-b", "main"]);
     fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
     fs::write(ws.join(".env"), "TOKEN=s3cret").unwrap();
@@ -548,6 +539,56 @@ fn a_secret_in_history_is_not_proven_absent() {
             "git diff --cached --name-status",
         ],
     );
+}
+
+/// Anything may stand where git keeps a file: a FIFO at `.git/config`
+/// held `git status`'s judgement for ever. Each is judged at once, and
+/// what cannot be read proves nothing (ask). The judgements run on a
+/// thread of their own, so that a wait fails the test instead of holding
+/// it.
+#[test]
+fn a_fifo_where_git_keeps_a_file_is_not_waited_on() {
+    let (sender, judged) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let GateBench { engine, root, .. } = &GateBench::new(&["src"]);
+        let ws = root.path();
+        let git = |args: &[&str]| git_in(ws, args);
+        git(&["init", "-q"]);
+        fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
+        git(&["add", "src/main.rs"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let decide = decider(engine, root);
+        let fifo = |name: &str| {
+            let path = ws.join(".git").join(name);
+            let _ = fs::remove_file(&path);
+            let made = std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            path
+        };
+        let mut outcomes = vec![("git grep TODO (before)", decide("git grep TODO"))];
+        for (file, command) in [
+            ("TODO", "git grep TODO"),
+            ("packed-refs", "git diff TODO"),
+            ("index", "git status"),
+            ("commondir", "git log --oneline"),
+            ("config", "git status"),
+        ] {
+            let path = fifo(file);
+            outcomes.push((command, decide(command)));
+            fs::remove_file(path).unwrap();
+        }
+        sender.send(outcomes).unwrap();
+    });
+    let outcomes = judged
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .expect("every judgement returns");
+    assert_eq!(outcomes[0].1, Outcome::Allow, "{outcomes:?}");
+    for (command, outcome) in &outcomes[1..] {
+        assert_eq!(*outcome, Outcome::Ask, "{command}: {outcomes:?}");
+    }
 }
 
 /// Git reads more repositories than the one it finds: each populated
@@ -638,6 +679,18 @@ fn git_reads_look_through_submodules_and_worktrees() {
 }
 
 /// The gate's outcome for a command of the client `agent` in `root`.
+/// What `git ARGS` printed in `dir`, as a user `t` would run it.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn decider<'a>(
     engine: &'a portcullis::pdp::Engine,
     root: &'a portcullis::facts::Root,

@@ -15,8 +15,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::git_files;
+
 /// Most configuration files followed through `include.path`.
 const MAX_INCLUDES: usize = 16;
+/// More than a configuration file, or a `.git` or `commondir` file, holds.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// What git reads of a repository's configuration on a read.
 #[derive(Debug, Default)]
@@ -71,7 +75,7 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
         if read > MAX_INCLUDES {
             return Configuration::unproven();
         }
-        let text = match std::fs::read_to_string(&file) {
+        let text = match git_files::read_text(&file, MAX_CONFIG_BYTES) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
             Err(_) => return Configuration::unproven(),
@@ -167,7 +171,7 @@ pub fn dot_git(folder: &Path) -> DotGit {
     let dot_git = folder.join(".git");
     match std::fs::metadata(&dot_git) {
         Ok(meta) if meta.is_dir() => DotGit::Repository(dot_git),
-        Ok(meta) if meta.is_file() => std::fs::read_to_string(&dot_git)
+        Ok(meta) if meta.is_file() => git_files::read_text(&dot_git, MAX_CONFIG_BYTES)
             .ok()
             .and_then(|text| {
                 let target = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
@@ -184,7 +188,7 @@ pub fn dot_git(folder: &Path) -> DotGit {
 /// with the worktree's own `config.worktree` beside it. `None` when
 /// `commondir` cannot be read.
 pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
-    match std::fs::read_to_string(git_dir.join("commondir")) {
+    match git_files::read_text(&git_dir.join("commondir"), MAX_CONFIG_BYTES) {
         Ok(text) => Some(git_dir.join(text.trim_end_matches(['\n', '\r']))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(git_dir.to_owned()),
         Err(_) => None,

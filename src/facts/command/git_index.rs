@@ -15,6 +15,7 @@
 use std::path::Path;
 
 use super::git_config::ObjectNames;
+use super::git_files;
 
 /// Bytes before an entry's flags: ctime, mtime, dev, ino, mode, uid, gid,
 /// size (4 bytes each but the times, 8) and a SHA-1 object name.
@@ -47,14 +48,14 @@ pub fn tracked(git_dir: &Path, object_names: ObjectNames, budget: &mut u64) -> O
     if object_names != ObjectNames::Sha1 {
         return None;
     }
-    let file = git_dir.join("index");
-    match std::fs::metadata(&file) {
-        Ok(meta) if meta.len() > *budget => return None,
-        Ok(meta) => *budget -= meta.len(),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Index::default()),
-        Err(_) => return None,
+    match git_files::read(&git_dir.join("index"), *budget) {
+        Ok(bytes) => {
+            *budget -= bytes.len() as u64;
+            entries(&bytes)
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(Index::default()),
+        Err(_) => None,
     }
-    entries(&std::fs::read(file).ok()?)
 }
 
 /// The entries of an index file's bytes.

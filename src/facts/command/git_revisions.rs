@@ -10,14 +10,18 @@
 //! A word may name one as `gitrevisions(7)` reads it: by revision syntax
 //! (`HEAD~3`, `A..B`, `@{u}`, `:/fix`, `REV:path`), as an object name or a
 //! prefix of one, as `git describe` prints one (`v1.0-3-gabc1234`), or as a
-//! ref the repository has (`$GIT_DIR/NAME`, `refs/NAME`, `refs/tags/NAME`,
+//! ref the repository has (`$GIT_DIR/NAME` holding one, `refs/NAME`, `refs/tags/NAME`,
 //! `refs/heads/NAME`, `refs/remotes/NAME`, `refs/remotes/NAME/HEAD`, loose
 //! or in `packed-refs`). A ref store the gate does not read (`reftable`),
 //! or one it cannot, counts as naming every word.
 
 use std::path::Path;
 
-use super::git_config;
+use super::{git_config, git_files};
+
+/// More than the refs the gate reads through in `packed-refs`: a larger
+/// file may name any word.
+const MAX_PACKED_REFS_BYTES: u64 = 64 << 20;
 
 /// Whether `word` may name a revision of the repository `git_dir`.
 pub fn may_name_a_revision(word: &str, git_dir: &Path) -> bool {
@@ -60,12 +64,17 @@ fn names_a_ref(word: &str, git_dir: &Path) -> bool {
     {
         return true;
     }
-    let mut candidates = Vec::with_capacity(6);
-    // `$GIT_DIR/NAME` is git's first rule; only a pseudo-ref (`HEAD`,
-    // `FETCH_HEAD`) or a full `refs/` name is looked up there.
-    if word.starts_with("refs/") || word.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
-        candidates.push(word.to_owned());
+    // `$GIT_DIR/NAME` is git's first rule, for any name (git 2.47 reads
+    // `.git/lower` holding an object name as a revision): a file there
+    // that holds a ref counts, as `HEAD` and `FETCH_HEAD` do; `config`
+    // and `index` do not.
+    if [git_dir, &common]
+        .iter()
+        .any(|dir| holds_a_ref(&dir.join(word)))
+    {
+        return true;
     }
+    let mut candidates = Vec::with_capacity(6);
     candidates.extend(
         ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
             .iter()
@@ -80,11 +89,29 @@ fn names_a_ref(word: &str, git_dir: &Path) -> bool {
     if candidates.iter().any(exists) {
         return true;
     }
-    match std::fs::read_to_string(common.join("packed-refs")) {
+    // A full name (`refs/heads/main`) packed is found by the first rule.
+    candidates.push(word.to_owned());
+    match git_files::read_text(&common.join("packed-refs"), MAX_PACKED_REFS_BYTES) {
         Ok(packed) => packed.lines().any(|line| {
             line.split_once(' ')
                 .is_some_and(|(_, name)| candidates.iter().any(|c| c == name))
         }),
+        Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Whether the file at `path` reads as a ref: an object name, or `ref:`
+/// naming another. A folder does not; anything else that cannot be read
+/// (a FIFO git would wait on) may.
+fn holds_a_ref(path: &Path) -> bool {
+    if path.is_dir() {
+        return false;
+    }
+    match git_files::read_start(path, 64) {
+        Ok(start) => {
+            start.starts_with(b"ref:")
+                || (start.len() >= 40 && start[..40].iter().all(u8::is_ascii_hexdigit))
+        }
         Err(err) => err.kind() != std::io::ErrorKind::NotFound,
     }
 }
@@ -172,6 +199,24 @@ mod tests {
             let resolved = git(dir.path(), &["rev-parse", "--verify", "-q", word]);
             assert!(!resolved.status.success(), "git resolves {word}");
             assert!(!may_name_a_revision(word, &git_dir), "{word}");
+        }
+    }
+
+    /// Git reads any name as `$GIT_DIR/NAME` first: a file there holding
+    /// an object name is a revision, one holding anything else is not.
+    #[test]
+    fn a_file_in_the_git_directory_holding_a_ref_names_a_revision() {
+        let dir = repository();
+        let git_dir = dir.path().join(".git");
+        let head =
+            String::from_utf8(git(dir.path(), &["rev-parse", "HEAD"]).stdout).expect("utf-8");
+        std::fs::write(git_dir.join("lower"), &head).expect("file");
+        std::fs::write(git_dir.join("other"), "ref: refs/heads/main\n").expect("file");
+        std::fs::write(git_dir.join("notes.txt"), "hello\n").expect("file");
+        for (word, names) in [("lower", true), ("other", true), ("notes.txt", false)] {
+            let resolved = git(dir.path(), &["rev-parse", "--verify", "-q", word]);
+            assert_eq!(resolved.status.success(), names, "git resolves {word}");
+            assert_eq!(may_name_a_revision(word, &git_dir), names, "{word}");
         }
     }
 
