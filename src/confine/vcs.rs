@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::facts::{is_git_dir, is_vcs_name};
+use crate::facts::{is_git_dir, is_vcs_name, repository_file};
 
 /// VCS metadata beneath `root`: folders and files named as metadata, git
 /// directories recognised by content, and the targets of `.git` files
@@ -46,9 +46,14 @@ pub fn metadata_in(root: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The git directory a `.git` file points to, when it exists.
+/// More than a `.git` file holds.
+const MAX_DOT_GIT_BYTES: u64 = 64 << 10;
+
+/// The git directory a `.git` file points to, when it exists. The file is
+/// the workspace's: read without waiting on it, and no more than a `.git`
+/// file holds.
 fn gitdir_target(file: &Path) -> Option<PathBuf> {
-    let text = fs::read_to_string(file).ok()?;
+    let text = repository_file::read_text(file, MAX_DOT_GIT_BYTES).ok()?;
     let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     let target = file.parent()?.join(target);
     fs::canonicalize(target).ok().filter(|t| t.is_dir())

@@ -6,6 +6,7 @@ mod glob_overlap;
 mod path_argument;
 mod path_classes;
 mod paths;
+pub(crate) mod repository_file;
 mod tool_call;
 mod tool_input;
 

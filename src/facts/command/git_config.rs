@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::git_files;
+use crate::facts::repository_file;
 
 /// Most configuration files followed through `include.path`.
 const MAX_INCLUDES: usize = 16;
@@ -75,7 +75,7 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
         if read > MAX_INCLUDES {
             return Configuration::unproven();
         }
-        let text = match git_files::read_text(&file, MAX_CONFIG_BYTES) {
+        let text = match repository_file::read_text(&file, MAX_CONFIG_BYTES) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
             Err(_) => return Configuration::unproven(),
@@ -171,7 +171,7 @@ pub fn dot_git(folder: &Path) -> DotGit {
     let dot_git = folder.join(".git");
     match std::fs::metadata(&dot_git) {
         Ok(meta) if meta.is_dir() => DotGit::Repository(dot_git),
-        Ok(meta) if meta.is_file() => git_files::read_text(&dot_git, MAX_CONFIG_BYTES)
+        Ok(meta) if meta.is_file() => repository_file::read_text(&dot_git, MAX_CONFIG_BYTES)
             .ok()
             .and_then(|text| {
                 let target = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
@@ -188,7 +188,7 @@ pub fn dot_git(folder: &Path) -> DotGit {
 /// with the worktree's own `config.worktree` beside it. `None` when
 /// `commondir` cannot be read.
 pub fn common_dir(git_dir: &Path) -> Option<PathBuf> {
-    match git_files::read_text(&git_dir.join("commondir"), MAX_CONFIG_BYTES) {
+    match repository_file::read_text(&git_dir.join("commondir"), MAX_CONFIG_BYTES) {
         Ok(text) => Some(git_dir.join(text.trim_end_matches(['\n', '\r']))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(git_dir.to_owned()),
         Err(_) => None,

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use super::git_config::ObjectNames;
-use super::git_files;
+use crate::facts::repository_file;
 
 /// Bytes before an entry's flags: ctime, mtime, dev, ino, mode, uid, gid,
 /// size (4 bytes each but the times, 8) and a SHA-1 object name.
@@ -48,7 +48,7 @@ pub fn tracked(git_dir: &Path, object_names: ObjectNames, budget: &mut u64) -> O
     if object_names != ObjectNames::Sha1 {
         return None;
     }
-    match git_files::read(&git_dir.join("index"), *budget) {
+    match repository_file::read(&git_dir.join("index"), *budget) {
         Ok(bytes) => {
             *budget -= bytes.len() as u64;
             entries(&bytes)

@@ -17,7 +17,8 @@
 
 use std::path::Path;
 
-use super::{git_config, git_files};
+use super::git_config;
+use crate::facts::repository_file;
 
 /// More than the refs the gate reads through in `packed-refs`: a larger
 /// file may name any word.
@@ -91,7 +92,7 @@ fn names_a_ref(word: &str, git_dir: &Path) -> bool {
     }
     // A full name (`refs/heads/main`) packed is found by the first rule.
     candidates.push(word.to_owned());
-    match git_files::read_text(&common.join("packed-refs"), MAX_PACKED_REFS_BYTES) {
+    match repository_file::read_text(&common.join("packed-refs"), MAX_PACKED_REFS_BYTES) {
         Ok(packed) => packed.lines().any(|line| {
             line.split_once(' ')
                 .is_some_and(|(_, name)| candidates.iter().any(|c| c == name))
@@ -107,7 +108,7 @@ fn holds_a_ref(path: &Path) -> bool {
     if path.is_dir() {
         return false;
     }
-    match git_files::read_start(path, 64) {
+    match repository_file::read_start(path, 64) {
         Ok(start) => {
             start.starts_with(b"ref:")
                 || (start.len() >= 40 && start[..40].iter().all(u8::is_ascii_hexdigit))

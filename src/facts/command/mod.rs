@@ -9,7 +9,6 @@ mod continuation;
 mod description;
 mod floor;
 mod git_config;
-mod git_files;
 mod git_index;
 mod git_reads;
 mod git_revisions;

@@ -1,9 +1,11 @@
-//! Reading a repository's own files (its configuration, index, refs): a
-//! repository is the project's, and anything may stand where git keeps a
-//! file. A FIFO at `.git/config` held `git status`'s judgement for ever;
-//! so a file is opened without blocking, only a regular file is read, and
-//! no more of it than its reader can use. What cannot be read so is an
-//! error its reader takes as "not proven".
+//! Reading a repository's own files (its configuration, index, refs, a
+//! `.git` file): a repository is the project's, and anything may stand
+//! where git keeps a file. A FIFO at `.git/config` held `git status`'s
+//! judgement for ever; so a file is opened without blocking, only a
+//! regular file is read, and no more of it than its reader can use. What
+//! cannot be read so is an error its reader takes as "not proven" (the
+//! gate) or "not there" (confinement, which finds a git directory inside
+//! the root by what it holds as well as by the `.git` file naming it).
 
 use std::fs::File;
 use std::io::{self, Read};
