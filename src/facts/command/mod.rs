@@ -110,22 +110,8 @@ pub fn command_facts(
     root: &Root,
     table: &CommandClasses,
 ) -> Result<CommandFacts, CommandError> {
-    if source.trim().is_empty() {
-        return Err(CommandError::Empty);
-    }
-    if source.len() > MAX_COMMAND_BYTES {
-        return Err(CommandError::TooLong);
-    }
-    if source.contains('\0') {
-        return Err(CommandError::Nul);
-    }
-    let joined = continuation::join(source);
-    let mut unwrapped = Unwrapped::default();
-    unwrap_source(joined.as_deref().unwrap_or(source), 0, &mut unwrapped);
-    // A continuation the gate cannot join as bash does: nothing it reads
-    // of the command can be trusted to be what bash runs.
-    unwrapped.opaque |= joined.is_none();
-    unwrapped.opaque |= arithmetic::may_run_commands(joined.as_deref().unwrap_or(source));
+    refuse_input(source)?;
+    let unwrapped = unwrap_whole(source);
     let mut facts = CommandFacts {
         classes: BTreeSet::new(),
         programs: BTreeSet::new(),
@@ -187,6 +173,34 @@ pub fn command_facts(
         facts.classes.insert(OPAQUE.to_owned());
     }
     Ok(facts)
+}
+
+/// A command the gate does not take as input at all.
+fn refuse_input(source: &str) -> Result<(), CommandError> {
+    if source.trim().is_empty() {
+        return Err(CommandError::Empty);
+    }
+    if source.len() > MAX_COMMAND_BYTES {
+        return Err(CommandError::TooLong);
+    }
+    if source.contains('\0') {
+        return Err(CommandError::Nul);
+    }
+    Ok(())
+}
+
+/// The command as bash reads it, wrappers seen through: its lines joined
+/// where they continue, and opaque where that or its arithmetic cannot be
+/// read as bash reads it.
+fn unwrap_whole(source: &str) -> Unwrapped {
+    let joined = continuation::join(source);
+    let mut unwrapped = Unwrapped::default();
+    unwrap_source(joined.as_deref().unwrap_or(source), 0, &mut unwrapped);
+    // A continuation the gate cannot join as bash does: nothing it reads
+    // of the command can be trusted to be what bash runs.
+    unwrapped.opaque |= joined.is_none();
+    unwrapped.opaque |= arithmetic::may_run_commands(joined.as_deref().unwrap_or(source));
+    unwrapped
 }
 
 /// What one program run is judged to do.

@@ -142,21 +142,7 @@ pub(super) fn description(
         .iter()
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .collect();
-    let tracked_flags = std::mem::take(&mut entry.tracked_read_flags);
-    let tracked = uses_of(&entry, "tracked_reads", &entry.tracked_reads, tracked_flags);
-    let history_flags = std::mem::take(&mut entry.history_read_flags);
-    let history = uses_of(&entry, "history_reads", &entry.history_reads, history_flags);
-    let revisions = uses_of(
-        &entry,
-        "revision_operands",
-        &entry.revision_operands,
-        Vec::new(),
-    );
-    let (tracked, history, revisions) = (
-        tracked.map_err(bad)?,
-        history.map_err(bad)?,
-        revisions.map_err(bad)?,
-    );
+    let (tracked, history, revisions) = repository_reads_of(&mut entry).map_err(bad)?;
     Ok(Description {
         names,
         class: class.clone(),
@@ -219,6 +205,23 @@ pub(super) fn script_of(
             .map(|p| compile("script_unless", p))
             .transpose()?,
     }))
+}
+
+/// What the entry says a program prints of a repository: what it tracks,
+/// what its history holds, and which uses take revisions as operands.
+fn repository_reads_of(entry: &mut ProgramEntry) -> Result<(Uses, Uses, Uses), String> {
+    let tracked_flags = std::mem::take(&mut entry.tracked_read_flags);
+    let history_flags = std::mem::take(&mut entry.history_read_flags);
+    Ok((
+        uses_of(entry, "tracked_reads", &entry.tracked_reads, tracked_flags)?,
+        uses_of(entry, "history_reads", &entry.history_reads, history_flags)?,
+        uses_of(
+            entry,
+            "revision_operands",
+            &entry.revision_operands,
+            Vec::new(),
+        )?,
+    ))
 }
 
 /// Which uses of a program do what the entry's field `field` says (print
