@@ -337,6 +337,7 @@ fn walk_for(node: Node<'_>, source: &str, out: &mut Parsed) {
 /// the simple commands they are: the keyword (`test` for a bracket) and
 /// the words after it.
 fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
+    out.unparseable |= redirect_read_as_comparison(node, source);
     let mut words = Vec::new();
     let mut uses = Vec::new();
     for child in node.children() {
@@ -372,6 +373,30 @@ fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_in
         assignments: Vec::new(),
         expanded: Vec::new(),
     });
+}
+
+/// Whether a `[ ... ]` holds `<` or `>` outside quotes: bash reads them as
+/// redirects there (`[ x > .git/config ]` truncates the file, `[ x > ../y ]`
+/// writes outside the root), the grammar as comparisons, as they are in
+/// `[[ ... ]]`. The command is then not read as bash reads it.
+fn redirect_read_as_comparison(node: Node<'_>, source: &str) -> bool {
+    let whole = text(node, source);
+    whole.starts_with('[') && !whole.starts_with("[[") && holds_angle_token(node, source)
+}
+
+/// Whether an operator token `<` or `>` is anywhere below `node`, outside
+/// the substitutions (their own redirects are read with their commands).
+fn holds_angle_token(node: Node<'_>, source: &str) -> bool {
+    node.children().any(|child| {
+        if child.is_named() {
+            !matches!(
+                child.kind(),
+                Kind::CommandSubstitution | Kind::ProcessSubstitution
+            ) && holds_angle_token(child, source)
+        } else {
+            text(child, source).contains(['<', '>'])
+        }
+    })
 }
 
 /// A `<<< word` redirect: the text it feeds (when it is a literal), the
