@@ -478,6 +478,8 @@ fn a_secret_in_history_is_not_proven_absent() {
     fs::remove_file(ws.join(".env")).unwrap();
     git(&["commit", "-q", "-m", "drop the secret"]);
     git(&["branch", "old", "v1.0"]);
+    // A tag may name any object, the secret's blob too.
+    git(&["tag", "blob", "v1.0:.env"]);
     // What git prints, first: the secret, from history only.
     for args in [
         &["show"][..],
@@ -485,10 +487,22 @@ fn a_secret_in_history_is_not_proven_absent() {
         &["diff", "HEAD~1"],
         &["diff", "old"],
         &["grep", "TOKEN", "v1.0"],
+        &["for-each-ref", "--format=%(raw)"],
+        &["for-each-ref", "--format=%(if)%(raw)%(then)%(raw)%(end)"],
     ] {
         assert!(git(args).contains("s3cret"), "git {args:?}");
     }
-    for args in [&["diff"][..], &["grep", "-c", "fn"], &["log", "--oneline"]] {
+    for args in [
+        &["diff"][..],
+        &["grep", "-c", "fn"],
+        &["log", "--oneline"],
+        &["for-each-ref"],
+        &[
+            "for-each-ref",
+            "--format=%(refname) %(raw:size) %(contents)",
+        ],
+        &["for-each-ref", "--format=%%(raw)"],
+    ] {
         assert!(!git(args).contains("s3cret"), "git {args:?}");
     }
     let decide = decider(engine, root);
@@ -513,6 +527,11 @@ fn a_secret_in_history_is_not_proven_absent() {
             "git stash show -p",
             "git cat-file -p HEAD~1",
             "git diff-tree -p HEAD",
+            "git for-each-ref --format='%(raw)'",
+            "git for-each-ref --format '%(*raw)' refs/tags",
+            "git for-each-ref --format='%(if)%(raw)%(then)x%(end)'",
+            "git for-each-ref --format='%(RAW)'",
+            "git verify-tag --format='%(raw)' blob",
         ],
     );
     all_decided(
@@ -537,6 +556,10 @@ fn a_secret_in_history_is_not_proven_absent() {
             "git diff --stat HEAD~1",
             "git diff --name-only main...old",
             "git diff --cached --name-status",
+            "git for-each-ref",
+            "git for-each-ref --format='%(refname:short) %(objectname) %(raw:size)' refs/tags",
+            "git for-each-ref --sort=-committerdate --count=5 --format='%(refname:short)%09%(subject)'",
+            "git for-each-ref --format='%%(raw)'",
         ],
     );
 }
