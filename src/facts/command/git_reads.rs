@@ -6,12 +6,13 @@
 //! submodule of each (`git status` runs git in them, `git grep
 //! --recurse-submodules` prints what they track).
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use super::git_config::{self, DotGit, Repository};
 use super::git_index::{self, Index};
-use super::git_revisions;
+use super::git_revisions::Refs;
 use super::places::Paths;
 use super::table::CommandClasses;
 use super::walk;
@@ -28,6 +29,9 @@ pub(super) struct Look {
     indexes: Vec<(PathBuf, Option<Index>)>,
     /// Each repository's git directory, where its refs are.
     git_dirs: Vec<PathBuf>,
+    /// Their refs, read when a word is first asked about and kept for the
+    /// rest of the judgement.
+    refs: OnceCell<Vec<Refs>>,
     /// Whether git may run a program a configuration names (so may a place
     /// the gate cannot know, and an index that does not read whole, which
     /// may hide a submodule).
@@ -48,6 +52,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
     let mut look = Look {
         indexes: Vec::new(),
         git_dirs: Vec::new(),
+        refs: OnceCell::new(),
         runs_a_program: unknown,
         files: Vec::new(),
         unknown,
@@ -139,9 +144,10 @@ impl Look {
     pub(super) fn may_name_a_revision(&self, word: &str) -> bool {
         self.unknown
             || self
-                .git_dirs
+                .refs
+                .get_or_init(|| self.git_dirs.iter().map(|dir| Refs::read(dir)).collect())
                 .iter()
-                .any(|git_dir| git_revisions::may_name_a_revision(word, git_dir))
+                .any(|refs| refs.may_name_a_revision(word))
     }
 
     /// What printing every tracked file makes of a git read: each tracked

@@ -15,7 +15,7 @@
 //! or in `packed-refs`). A ref store the gate does not read (`reftable`),
 //! or one it cannot, counts as naming every word.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::git_config;
 use crate::facts::repository_file;
@@ -24,22 +24,107 @@ use crate::facts::repository_file;
 /// file may name any word.
 const MAX_PACKED_REFS_BYTES: u64 = 64 << 20;
 
-/// Whether `word` may name a revision of the repository `git_dir`.
-pub fn may_name_a_revision(word: &str, git_dir: &Path) -> bool {
-    if word.is_empty() {
-        return false;
+/// What a repository's refs are read from, read once for every word of a
+/// judgement: the common directory, whether refs are in a store the gate
+/// does not read, and `packed-refs` (up to 64 MiB).
+pub struct Refs {
+    git_dir: PathBuf,
+    /// `None`: the common directory cannot be found, so any word may name
+    /// a ref, as it may in a `reftable` store.
+    common: Option<PathBuf>,
+    packed: Packed,
+}
+
+enum Packed {
+    Absent,
+    Text(String),
+    /// There, but not read (too large, not a regular file): any word may
+    /// be in it.
+    Unreadable,
+}
+
+impl Refs {
+    pub fn read(git_dir: &Path) -> Self {
+        let common =
+            git_config::common_dir(git_dir).filter(|common| !common.join("reftable").exists());
+        let packed = match &common {
+            None => Packed::Unreadable,
+            Some(common) => {
+                match repository_file::read_text(&common.join("packed-refs"), MAX_PACKED_REFS_BYTES)
+                {
+                    Ok(text) => Packed::Text(text),
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Packed::Absent,
+                    Err(_) => Packed::Unreadable,
+                }
+            }
+        };
+        Self {
+            git_dir: git_dir.to_path_buf(),
+            common,
+            packed,
+        }
     }
-    if word.contains(['^', '~', '@', ':', '{']) || word.contains("..") {
-        return true;
+
+    /// Whether `word` may name a revision of the repository.
+    pub fn may_name_a_revision(&self, word: &str) -> bool {
+        if word.is_empty() {
+            return false;
+        }
+        if word.contains(['^', '~', '@', ':', '{']) || word.contains("..") {
+            return true;
+        }
+        if is_object_name(word) || is_described(word) {
+            return true;
+        }
+        // A ref name holds none of these; a pathspec or a pattern may.
+        if word.contains(['*', '?', '[', '\\', ' ']) || word.chars().any(char::is_control) {
+            return false;
+        }
+        self.names_a_ref(word)
     }
-    if is_object_name(word) || is_described(word) {
-        return true;
+
+    /// Whether the repository has a ref `word` names, by the rules git
+    /// applies to a short name.
+    fn names_a_ref(&self, word: &str) -> bool {
+        let Some(common) = &self.common else {
+            return true;
+        };
+        if word.starts_with("worktrees/") || word.starts_with("main-worktree/") {
+            return true;
+        }
+        let dirs = [self.git_dir.as_path(), common.as_path()];
+        // `$GIT_DIR/NAME` is git's first rule, for any name (git 2.47 reads
+        // `.git/lower` holding an object name as a revision): a file there
+        // that holds a ref counts, as `HEAD` and `FETCH_HEAD` do; `config`
+        // and `index` do not.
+        if dirs.iter().any(|dir| holds_a_ref(&dir.join(word))) {
+            return true;
+        }
+        let mut candidates = Vec::with_capacity(6);
+        candidates.extend(
+            ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
+                .iter()
+                .map(|prefix| format!("{prefix}{word}")),
+        );
+        candidates.push(format!("refs/remotes/{word}/HEAD"));
+        let exists = |name: &String| {
+            dirs.iter()
+                .any(|dir| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| !m.is_dir()))
+        };
+        if candidates.iter().any(exists) {
+            return true;
+        }
+        // A full name (`refs/heads/main`) packed is found by the first rule.
+        candidates.push(word.to_owned());
+        match &self.packed {
+            Packed::Absent => false,
+            Packed::Unreadable => true,
+            Packed::Text(packed) => packed.lines().any(|line| {
+                line.split_once(' ')
+                    .is_some_and(|(_, name)| candidates.iter().any(|c| c == name))
+            }),
+        }
     }
-    // A ref name holds none of these; a pathspec or a pattern may.
-    if word.contains(['*', '?', '[', '\\', ' ']) || word.chars().any(char::is_control) {
-        return false;
-    }
-    names_a_ref(word, git_dir)
 }
 
 /// Four hex digits or more: an object name, or a prefix git expands.
@@ -51,54 +136,6 @@ fn is_object_name(word: &str) -> bool {
 fn is_described(word: &str) -> bool {
     word.rsplit_once("-g")
         .is_some_and(|(_, hex)| is_object_name(hex))
-}
-
-/// Whether the repository has a ref `word` names, by the rules git
-/// applies to a short name.
-fn names_a_ref(word: &str, git_dir: &Path) -> bool {
-    let Some(common) = git_config::common_dir(git_dir) else {
-        return true;
-    };
-    if common.join("reftable").exists()
-        || word.starts_with("worktrees/")
-        || word.starts_with("main-worktree/")
-    {
-        return true;
-    }
-    // `$GIT_DIR/NAME` is git's first rule, for any name (git 2.47 reads
-    // `.git/lower` holding an object name as a revision): a file there
-    // that holds a ref counts, as `HEAD` and `FETCH_HEAD` do; `config`
-    // and `index` do not.
-    if [git_dir, &common]
-        .iter()
-        .any(|dir| holds_a_ref(&dir.join(word)))
-    {
-        return true;
-    }
-    let mut candidates = Vec::with_capacity(6);
-    candidates.extend(
-        ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
-            .iter()
-            .map(|prefix| format!("{prefix}{word}")),
-    );
-    candidates.push(format!("refs/remotes/{word}/HEAD"));
-    let exists = |name: &String| {
-        [git_dir, &common]
-            .iter()
-            .any(|dir| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| !m.is_dir()))
-    };
-    if candidates.iter().any(exists) {
-        return true;
-    }
-    // A full name (`refs/heads/main`) packed is found by the first rule.
-    candidates.push(word.to_owned());
-    match repository_file::read_text(&common.join("packed-refs"), MAX_PACKED_REFS_BYTES) {
-        Ok(packed) => packed.lines().any(|line| {
-            line.split_once(' ')
-                .is_some_and(|(_, name)| candidates.iter().any(|c| c == name))
-        }),
-        Err(err) => err.kind() != std::io::ErrorKind::NotFound,
-    }
 }
 
 /// Whether the file at `path` reads as a ref: an object name, or `ref:`
@@ -121,6 +158,10 @@ fn holds_a_ref(path: &Path) -> bool {
 mod tests {
     use super::*;
     use std::process::Command;
+
+    fn may_name_a_revision(word: &str, git_dir: &Path) -> bool {
+        Refs::read(git_dir).may_name_a_revision(word)
+    }
 
     fn git(dir: &Path, args: &[&str]) -> std::process::Output {
         Command::new("git")
