@@ -21,6 +21,7 @@ mod cli_token;
 mod conformance;
 mod downstream;
 mod exec;
+mod executable;
 mod filesystem_races;
 mod fleet;
 mod fleet_apply;
