@@ -337,7 +337,7 @@ fn walk_for(node: Node<'_>, source: &str, out: &mut Parsed) {
 /// the simple commands they are: the keyword (`test` for a bracket) and
 /// the words after it.
 fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_into: bool) {
-    out.unparseable |= redirect_read_as_comparison(node, source);
+    out.unparseable |= redirect_read_as_comparison(node, source) || brackets_glued(node, source);
     let mut words = Vec::new();
     let mut uses = Vec::new();
     for child in node.children() {
@@ -382,6 +382,33 @@ fn walk_keyword_command(node: Node<'_>, source: &str, out: &mut Parsed, piped_in
 fn redirect_read_as_comparison(node: Node<'_>, source: &str) -> bool {
     let whole = text(node, source);
     whole.starts_with('[') && !whole.starts_with("[[") && holds_angle_token(node, source)
+}
+
+/// Whether a `[ ... ]` or `[[ ... ]]` has a bracket glued to a word: bash
+/// reads `[[`, `]]`, `[` and its last argument `]` only as words of their
+/// own, so `[[x > .git/config ]]` runs a command named `[[x` whose redirect
+/// truncates the file, where the grammar reads a test of `x`.
+fn brackets_glued(node: Node<'_>, source: &str) -> bool {
+    let whole = text(node, source);
+    if !whole.starts_with('[') {
+        return false;
+    }
+    let double = whole.starts_with("[[");
+    let (open, close) = if double { ("[[", "]]") } else { ("[", "]") };
+    let blank = |c: Option<char>| matches!(c, Some(' ' | '\t' | '\n'));
+    let Some(inner) = whole
+        .strip_prefix(open)
+        .and_then(|rest| rest.strip_suffix(close))
+    else {
+        return true;
+    };
+    let after = source
+        .get(node.end_byte()..)
+        .and_then(|rest| rest.chars().next());
+    !blank(inner.chars().next())
+        || !blank(inner.chars().next_back())
+        || after
+            .is_some_and(|c| !matches!(c, ' ' | '\t' | '\n' | ';' | '&' | '|' | ')' | '<' | '>'))
 }
 
 /// Whether an operator token `<` or `>` is anywhere below `node`, outside
