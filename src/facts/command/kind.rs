@@ -45,6 +45,10 @@ pub(super) enum Kind {
     Word,
     /// A `$` the grammar leaves as a token of its own.
     Dollar,
+    /// `==` or `=~` where the grammar expects a comparison: in a simple
+    /// command bash reads it as a word like any other (`cat =~ x` reads a
+    /// file named `=~`), which the grammar leaves as an unnamed token.
+    MatchOperator,
     Other,
 }
 
@@ -84,6 +88,7 @@ impl Kind {
             "variable_name" => Kind::VariableName,
             "word" => Kind::Word,
             "$" => Kind::Dollar,
+            "==" | "=~" => Kind::MatchOperator,
             _ => Kind::Other,
         }
     }

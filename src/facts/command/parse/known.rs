@@ -196,7 +196,10 @@ fn loses_text(node: Node<'_>, source: &str) -> bool {
 /// word to bash: `cat <<< 'a'\b` reads the string `ab`, where the grammar
 /// reads `'a'` and passes `b` to `cat` (found by the fuzz target's oracle).
 /// A redirect's operator splits words, so a word may touch the redirect
-/// after it (`echo x>out`).
+/// after it (`echo x>out`). The grammar leaves a `==` or `=~` before a
+/// word as a token of its own, which bash reads as part of the word it
+/// touches: `awk =='NR1' f` passes `==NR1` (found by the fuzz target's
+/// oracle).
 fn one_word_to_bash(before: Node<'_>, after: Node<'_>) -> bool {
     let redirect = |node: Node<'_>| {
         matches!(
@@ -204,6 +207,7 @@ fn one_word_to_bash(before: Node<'_>, after: Node<'_>) -> bool {
             Kind::FileRedirect | Kind::HeredocRedirect | Kind::HerestringRedirect
         )
     };
-    let word = |node: Node<'_>| node.is_named() && !redirect(node);
-    before.is_named() && word(after)
+    let word =
+        |node: Node<'_>| (node.is_named() && !redirect(node)) || node.kind() == Kind::MatchOperator;
+    (before.is_named() || before.kind() == Kind::MatchOperator) && word(after)
 }

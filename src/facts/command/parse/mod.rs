@@ -561,8 +561,13 @@ fn push_simple(
     let mut words = Vec::new();
     let mut assignments = Vec::new();
     let mut stdin_text = stdin_text;
-    for child in node.named_children() {
+    for child in node.children() {
         match child.kind() {
+            _ if !child.is_named() => {
+                if child.kind() == Kind::MatchOperator {
+                    words.push(Some(text(child, source).to_owned()));
+                }
+            }
             Kind::HerestringRedirect => {
                 let (text, from_output) = herestring(child, source, &mut uses);
                 stdin_text = text;
@@ -683,6 +688,30 @@ mod tests {
         assert!(found.contains(&lit(&["wc", "-l"])));
         assert!(found.contains(&lit(&["cat", "a"])));
         assert_eq!(found.len(), 8, "{found:?}");
+    }
+
+    /// The grammar reads `==` and `=~` after a command's word as the
+    /// operator of a comparison; bash passes them like any other word.
+    #[test]
+    fn a_comparison_operator_in_a_command_is_a_word() {
+        for (source, words) in [
+            ("cat =~ .git/config", &["cat", "=~", ".git/config"][..]),
+            ("test a == b", &["test", "a", "==", "b"]),
+            ("echo x =~ a.b y", &["echo", "x", "=~", "a.b", "y"]),
+            ("echo x ==y", &["echo", "x", "==y"]),
+        ] {
+            assert!(!parse(source).unparseable, "{source}");
+            assert_eq!(argvs(source), [lit(words)], "{source}");
+        }
+        for source in [
+            "awk =='NR1' f",
+            "echo =~\"x\"",
+            "echo x ==$y",
+            "echo a =='b'c",
+            "cat =~'.git/config'",
+        ] {
+            assert!(parse(source).unparseable, "{source}");
+        }
     }
 
     #[test]
