@@ -468,15 +468,9 @@ fn a_secret_in_history_is_not_proven_absent() {
     let GateBench { engine, root, .. } = &GateBench::new(&["src"]);
     let ws = root.path();
     let git = |args: &[&str]| git_in(ws, args);
-    git(&["init", "-q", "-b", "main"]);
-    fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
-    fs::write(ws.join(".env"), "TOKEN=s3cret").unwrap();
-    git(&["add", "src/main.rs", ".env"]);
-    git(&["commit", "-q", "-m", "one"]);
+    commit_a_secret(ws);
     git(&["tag", "v1.0"]);
-    git(&["rm", "-q", "--cached", ".env"]);
-    fs::remove_file(ws.join(".env")).unwrap();
-    git(&["commit", "-q", "-m", "drop the secret"]);
+    remove_the_secret(ws);
     git(&["branch", "old", "v1.0"]);
     // A tag may name any object, the secret's blob too.
     git(&["tag", "blob", "v1.0:.env"]);
@@ -562,6 +556,60 @@ fn a_secret_in_history_is_not_proven_absent() {
             "git for-each-ref --format='%%(raw)'",
         ],
     );
+}
+
+/// A note is any blob: `git notes add -C HEAD~1:.env` attaches a file from
+/// history to a commit, and plain `git log` prints it. Where notes may be
+/// (a notes ref, loose or packed, or a configuration naming the notes to
+/// show), what prints them asks; where none are, it runs.
+#[test]
+fn a_note_may_be_a_secret_from_history() {
+    let GateBench { engine, root, .. } = &GateBench::new(&["src"]);
+    let ws = root.path();
+    let git = |args: &[&str]| git_in(ws, args);
+    commit_a_secret(ws);
+    remove_the_secret(ws);
+    let decide = decider(engine, root);
+    let prints_notes = [
+        "git log",
+        "git log -1",
+        "git log --oneline --notes",
+        "git log --format=%N",
+        "git log --stat",
+        "git whatchanged",
+        "git reflog --format=%N",
+    ];
+    // No notes yet: the same reads run.
+    all_decided(&decide, Outcome::Allow, &prints_notes);
+    git(&["notes", "add", "-C", "HEAD~1:.env", "HEAD"]);
+    for args in [&["log"][..], &["log", "--format=%N"], &["whatchanged"]] {
+        assert!(git(args).contains("s3cret"), "git {args:?}");
+    }
+    all_decided(&decide, Outcome::Ask, &prints_notes);
+    git(&["pack-refs", "--all"]);
+    assert!(git(&["log"]).contains("s3cret"), "packed");
+    all_decided(&decide, Outcome::Ask, &prints_notes);
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &[
+            "git status",
+            "git shortlog -s",
+            "git diff",
+            "git rev-list HEAD",
+        ],
+    );
+    // Moved to another ref that a configuration names.
+    git(&["update-ref", "refs/kept", "refs/notes/commits"]);
+    git(&["update-ref", "-d", "refs/notes/commits"]);
+    assert!(!git(&["log"]).contains("s3cret"));
+    all_decided(&decide, Outcome::Allow, &prints_notes);
+    git(&["config", "core.notesRef", "refs/kept"]);
+    assert!(
+        git(&["log"]).contains("s3cret"),
+        "named by the configuration"
+    );
+    all_decided(&decide, Outcome::Ask, &prints_notes);
 }
 
 /// Anything may stand where git keeps a file: a FIFO at `.git/config`
@@ -703,6 +751,24 @@ fn git_reads_look_through_submodules_and_worktrees() {
 
 /// The gate's outcome for a command of the client `agent` in `root`.
 /// What `git ARGS` printed in `dir`, as a user `t` would run it.
+/// A repository in `ws` whose one commit holds `src/main.rs` and a
+/// `.env`.
+fn commit_a_secret(ws: &Path) {
+    git_in(ws, &["init", "-q", "-b", "main"]);
+    fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
+    fs::write(ws.join(".env"), "TOKEN=s3cret").unwrap();
+    git_in(ws, &["add", "src/main.rs", ".env"]);
+    git_in(ws, &["commit", "-q", "-m", "one"]);
+}
+
+/// The `.env` removed from the index and the working tree, and that
+/// committed: only history holds it now.
+fn remove_the_secret(ws: &Path) {
+    git_in(ws, &["rm", "-q", "--cached", ".env"]);
+    fs::remove_file(ws.join(".env")).unwrap();
+    git_in(ws, &["commit", "-q", "-m", "drop the secret"]);
+}
+
 fn git_in(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])

@@ -138,6 +138,8 @@ pub struct Description {
     pub walk: Walk,
     pub tracked: Uses,
     pub history: Uses,
+    /// Uses that print the notes of the commits they show (`git log`).
+    pub notes: Uses,
     /// Uses whose operands before `--` may name revisions.
     pub revisions: Uses,
     /// Flags that make it print names, counts or object names instead of
@@ -569,6 +571,7 @@ mod tests {
             walk: Walk::default(),
             tracked: Uses::default(),
             history: Uses::default(),
+            notes: Uses::default(),
             revisions: Uses::default(),
             names_only_flags: HashSet::new(),
         }

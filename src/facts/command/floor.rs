@@ -189,6 +189,7 @@ impl ProgramEntry {
             || !self.tracked_read_flags.is_empty()
             || !self.history_reads.is_none()
             || !self.history_read_flags.is_empty()
+            || !self.notes_reads.is_none()
             || !self.revision_operands.is_none()
     }
 
@@ -219,6 +220,10 @@ impl ProgramEntry {
             )
             && superset(&self.history_read_flags, &ours.history_read_flags)
             && superset(
+                &self.notes_reads.resolved(&self.subcommand),
+                &ours.notes_reads.resolved(&ours.subcommand),
+            )
+            && superset(
                 &self.revision_operands.resolved(&self.subcommand),
                 &ours.revision_operands.resolved(&ours.subcommand),
             )
@@ -247,6 +252,7 @@ impl ProgramEntry {
         parts.extend(list("tracked_read_flags", &self.tracked_read_flags));
         parts.extend(self.history_reads.text("history_reads"));
         parts.extend(list("history_read_flags", &self.history_read_flags));
+        parts.extend(self.notes_reads.text("notes_reads"));
         parts.extend(self.revision_operands.text("revision_operands"));
         parts.join("; ")
     }
@@ -371,6 +377,13 @@ mod tests {
         let err = refusal(&BUILTIN_TABLE.replace(cached, "history_read_flags = [\"--cached\"]"));
         assert!(
             err.contains("`git` diff") && err.contains("history_read_flags --cached --staged"),
+            "{err}"
+        );
+        let notes = "notes_reads = [\"log\", \"whatchanged\", \"reflog\", \"reflog show\"]";
+        assert!(BUILTIN_TABLE.contains(notes));
+        let err = refusal(&BUILTIN_TABLE.replace(notes, "notes_reads = [\"reflog\"]"));
+        assert!(
+            err.contains("`git` log|show") && err.contains("notes_reads log whatchanged"),
             "{err}"
         );
         let grep = "tracked_reads = true\n# `git grep TOKEN v1.0` searches the files a commit holds.\nrevision_operands = true";

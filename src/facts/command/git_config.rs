@@ -35,6 +35,10 @@ pub struct Configuration {
     /// How the repository names its objects, which its index's entries
     /// follow.
     pub object_names: ObjectNames,
+    /// It names the notes `git log` shows (`core.notesRef`,
+    /// `notes.displayRef`), which may be any ref's, or it could not be read
+    /// whole.
+    pub names_notes: bool,
 }
 
 /// How a repository names its objects (`extensions.objectFormat`).
@@ -55,6 +59,7 @@ impl Configuration {
             runs_a_program: true,
             files: Vec::new(),
             object_names: ObjectNames::Unknown,
+            names_notes: true,
         }
     }
 }
@@ -98,6 +103,7 @@ pub fn read(git_dir: &Path, top: &Path, home: Option<&Path>) -> Configuration {
             return Configuration::unproven();
         };
         configuration.runs_a_program |= settings.names_a_program;
+        configuration.names_notes |= settings.names_notes;
         if settings.names_an_object_format {
             configuration.object_names = ObjectNames::Unknown;
         }
@@ -206,6 +212,7 @@ fn config_files(common: &Path, git_dir: &Path) -> Vec<PathBuf> {
 struct Settings {
     names_a_program: bool,
     names_an_object_format: bool,
+    names_notes: bool,
     /// The files it includes, the folders it says hooks are in
     /// (`core.hooksPath`), and the files its keys name.
     includes: Vec<String>,
@@ -240,6 +247,10 @@ fn scan(text: &str) -> Option<Settings> {
         let value = value.trim_matches('"');
         settings.names_a_program |= runs_a_program(&section, &key, value);
         settings.names_an_object_format |= key.contains("objectformat");
+        settings.names_notes |= matches!(
+            (section.as_str(), key.as_str()),
+            ("core", "notesref") | ("notes", "displayref")
+        );
         if key == "path" && (section == "include" || section.starts_with("includeif.")) {
             settings.includes.push(value.to_owned());
         }
@@ -356,6 +367,31 @@ mod tests {
         assert!(!runs(dir.path()));
         let none = tempfile::tempdir().unwrap();
         assert!(!runs(none.path()), "no repository");
+    }
+
+    /// The notes `git log` shows may be any ref's when a configuration
+    /// names them, in the repository's file or one it includes.
+    #[test]
+    fn a_configuration_naming_the_notes_shown_is_found() {
+        let names_notes =
+            |dir: &tempfile::TempDir| read(&dir.path().join(".git"), dir.path(), None).names_notes;
+        for config in [
+            "[core]\n\tnotesRef = refs/kept\n",
+            "[notes]\n\tdisplayRef = refs/kept/*\n",
+            "[NOTES] DISPLAYREF = x\n",
+        ] {
+            assert!(names_notes(&repo(config)), "{config}");
+        }
+        let included = repo("[include]\n\tpath = extra.cfg\n");
+        std::fs::write(
+            included.path().join(".git/extra.cfg"),
+            "[core]\n\tnotesRef = refs/kept\n",
+        )
+        .unwrap();
+        assert!(names_notes(&included), "included");
+        assert!(!names_notes(&repo(
+            "[core]\n\tbare = false\n[notes]\n\trewriteMode = concatenate\n"
+        )));
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub(super) struct Look {
     /// Their refs, read when a word is first asked about and kept for the
     /// rest of the judgement.
     refs: OnceCell<Vec<Refs>>,
+    /// A configuration names the notes `git log` shows.
+    notes_named: bool,
     /// Whether git may run a program a configuration names (so may a place
     /// the gate cannot know, and an index that does not read whole, which
     /// may hide a submodule).
@@ -53,6 +55,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
         indexes: Vec::new(),
         git_dirs: Vec::new(),
         refs: OnceCell::new(),
+        notes_named: false,
         runs_a_program: unknown,
         files: Vec::new(),
         unknown,
@@ -85,6 +88,7 @@ pub(super) fn look(args: &[String], paths: &Paths<'_>) -> Look {
             }
         }
         look.runs_a_program |= index.is_none() || configuration.runs_a_program;
+        look.notes_named |= configuration.names_notes;
         look.files.extend(configuration.files);
         look.indexes.push((top, index));
         look.git_dirs.push(git_dir);
@@ -144,10 +148,20 @@ impl Look {
     pub(super) fn may_name_a_revision(&self, word: &str) -> bool {
         self.unknown
             || self
-                .refs
-                .get_or_init(|| self.git_dirs.iter().map(|dir| Refs::read(dir)).collect())
+                .refs()
                 .iter()
                 .any(|refs| refs.may_name_a_revision(word))
+    }
+
+    /// Whether a repository git reads may have notes for `git log` to
+    /// show, each of which may be any blob of its history.
+    pub(super) fn may_show_notes(&self) -> bool {
+        self.unknown || self.notes_named || self.refs().iter().any(Refs::has_notes)
+    }
+
+    fn refs(&self) -> &[Refs] {
+        self.refs
+            .get_or_init(|| self.git_dirs.iter().map(|dir| Refs::read(dir)).collect())
     }
 
     /// What printing every tracked file makes of a git read: each tracked

@@ -83,6 +83,32 @@ impl Refs {
         self.names_a_ref(word)
     }
 
+    /// Whether the repository may have notes (`refs/notes/...`), which
+    /// `git log` prints under each commit they annotate: a note is any
+    /// blob (`git notes add -C HEAD~1:.env`), a file from history. A
+    /// `refs/notes` folder with anything in it counts, as does a ref store
+    /// the gate does not read.
+    pub fn has_notes(&self) -> bool {
+        let Some(common) = &self.common else {
+            return true;
+        };
+        let loose = [self.git_dir.as_path(), common.as_path()]
+            .iter()
+            .any(|dir| match std::fs::read_dir(dir.join("refs/notes")) {
+                Ok(mut entries) => entries.next().is_some(),
+                Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+            });
+        loose
+            || match &self.packed {
+                Packed::Absent => false,
+                Packed::Unreadable => true,
+                Packed::Text(packed) => packed.lines().any(|line| {
+                    line.split_once(' ')
+                        .is_some_and(|(_, name)| name.starts_with("refs/notes/"))
+                }),
+            }
+    }
+
     /// Whether the repository has a ref `word` names, by the rules git
     /// applies to a short name.
     fn names_a_ref(&self, word: &str) -> bool {
@@ -260,6 +286,38 @@ mod tests {
             assert_eq!(resolved.status.success(), names, "git resolves {word}");
             assert_eq!(may_name_a_revision(word, &git_dir), names, "{word}");
         }
+    }
+
+    /// Held to git: a repository whose `git log` prints a note, loose or
+    /// packed, has notes; one without any has none.
+    #[test]
+    fn notes_loose_or_packed_are_found() {
+        let dir = repository();
+        let git_dir = dir.path().join(".git");
+        let shows_note = || {
+            let log = git(dir.path(), &["log", "-1"]);
+            String::from_utf8_lossy(&log.stdout).contains("TOKEN=x")
+        };
+        assert!(!shows_note());
+        assert!(!Refs::read(&git_dir).has_notes());
+        std::fs::write(dir.path().join("secret"), "TOKEN=x\n").expect("file");
+        let blob = git(dir.path(), &["hash-object", "-w", "secret"]);
+        let blob = String::from_utf8_lossy(&blob.stdout).trim().to_owned();
+        assert!(
+            git(dir.path(), &["notes", "add", "-C", &blob])
+                .status
+                .success()
+        );
+        assert!(shows_note());
+        assert!(Refs::read(&git_dir).has_notes(), "loose");
+        assert!(git(dir.path(), &["pack-refs", "--all"]).status.success());
+        let loose_left = std::fs::read_dir(git_dir.join("refs/notes"))
+            .is_ok_and(|mut entries| entries.next().is_some());
+        assert!(!loose_left, "only packed now");
+        assert!(shows_note());
+        assert!(Refs::read(&git_dir).has_notes(), "packed");
+        std::fs::create_dir(git_dir.join("reftable")).expect("folder");
+        assert!(Refs::read(&git_dir).has_notes(), "a store not read");
     }
 
     /// A form the gate does not read counts as naming every word.

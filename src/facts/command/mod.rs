@@ -273,7 +273,9 @@ fn judge_words<'a>(
     let inside_root = |folder: &str| paths.inside_root(folder);
     let classified = table.classify(name, args, &inside_root);
     let git_read = name == "git" && classified.classes.contains("vcs_read");
-    let may_read_history = classified.reads_history || !classified.revision_operands.is_empty();
+    let may_read_history = classified.reads_history
+        || classified.reads_notes
+        || !classified.revision_operands.is_empty();
     if git_read || classified.reads_tracked || may_read_history {
         let look = looks
             .entry(global_options(args))
@@ -282,6 +284,7 @@ fn judge_words<'a>(
         // may be any file ever committed: the gate reads no objects, so it
         // is not proven.
         let mut unproven = (classified.reads_history && look.finds_a_repository())
+            || (classified.reads_notes && look.may_show_notes())
             || classified
                 .revision_operands
                 .iter()

@@ -134,6 +134,11 @@ pub(super) struct ProgramEntry {
     /// Flags and options that make it do so (`git log -p`).
     #[serde(default)]
     pub(super) history_read_flags: Vec<String>,
+    /// It prints the notes of the commits it shows (`git log`): a note is
+    /// any blob (`git notes add -C HEAD~1:.env`), so in a repository that
+    /// may have notes it is a history read.
+    #[serde(default)]
+    pub(super) notes_reads: Uses,
     /// Its operands (before `--`) may name revisions, whose content it
     /// then prints (`git diff HEAD~3`): one that may is a history read.
     #[serde(default)]

@@ -142,7 +142,12 @@ pub(super) fn description(
         .iter()
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .collect();
-    let (tracked, history, revisions) = repository_reads_of(&mut entry).map_err(bad)?;
+    let RepositoryReads {
+        tracked,
+        history,
+        notes,
+        revisions,
+    } = repository_reads_of(&mut entry).map_err(bad)?;
     Ok(Description {
         names,
         class: class.clone(),
@@ -152,6 +157,7 @@ pub(super) fn description(
         walk: walk_of(&mut entry),
         tracked,
         history,
+        notes,
         revisions,
         names_only_flags: set(std::mem::take(&mut entry.names_only_flags)),
         flags: set(entry.flags),
@@ -207,21 +213,28 @@ pub(super) fn script_of(
     }))
 }
 
-/// What the entry says a program prints of a repository: what it tracks,
-/// what its history holds, and which uses take revisions as operands.
-fn repository_reads_of(entry: &mut ProgramEntry) -> Result<(Uses, Uses, Uses), String> {
+/// What the entry says a program prints of a repository.
+struct RepositoryReads {
+    tracked: Uses,
+    history: Uses,
+    notes: Uses,
+    revisions: Uses,
+}
+
+fn repository_reads_of(entry: &mut ProgramEntry) -> Result<RepositoryReads, String> {
     let tracked_flags = std::mem::take(&mut entry.tracked_read_flags);
     let history_flags = std::mem::take(&mut entry.history_read_flags);
-    Ok((
-        uses_of(entry, "tracked_reads", &entry.tracked_reads, tracked_flags)?,
-        uses_of(entry, "history_reads", &entry.history_reads, history_flags)?,
-        uses_of(
+    Ok(RepositoryReads {
+        tracked: uses_of(entry, "tracked_reads", &entry.tracked_reads, tracked_flags)?,
+        history: uses_of(entry, "history_reads", &entry.history_reads, history_flags)?,
+        notes: uses_of(entry, "notes_reads", &entry.notes_reads, Vec::new())?,
+        revisions: uses_of(
             entry,
             "revision_operands",
             &entry.revision_operands,
             Vec::new(),
         )?,
-    ))
+    })
 }
 
 /// Which uses of a program do what the entry's field `field` says (print

@@ -158,6 +158,9 @@ pub struct Classified {
     pub reads_tracked: bool,
     /// It prints from the repository's history, whatever its operands.
     pub reads_history: bool,
+    /// It prints the notes of the commits it shows, which may be any blob
+    /// of the history: a history read where notes may be.
+    pub reads_notes: bool,
     /// Operands that make it print from the history if they name a
     /// revision (`git diff HEAD~3`); which do, the repository says.
     pub revision_operands: Vec<String>,
@@ -359,6 +362,7 @@ impl CommandClasses {
         }
         classified.reads_tracked |= known.reads_tracked;
         classified.reads_history |= known.reads_history;
+        classified.reads_notes |= known.reads_notes;
         for operand in known.revision_operands {
             if !classified.revision_operands.contains(&operand) {
                 classified.revision_operands.push(operand);
@@ -419,6 +423,8 @@ impl CommandClasses {
                 scan.reads_tracked || (prints && description.tracked.by_subcommand(rest));
             classified.reads_history |=
                 scan.reads_history || (prints && description.history.by_subcommand(rest));
+            // Notes show under a commit whatever the format of its diff.
+            classified.reads_notes |= description.notes.by_subcommand(rest);
             if prints && description.revisions.by_subcommand(rest) {
                 classified.revision_operands.extend(scan.leading_operands);
             }
