@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use super::git_config::{self, DotGit, Repository};
 use super::git_index::{self, Index};
-use super::git_revisions::Refs;
+use super::git_revisions::{self, Refs};
 use super::places::Paths;
 use super::table::CommandClasses;
 use super::walk;
@@ -146,11 +146,17 @@ impl Look {
     /// Whether `word` may name a revision of a repository git reads (in
     /// a place the gate cannot know, any word may).
     pub(super) fn may_name_a_revision(&self, word: &str) -> bool {
-        self.unknown
-            || self
+        if self.unknown {
+            return true;
+        }
+        // The form decides most words without the refs being read.
+        match git_revisions::by_its_form(word) {
+            Some(names) => names && !self.git_dirs.is_empty(),
+            None => self
                 .refs()
                 .iter()
-                .any(|refs| refs.may_name_a_revision(word))
+                .any(|refs| refs.may_name_a_revision(word)),
+        }
     }
 
     /// Whether a repository git reads may have notes for `git log` to

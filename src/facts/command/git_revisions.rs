@@ -67,20 +67,7 @@ impl Refs {
 
     /// Whether `word` may name a revision of the repository.
     pub fn may_name_a_revision(&self, word: &str) -> bool {
-        if word.is_empty() {
-            return false;
-        }
-        if word.contains(['^', '~', '@', ':', '{']) || word.contains("..") {
-            return true;
-        }
-        if is_object_name(word) || is_described(word) {
-            return true;
-        }
-        // A ref name holds none of these; a pathspec or a pattern may.
-        if word.contains(['*', '?', '[', '\\', ' ']) || word.chars().any(char::is_control) {
-            return false;
-        }
-        self.names_a_ref(word)
+        by_its_form(word).unwrap_or_else(|| self.names_a_ref(word))
     }
 
     /// Whether the repository may have notes (`refs/notes/...`), which
@@ -151,6 +138,27 @@ impl Refs {
             }),
         }
     }
+}
+
+/// Whether `word` names a revision whatever the repository holds: `Some`
+/// when its form alone says (revision syntax, an object name, a `git
+/// describe` name, or a character no ref name holds), `None` when only the
+/// repository's refs can.
+pub fn by_its_form(word: &str) -> Option<bool> {
+    if word.is_empty() {
+        return Some(false);
+    }
+    if word.contains(['^', '~', '@', ':', '{']) || word.contains("..") {
+        return Some(true);
+    }
+    if is_object_name(word) || is_described(word) {
+        return Some(true);
+    }
+    // A ref name holds none of these; a pathspec or a pattern may.
+    if word.contains(['*', '?', '[', '\\', ' ']) || word.chars().any(char::is_control) {
+        return Some(false);
+    }
+    None
 }
 
 /// Four hex digits or more: an object name, or a prefix git expands.
