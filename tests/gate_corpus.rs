@@ -586,6 +586,33 @@ fn a_note_may_be_a_secret_from_history() {
         assert!(git(args).contains("s3cret"), "git {args:?}");
     }
     all_decided(&decide, Outcome::Ask, &prints_notes);
+    // `--no-notes` after every flag that shows them: none are printed.
+    let no_notes = [
+        &["log", "--no-notes"][..],
+        &["log", "--notes", "--no-notes", "--format=%N"],
+        &["log", "--notes=commits", "--no-notes"],
+    ];
+    for args in no_notes {
+        assert!(!git(args).contains("s3cret"), "git {args:?}");
+    }
+    assert!(git(&["log", "--no-notes", "--notes"]).contains("s3cret"));
+    all_decided(
+        &decide,
+        Outcome::Allow,
+        &[
+            "git log --no-notes",
+            "git log --notes --no-notes --format=%N",
+            "git log --notes=commits --no-notes",
+        ],
+    );
+    all_decided(
+        &decide,
+        Outcome::Ask,
+        &[
+            "git log --no-notes --notes",
+            "git log --no-notes --notes=commits",
+        ],
+    );
     git(&["pack-refs", "--all"]);
     assert!(git(&["log"]).contains("s3cret"), "packed");
     all_decided(&decide, Outcome::Ask, &prints_notes);

@@ -147,6 +147,9 @@ pub struct Description {
     /// read's flags (the formats that print content), it prints no file's
     /// content, whatever it compares.
     pub names_only_flags: HashSet<String>,
+    /// Flags that stop it printing notes, unless a flag that prints them
+    /// comes later (`git log --no-notes`).
+    pub no_notes_flags: HashSet<String>,
 }
 
 /// What a description makes of a program's words.
@@ -167,6 +170,9 @@ pub struct Scan {
     pub leading_operands: Vec<String>,
     /// It prints names, not content, whatever it reads.
     pub names_only: bool,
+    /// What its last flag about notes says: they are printed (`--notes`)
+    /// or not (`--no-notes`); `None` when it has none.
+    pub shows_notes: Option<bool>,
 }
 
 enum Word<'a> {
@@ -230,6 +236,11 @@ impl Description {
             scan.reads_tracked |= self.names_one_of(word, &self.tracked.flags);
             scan.reads_history |= self.names_one_of(word, &self.history.flags);
             scan.names_only |= self.names_one_of(word, &self.names_only_flags);
+            if self.names_one_of(word, &self.notes.flags) {
+                scan.shows_notes = Some(true);
+            } else if self.names_one_of(word, &self.no_notes_flags) {
+                scan.shows_notes = Some(false);
+            }
             for item in self.read_option(word, words, &mut index) {
                 match item {
                     Word::Flag | Word::Value => {}
@@ -574,6 +585,7 @@ mod tests {
             notes: Uses::default(),
             revisions: Uses::default(),
             names_only_flags: HashSet::new(),
+            no_notes_flags: HashSet::new(),
         }
     }
 

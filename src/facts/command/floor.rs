@@ -190,6 +190,7 @@ impl ProgramEntry {
             || !self.history_reads.is_none()
             || !self.history_read_flags.is_empty()
             || !self.notes_reads.is_none()
+            || !self.notes_read_flags.is_empty()
             || !self.revision_operands.is_none()
     }
 
@@ -223,6 +224,7 @@ impl ProgramEntry {
                 &self.notes_reads.resolved(&self.subcommand),
                 &ours.notes_reads.resolved(&ours.subcommand),
             )
+            && superset(&self.notes_read_flags, &ours.notes_read_flags)
             && superset(
                 &self.revision_operands.resolved(&self.subcommand),
                 &ours.revision_operands.resolved(&ours.subcommand),
@@ -253,6 +255,7 @@ impl ProgramEntry {
         parts.extend(self.history_reads.text("history_reads"));
         parts.extend(list("history_read_flags", &self.history_read_flags));
         parts.extend(self.notes_reads.text("notes_reads"));
+        parts.extend(list("notes_read_flags", &self.notes_read_flags));
         parts.extend(self.revision_operands.text("revision_operands"));
         parts.join("; ")
     }
@@ -418,6 +421,36 @@ mod tests {
         let classified = table.classify("git", &args, &|_| true);
         assert_eq!(classified.revision_operands, ["HEAD~1"]);
         assert!(classified.reads_tracked);
+    }
+
+    /// Flags that turn notes off relax a read as names-only flags do: a
+    /// team's table that adds one loads, and the built-in judgement beside
+    /// it still sees the notes read.
+    #[test]
+    fn a_team_table_cannot_turn_notes_off_with_a_flag_of_its_own() {
+        let classify = |table: &CommandClasses, args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            table.classify("git", &args, &|_| true).reads_notes
+        };
+        let builtin = CommandClasses::parse("commands.toml", BUILTIN_TABLE).unwrap();
+        assert!(classify(&builtin, &["log"]));
+        assert!(!classify(&builtin, &["log", "--no-notes"]));
+        assert!(!classify(&builtin, &["log", "--notes", "--no-notes"]));
+        assert!(classify(&builtin, &["log", "--no-notes", "--notes=review"]));
+        assert!(classify(&builtin, &["log", "--no-notes", "--show-notes"]));
+        let off = "no_notes_flags = [\"--no-notes\"]";
+        assert!(BUILTIN_TABLE.contains(off));
+        let wider =
+            BUILTIN_TABLE.replacen(off, "no_notes_flags = [\"--no-notes\", \"--oneline\"]", 1);
+        let team = CommandClasses::parse("team/commands.toml", &wider).unwrap();
+        assert!(classify(&team, &["log", "--oneline"]));
+        let on = "notes_read_flags = [\"--notes\", \"--show-notes\", \"--standard-notes\"]";
+        assert!(BUILTIN_TABLE.contains(on));
+        let err = refusal(&BUILTIN_TABLE.replacen(on, "notes_read_flags = [\"--notes\"]", 1));
+        assert!(
+            err.contains("notes_read_flags --notes --show-notes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -139,6 +139,15 @@ pub(super) struct ProgramEntry {
     /// may have notes it is a history read.
     #[serde(default)]
     pub(super) notes_reads: Uses,
+    /// Flags and options that make it print notes (`--notes`,
+    /// `--show-notes=REF`).
+    #[serde(default)]
+    pub(super) notes_read_flags: Vec<String>,
+    /// Flags that stop it printing notes when none of `notes_read_flags`
+    /// comes after them (`git log --no-notes`). A team's table cannot widen
+    /// them: the built-in table's judgement stands beside it.
+    #[serde(default)]
+    pub(super) no_notes_flags: Vec<String>,
     /// Its operands (before `--`) may name revisions, whose content it
     /// then prints (`git diff HEAD~3`): one that may is a history read.
     #[serde(default)]

@@ -160,6 +160,7 @@ pub(super) fn description(
         notes,
         revisions,
         names_only_flags: set(std::mem::take(&mut entry.names_only_flags)),
+        no_notes_flags: set(std::mem::take(&mut entry.no_notes_flags)),
         flags: set(entry.flags),
         options: set(entry.options),
         pair_options: set(entry.pair_options),
@@ -224,10 +225,11 @@ struct RepositoryReads {
 fn repository_reads_of(entry: &mut ProgramEntry) -> Result<RepositoryReads, String> {
     let tracked_flags = std::mem::take(&mut entry.tracked_read_flags);
     let history_flags = std::mem::take(&mut entry.history_read_flags);
+    let notes_flags = std::mem::take(&mut entry.notes_read_flags);
     Ok(RepositoryReads {
         tracked: uses_of(entry, "tracked_reads", &entry.tracked_reads, tracked_flags)?,
         history: uses_of(entry, "history_reads", &entry.history_reads, history_flags)?,
-        notes: uses_of(entry, "notes_reads", &entry.notes_reads, Vec::new())?,
+        notes: uses_of(entry, "notes_reads", &entry.notes_reads, notes_flags)?,
         revisions: uses_of(
             entry,
             "revision_operands",

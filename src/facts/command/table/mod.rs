@@ -423,8 +423,11 @@ impl CommandClasses {
                 scan.reads_tracked || (prints && description.tracked.by_subcommand(rest));
             classified.reads_history |=
                 scan.reads_history || (prints && description.history.by_subcommand(rest));
-            // Notes show under a commit whatever the format of its diff.
-            classified.reads_notes |= description.notes.by_subcommand(rest);
+            // Notes show under a commit whatever the format of its diff,
+            // unless the last word about them turns them off.
+            classified.reads_notes |= scan
+                .shows_notes
+                .unwrap_or_else(|| description.notes.by_subcommand(rest));
             if prints && description.revisions.by_subcommand(rest) {
                 classified.revision_operands.extend(scan.leading_operands);
             }
