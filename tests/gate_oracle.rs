@@ -112,3 +112,22 @@ fn the_oracle_finds_what_bash_did_that_the_gate_did_not_judge() {
         );
     }
 }
+
+/// What a traced command leaves running is stopped with it: a job put in
+/// the background (or a `tail -f` past the time) ran on after the test
+/// when only strace was killed, `watch -n 0` taking a core for good.
+#[test]
+fn nothing_a_traced_command_starts_outlives_it() {
+    let Some(Oracle { ws, log, .. }) = Oracle::new() else {
+        return;
+    };
+    let marker = format!("{}", 900_000 + std::process::id() % 99_999);
+    traced(&ws, &format!("sleep {marker} & sleep {marker} &"), &log);
+    let left: Vec<String> = fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.trim() == format!("sleep {marker}"))
+        .collect();
+    assert!(left.is_empty(), "still running: {left:?}");
+}

@@ -25,6 +25,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -477,6 +478,7 @@ pub fn traced(ws: &Workspace, command: &str, log: &Path) -> String {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .unwrap();
     let started = Instant::now();
@@ -485,13 +487,27 @@ pub fn traced(ws: &Workspace, command: &str, log: &Path) -> String {
             break;
         }
         if started.elapsed() > RUN_FOR {
-            let _ = child.kill();
+            kill_group(&child);
             let _ = child.wait();
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // What the command left running goes too (`tail -f` past the time, a
+    // job put in the background): killing strace alone detached them, and
+    // they ran on after the test, `watch -n 0` taking a core.
+    kill_group(&child);
     fs::read_to_string(log).unwrap_or_default()
+}
+
+/// Kills every process of the group `child` leads.
+fn kill_group(child: &std::process::Child) {
+    let group = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(group) = group {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
 }
 
 /// What both tests run the oracle with: the workspace, the default set,
