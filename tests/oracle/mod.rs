@@ -500,14 +500,40 @@ pub fn traced(ws: &Workspace, command: &str, log: &Path) -> String {
     fs::read_to_string(log).unwrap_or_default()
 }
 
-/// Kills every process of the group `child` leads.
+/// Kills every process of the group `child` leads, and waits (up to
+/// `RUN_FOR`) until none of them is alive: a process killed is not gone at
+/// once, least of all on a busy machine.
 fn kill_group(child: &std::process::Child) {
-    let group = i32::try_from(child.id())
+    let Some(group) = i32::try_from(child.id())
         .ok()
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(group) = group {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    let started = Instant::now();
+    while group_alive(group.as_raw_nonzero().get()) && started.elapsed() < RUN_FOR {
+        std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Whether a process of the group `group` is alive (not a zombie), by its
+/// `/proc/PID/stat`: `PID (NAME) STATE PPID PGRP ...`.
+fn group_alive(group: i32) -> bool {
+    let group = group.to_string();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some((_, fields)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = fields.split_whitespace().take(3).collect();
+        matches!(fields[..], [state, _, pgrp] if pgrp == group && state != "Z" && state != "X")
+    })
 }
 
 /// What both tests run the oracle with: the workspace, the default set,
