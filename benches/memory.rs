@@ -9,7 +9,9 @@
 //! idle process keeps what its last work freed. Resident is split into anonymous memory
 //! (the heap, stacks) and file-mapped pages (the binary's code and data the
 //! process has touched, which the kernel maps 64 KiB around each touch).
-//! Plain figures, not timings: no criterion.
+//! Plain figures, not timings: no criterion. First, how much of the
+//! binary's code the linker laid out as hot (`link/hot-symbols.txt`, see
+//! `build.rs`): the functions the list names that the binary has.
 
 #![allow(
     clippy::unwrap_used,
@@ -64,7 +66,37 @@ fn report(start: &str, when: &str, [total, anon, file]: [u64; 3]) {
     );
 }
 
+/// How many of the functions `link/hot-symbols.txt` names the binary
+/// has, by its symbol table (`nm`): a list older than the code names
+/// functions since renamed or gone, and their code is laid out cold.
+fn hot_list_coverage() {
+    let list = concat!(env!("CARGO_MANIFEST_DIR"), "/link/hot-symbols.txt");
+    let listed: std::collections::HashSet<String> = fs::read_to_string(list)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let Ok(symbols) = std::process::Command::new("nm")
+        .arg(env!("CARGO_BIN_EXE_portcullis"))
+        .output()
+    else {
+        println!("the hot list: nm is not installed, its coverage is not counted");
+        return;
+    };
+    let present = String::from_utf8_lossy(&symbols.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .filter(|name| listed.contains(*name))
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    println!(
+        "the hot list names {} functions; the binary has {present} of them",
+        listed.len()
+    );
+}
+
 fn main() {
+    hot_list_coverage();
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path();
     support::team_tree(base);
